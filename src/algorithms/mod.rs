@@ -1,0 +1,1 @@
+//! Hand-written algorithms of ALGORITHMS.md as schedule generators.

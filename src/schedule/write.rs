@@ -1,0 +1,114 @@
+//! The streaming schedule writer: header first, then one line per step.
+//!
+//! The output is deterministic: the same schedule always gives the same bytes (fixed key
+//! order, shortest round-trip floats, no maps with unspecified order).
+
+use super::{Schedule, ScheduleHeader, Step};
+use crate::error::Result;
+use crate::io::{write_atomic, write_error};
+use crate::topology::custom::to_lists;
+use std::io::{self, Write};
+use std::path::Path;
+
+/// Writes a schedule step by step, so that a generator never needs the whole file in memory.
+pub struct ScheduleWriter<W: Write> {
+    out: W,
+    steps: usize,
+    buf: Vec<u8>,
+}
+
+impl<W: Write> ScheduleWriter<W> {
+    /// Writes the header and opens the step list.
+    pub fn new(mut out: W, header: &ScheduleHeader) -> io::Result<Self> {
+        let t = &header.topology;
+        let (nodes, links) = to_lists(t);
+        out.write_all(b"{\n  \"format\": \"collsched.schedule\",\n  \"version\": 1,\n  \"topology\": {\n    \"nodes\": [")?;
+        for (i, n) in nodes.iter().enumerate() {
+            out.write_all(if i == 0 { b"\n      " } else { b",\n      " })?;
+            serde_json::to_writer(&mut out, n)?;
+        }
+        out.write_all(b"\n    ],\n    \"links\": [")?;
+        for (i, l) in links.iter().enumerate() {
+            out.write_all(if i == 0 { b"\n      " } else { b",\n      " })?;
+            serde_json::to_writer(&mut out, l)?;
+        }
+        write!(out, "\n    ],\n    \"switch_latency_ns\": {}\n  }},\n", serde_json::to_string(&t.switch_latency_ns())?)?;
+        let c = &header.collective;
+        let ranks: Vec<u32> = c.ranks.iter().map(|r| r.0).collect();
+        write!(
+            out,
+            "  \"collective\": {{\"kind\": \"{}\", \"ranks\": {}, \"bytes_per_rank\": {}, \"pieces\": {}",
+            c.kind.as_str(),
+            serde_json::to_string(&ranks)?,
+            c.bytes_per_rank,
+            c.pieces
+        )?;
+        if let Some(bb) = &c.block_bytes {
+            write!(out, ", \"block_bytes\": {}", serde_json::to_string(bb)?)?;
+        }
+        out.write_all(b"},\n")?;
+        if let Some(meta) = &header.meta {
+            write!(out, "  \"meta\": {},\n", serde_json::to_string(meta)?)?;
+        }
+        out.write_all(b"  \"steps\": [")?;
+        Ok(ScheduleWriter { out, steps: 0, buf: Vec::with_capacity(1 << 16) })
+    }
+
+    /// Appends one step.
+    pub fn write_step(&mut self, step: &Step) -> io::Result<()> {
+        let b = &mut self.buf;
+        b.clear();
+        b.extend_from_slice(if self.steps == 0 { b"\n    {\"transfers\": [" } else { b",\n    {\"transfers\": [" });
+        let mut num = itoa::Buffer::new();
+        for (ti, t) in step.transfers.iter().enumerate() {
+            if ti > 0 {
+                b.extend_from_slice(b", ");
+            }
+            b.extend_from_slice(b"{\"path\": [");
+            for (i, l) in t.path.iter().enumerate() {
+                if i > 0 {
+                    b.extend_from_slice(b", ");
+                }
+                b.extend_from_slice(num.format(l.0).as_bytes());
+            }
+            b.extend_from_slice(b"], \"op\": \"");
+            b.extend_from_slice(t.op.as_str().as_bytes());
+            b.extend_from_slice(b"\", \"pieces\": [");
+            for (i, p) in t.pieces.iter().enumerate() {
+                b.extend_from_slice(if i == 0 { b"[" } else { b", [" });
+                for (j, x) in p.parts().iter().enumerate() {
+                    if j > 0 {
+                        b.push(b',');
+                    }
+                    b.extend_from_slice(num.format(*x).as_bytes());
+                }
+                b.push(b']');
+            }
+            b.extend_from_slice(b"]}");
+        }
+        b.extend_from_slice(b"]}");
+        self.steps += 1;
+        self.out.write_all(b)
+    }
+
+    /// Closes the step list and the file; returns the writer.
+    pub fn finish(mut self) -> io::Result<W> {
+        self.out.write_all(if self.steps == 0 { b"]\n}\n" } else { b"\n  ]\n}\n" })?;
+        self.out.flush()?;
+        Ok(self.out)
+    }
+}
+
+/// Writes a whole schedule to a writer.
+pub fn write_schedule<W: Write>(out: W, schedule: &Schedule) -> io::Result<W> {
+    let mut w = ScheduleWriter::new(out, &schedule.header)?;
+    for s in &schedule.steps {
+        w.write_step(s)?;
+    }
+    w.finish()
+}
+
+/// Writes a whole schedule to a file, atomically.
+pub fn write_schedule_file(path: &Path, schedule: &Schedule) -> Result<()> {
+    write_atomic(path, |w| write_schedule(w, schedule).map(|_| ()).map_err(write_error(path)))
+}

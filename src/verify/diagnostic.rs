@@ -1,0 +1,190 @@
+//! Diagnostics: which rule failed, where, and why.
+
+use std::fmt;
+
+/// The rules of MODEL.md section 4.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Rule {
+    /// 1: ids exist, paths are connected walks between npus over links that are up.
+    Structure = 1,
+    /// 2: no directed link in two transfers of one step.
+    LinkSharing = 2,
+    /// 3: a sender holds every piece it sends.
+    Causality = 3,
+    /// 4: no contribution counted twice or lost.
+    Reduction = 4,
+    /// 5: every postcondition holds at the end.
+    Completion = 5,
+    /// 6: the lowered per-rank programs cannot deadlock.
+    Deadlock = 6,
+    /// 7: routed paths have an acyclic channel-dependency graph.
+    RoutingDeadlock = 7,
+    /// 8: the schedule meets its declared bounds.
+    BoundConformance = 8,
+}
+
+impl Rule {
+    /// All rules in order.
+    pub const ALL: [Rule; 8] = [
+        Rule::Structure,
+        Rule::LinkSharing,
+        Rule::Causality,
+        Rule::Reduction,
+        Rule::Completion,
+        Rule::Deadlock,
+        Rule::RoutingDeadlock,
+        Rule::BoundConformance,
+    ];
+
+    /// The rule's number.
+    pub fn number(self) -> u8 {
+        self as u8
+    }
+
+    /// The rule's name as diagnostics print it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Rule::Structure => "structure",
+            Rule::LinkSharing => "no link sharing",
+            Rule::Causality => "causality",
+            Rule::Reduction => "reduction soundness",
+            Rule::Completion => "completion",
+            Rule::Deadlock => "deadlock freedom",
+            Rule::RoutingDeadlock => "routing deadlock freedom",
+            Rule::BoundConformance => "bound conformance",
+        }
+    }
+}
+
+/// One finding: a rule, a place (step, transfer, subject such as a link or a piece), a message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// The rule.
+    pub rule: Rule,
+    /// The step (from 0), if the finding is about one.
+    pub step: Option<usize>,
+    /// The transfer within the step (from 0).
+    pub transfer: Option<usize>,
+    /// What it is about: `link 12: (1,0,0)->(2,0,0)`, `piece [0,3,1]`, ...
+    pub subject: Option<String>,
+    /// Why it fails.
+    pub message: String,
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut place = Vec::new();
+        if let Some(s) = self.step {
+            place.push(format!("step {s}"));
+        }
+        if let Some(t) = self.transfer {
+            place.push(format!("transfer {t}"));
+        }
+        let mut head = place.join(", ");
+        if let Some(subj) = &self.subject {
+            head = if head.is_empty() { subj.clone() } else { format!("{head} ({subj})") };
+        }
+        if !head.is_empty() {
+            write!(f, "{head}: ")?;
+        }
+        write!(f, "rule {} {}: {}", self.rule.number(), self.rule.name(), self.message)
+    }
+}
+
+/// Failures and warnings, kept up to a limit per rule and counted in full.
+#[derive(Clone, Debug)]
+pub struct Findings {
+    limit: usize,
+    failures: Vec<Diagnostic>,
+    failure_counts: [u64; 9],
+    warnings: Vec<Diagnostic>,
+    warning_counts: [u64; 9],
+}
+
+impl Findings {
+    /// Keeps at most `limit` diagnostics of each rule and kind.
+    pub fn new(limit: usize) -> Self {
+        Findings { limit, failures: Vec::new(), failure_counts: [0; 9], warnings: Vec::new(), warning_counts: [0; 9] }
+    }
+
+    /// Records a failure.
+    pub fn fail(&mut self, d: Diagnostic) {
+        let n = &mut self.failure_counts[d.rule as usize];
+        *n += 1;
+        if *n as usize <= self.limit {
+            self.failures.push(d);
+        }
+    }
+
+    /// Records a warning (reported, not a failure).
+    pub fn warn(&mut self, d: Diagnostic) {
+        let n = &mut self.warning_counts[d.rule as usize];
+        *n += 1;
+        if *n as usize <= self.limit {
+            self.warnings.push(d);
+        }
+    }
+
+    /// Whether a failure of this rule was recorded.
+    pub fn is_failed(&self, rule: Rule) -> bool {
+        self.failure_counts[rule as usize] > 0
+    }
+
+    /// How many failures of a rule were found.
+    pub fn failures_of(&self, rule: Rule) -> u64 {
+        self.failure_counts[rule as usize]
+    }
+
+    /// How many warnings of a rule were found.
+    pub fn warnings_of(&self, rule: Rule) -> u64 {
+        self.warning_counts[rule as usize]
+    }
+
+    /// Total number of failures.
+    pub fn failure_count(&self) -> u64 {
+        self.failure_counts.iter().sum()
+    }
+
+    /// The kept failures, in the order found.
+    pub fn failures(&self) -> &[Diagnostic] {
+        &self.failures
+    }
+
+    /// The kept warnings.
+    pub fn warnings(&self) -> &[Diagnostic] {
+        &self.warnings
+    }
+
+    /// The rules that failed.
+    pub fn failed_rules(&self) -> Vec<Rule> {
+        Rule::ALL.into_iter().filter(|&r| self.is_failed(r)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_reads_like_the_style_guide() {
+        let d = Diagnostic {
+            rule: Rule::LinkSharing,
+            step: Some(7),
+            transfer: Some(3),
+            subject: Some("link 12: (1,0,0)->(2,0,0)".into()),
+            message: "also used by transfer 5".into(),
+        };
+        assert_eq!(d.to_string(), "step 7, transfer 3 (link 12: (1,0,0)->(2,0,0)): rule 2 no link sharing: also used by transfer 5");
+    }
+
+    #[test]
+    fn findings_count_past_the_limit() {
+        let mut f = Findings::new(1);
+        for _ in 0..3 {
+            f.fail(Diagnostic { rule: Rule::Causality, step: None, transfer: None, subject: None, message: "x".into() });
+        }
+        assert_eq!(f.failures().len(), 1);
+        assert_eq!(f.failures_of(Rule::Causality), 3);
+        assert_eq!(f.failed_rules(), vec![Rule::Causality]);
+    }
+}

@@ -1,0 +1,161 @@
+//! `collsched verify`: the rules of MODEL.md section 4, applied while the schedule streams by.
+//!
+//! Rules 1-5 (structure, no link sharing, causality, reduction soundness, completion) are one
+//! pass over the steps ([`rules`]). Further rules plug in as [`Check`]s that see the header, every
+//! step and the end, and report into the same [`Findings`]: rules 6-8 (deadlock freedom, routing
+//! deadlock freedom, bound conformance) are added that way without touching the core pass.
+
+mod diagnostic;
+mod rules;
+
+pub use diagnostic::{Diagnostic, Findings, Rule};
+
+use crate::cost::{SyncCost, SyncMeter};
+use crate::error::Result;
+use crate::schedule::{Schedule, ScheduleHeader, Step, StepSink};
+use crate::topology::NodeId;
+use rules::CoreRules;
+use std::path::Path;
+
+/// A rule that plugs into the verifier: it sees the header, every step, and the end.
+pub trait Check {
+    /// Called once with the header.
+    fn begin(&mut self, _header: &ScheduleHeader, _out: &mut Findings) {}
+    /// Called for every step in order.
+    fn step(&mut self, _index: usize, _step: &Step, _out: &mut Findings) {}
+    /// Called once after the last step; `stats` and `cost` are final.
+    fn finish(&mut self, _stats: &Stats, _cost: Option<&SyncCost>, _out: &mut Findings) {}
+}
+
+/// Options of a verification.
+#[derive(Clone, Debug)]
+pub struct VerifyOptions {
+    /// Rule-2 sharing is reported as a warning rather than a failure (the spec's
+    /// `allow_contention`, for baselines such as single-path or dimension-order routing).
+    pub allow_contention: bool,
+    /// At most this many diagnostics of each rule are kept (all are counted).
+    pub max_diagnostics_per_rule: usize,
+    /// Track the peak relay holdings (costs memory proportional to relay holdings).
+    pub track_relays: bool,
+}
+
+impl Default for VerifyOptions {
+    fn default() -> Self {
+        VerifyOptions { allow_contention: false, max_diagnostics_per_rule: 100, track_relays: true }
+    }
+}
+
+/// Counts gathered while verifying.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Number of steps.
+    pub steps: usize,
+    /// Number of transfers.
+    pub transfers: usize,
+    /// Transfers whose interior nodes are all switches (on a torus: one link).
+    pub single_hop_transfers: usize,
+    /// The longest path, in links.
+    pub longest_path: usize,
+    /// Pieces times links of their paths.
+    pub piece_hops: u64,
+    /// Copies that delivered a value the receiver already had.
+    pub wasted_copies: u64,
+    /// The largest number of pieces a node held that it is not a destination of (a relay drops
+    /// a piece after its last send of it), with the node and the step where it happened.
+    pub peak_relay: Option<(NodeId, usize, usize)>,
+}
+
+/// What a verification found.
+#[derive(Clone, Debug)]
+pub struct Report {
+    /// Failures and warnings.
+    pub findings: Findings,
+    /// Counts.
+    pub stats: Stats,
+    /// The step-synchronous cost (always computed; meaningful when the schedule is valid).
+    pub cost: Option<SyncCost>,
+}
+
+impl Report {
+    /// True when no rule failed.
+    pub fn is_valid(&self) -> bool {
+        self.findings.failure_count() == 0
+    }
+}
+
+/// Verifies a schedule as it streams by: a [`StepSink`] that applies every rule.
+pub struct Verifier {
+    options: VerifyOptions,
+    core: Option<CoreRules>,
+    meter: Option<SyncMeter>,
+    checks: Vec<Box<dyn Check>>,
+    findings: Findings,
+}
+
+impl Verifier {
+    /// A verifier for rules 1-5 with these options.
+    pub fn new(options: VerifyOptions) -> Self {
+        let findings = Findings::new(options.max_diagnostics_per_rule);
+        Verifier { options, core: None, meter: None, checks: Vec::new(), findings }
+    }
+
+    /// Adds a further rule.
+    pub fn with_check(mut self, check: Box<dyn Check>) -> Self {
+        self.checks.push(check);
+        self
+    }
+
+    /// Ends the verification and returns the report.
+    pub fn finish(mut self) -> Report {
+        let mut stats = Stats::default();
+        if let Some(core) = self.core.take() {
+            stats = core.finish(&mut self.findings);
+        }
+        let cost = self.meter.take().map(SyncMeter::finish);
+        for c in &mut self.checks {
+            c.finish(&stats, cost.as_ref(), &mut self.findings);
+        }
+        Report { findings: self.findings, stats, cost }
+    }
+}
+
+impl StepSink for Verifier {
+    fn begin(&mut self, header: &ScheduleHeader) -> Result<()> {
+        self.core = Some(CoreRules::new(header, &self.options));
+        self.meter = Some(SyncMeter::new(header)?);
+        for c in &mut self.checks {
+            c.begin(header, &mut self.findings);
+        }
+        Ok(())
+    }
+
+    fn step(&mut self, index: usize, step: Step) -> Result<()> {
+        if let Some(core) = &mut self.core {
+            core.step(index, &step, &mut self.findings);
+        }
+        if let Some(m) = &mut self.meter {
+            m.step(&step);
+        }
+        for c in &mut self.checks {
+            c.step(index, &step, &mut self.findings);
+        }
+        Ok(())
+    }
+}
+
+/// Verifies a schedule held in memory under rules 1-5.
+pub fn verify_schedule(schedule: &Schedule, options: &VerifyOptions) -> Result<Report> {
+    let mut v = Verifier::new(options.clone());
+    v.begin(&schedule.header)?;
+    for (i, s) in schedule.steps.iter().enumerate() {
+        v.step(i, s.clone())?;
+    }
+    Ok(v.finish())
+}
+
+/// Verifies a schedule file by streaming it under rules 1-5; returns the header and the report.
+pub fn verify_file(path: &Path, options: &VerifyOptions) -> Result<(ScheduleHeader, Report)> {
+    let mut v = Verifier::new(options.clone());
+    let header = crate::schedule::stream_schedule_file(path, &mut v)?;
+    Ok((header, v.finish()))
+}

@@ -1,0 +1,498 @@
+//! Rules 1-5 in one streaming pass: structure, no link sharing, causality, reduction soundness,
+//! completion.
+//!
+//! State is flat: for copy-only collectives one presence bit per (piece, npu); for reducing
+//! collectives one contributor set (a bitset over rank indices) per (piece, npu). Transfers of a
+//! step read the state at the start of the step; their deliveries are collected and applied at
+//! the end of the step (MODEL.md section 3).
+
+use super::{Diagnostic, Findings, Rule, Stats, VerifyOptions};
+use crate::collective::{Collective, CollectiveKind};
+use crate::schedule::{Op, ScheduleHeader, Step};
+use crate::topology::{LinkId, NodeId, Topology};
+
+const NONE: u32 = u32::MAX;
+
+struct Delivery {
+    node: u32,
+    piece: u32,
+    transfer: u32,
+    op: Op,
+    /// Offset of the carried contributor set in `carried` (reducing kinds).
+    value: u32,
+}
+
+/// Which non-destination pieces each node holds and until when (for the peak-relay report).
+enum Relays {
+    Off,
+    /// Few holders per piece (copy-only kinds): a linked list per piece.
+    Lists { head: Vec<u32>, arena: Vec<[u32; 4]> },
+    /// Many holders per piece (reducing kinds): dense first-hold and last-send per (piece, npu).
+    Dense { n_npus: usize, start: Vec<u32>, last: Vec<u32> },
+}
+
+impl Relays {
+    fn hold(&mut self, piece: usize, node: usize, from: u32) {
+        match self {
+            Relays::Off => {}
+            Relays::Lists { head, arena } => {
+                let mut at = head[piece];
+                while at != NONE {
+                    if arena[at as usize][0] == node as u32 {
+                        return;
+                    }
+                    at = arena[at as usize][3];
+                }
+                arena.push([node as u32, from, NONE, head[piece]]);
+                head[piece] = (arena.len() - 1) as u32;
+            }
+            Relays::Dense { n_npus, start, .. } => {
+                let i = piece * *n_npus + node;
+                if start[i] == NONE {
+                    start[i] = from;
+                }
+            }
+        }
+    }
+
+    fn sent(&mut self, piece: usize, node: usize, step: u32) {
+        match self {
+            Relays::Off => {}
+            Relays::Lists { head, arena } => {
+                let mut at = head[piece];
+                while at != NONE {
+                    let e = &mut arena[at as usize];
+                    if e[0] == node as u32 {
+                        e[2] = step;
+                        return;
+                    }
+                    at = e[3];
+                }
+            }
+            Relays::Dense { n_npus, start, last } => {
+                let i = piece * *n_npus + node;
+                if start[i] != NONE {
+                    last[i] = step;
+                }
+            }
+        }
+    }
+
+    /// (node, count, step) of the largest number of non-destination pieces held at once.
+    fn peak(&self, steps: u32) -> Option<(NodeId, usize, usize)> {
+        let end = steps.saturating_sub(1);
+        let mut events: Vec<(u32, u32, i32)> = Vec::new();
+        let mut add = |node: u32, s: u32, l: u32| {
+            let e = if l == NONE { end } else { l.max(s) };
+            events.push((node, s, 1));
+            events.push((node, e + 1, -1));
+        };
+        match self {
+            Relays::Off => return None,
+            Relays::Lists { arena, .. } => arena.iter().for_each(|e| add(e[0], e[1], e[2])),
+            Relays::Dense { n_npus, start, last } => {
+                for (i, (&s, &l)) in start.iter().zip(last).enumerate() {
+                    if s != NONE {
+                        add((i % n_npus) as u32, s, l);
+                    }
+                }
+            }
+        }
+        events.sort_unstable();
+        let mut best: Option<(NodeId, usize, usize)> = None;
+        let mut cur_node = NONE;
+        let mut count: i64 = 0;
+        for (node, step, delta) in events {
+            if node != cur_node {
+                cur_node = node;
+                count = 0;
+            }
+            count += delta as i64;
+            if count > 0 && best.is_none_or(|b| count as usize > b.1) && step <= end {
+                best = Some((NodeId(node), count as usize, step as usize));
+            }
+        }
+        best
+    }
+}
+
+pub(super) struct CoreRules {
+    topo: Topology,
+    collective: Collective,
+    allow_contention: bool,
+    reducing: bool,
+    n_npus: usize,
+    link_src: Vec<u32>,
+    link_dst: Vec<u32>,
+    link_up: Vec<bool>,
+    link_stamp: Vec<u32>,
+    link_owner: Vec<u32>,
+    node_stamp: Vec<u32>,
+    epoch: u32,
+    /// Copy-only kinds: presence bits, `words` u64 per piece.
+    words: usize,
+    presence: Vec<u64>,
+    /// Reducing kinds: contributor sets, `rwords` u64 per (piece, npu).
+    rwords: usize,
+    values: Vec<u64>,
+    full: Vec<u64>,
+    carried: Vec<u64>,
+    scratch: Vec<u64>,
+    deliveries: Vec<Delivery>,
+    relays: Relays,
+    stats: Stats,
+}
+
+fn set_text(bits: &[u64]) -> String {
+    let ranks: Vec<String> = (0..bits.len() * 64).filter(|&i| bits[i / 64] >> (i % 64) & 1 == 1).map(|i| i.to_string()).collect();
+    if ranks.len() > 8 {
+        format!("{{{}, ... ({} ranks)}}", ranks[..8].join(", "), ranks.len())
+    } else {
+        format!("{{{}}}", ranks.join(", "))
+    }
+}
+
+impl CoreRules {
+    pub(super) fn new(header: &ScheduleHeader, options: &VerifyOptions) -> Self {
+        let topo = header.topology.clone();
+        let c = header.collective.clone();
+        let n_npus = topo.num_npus();
+        let reducing = c.kind.is_reducing();
+        let words = n_npus.div_ceil(64);
+        let r = c.num_ranks();
+        let rwords = r.div_ceil(64);
+        let space = c.piece_space();
+        let (mut presence, mut values) = (Vec::new(), Vec::new());
+        let mut full = vec![0u64; rwords];
+        for i in 0..r {
+            full[i / 64] |= 1 << (i % 64);
+        }
+        let mut relays = match (options.track_relays, reducing) {
+            (false, _) => Relays::Off,
+            (true, false) => Relays::Lists { head: vec![NONE; space], arena: Vec::new() },
+            (true, true) => Relays::Dense { n_npus, start: vec![NONE; space * n_npus], last: vec![NONE; space * n_npus] },
+        };
+        if reducing {
+            values = vec![0u64; space * n_npus * rwords];
+            for pi in 0..space {
+                let j = pi / c.pieces as usize;
+                for (ri, &node) in c.ranks.iter().enumerate() {
+                    let at = (pi * n_npus + node.index()) * rwords;
+                    values[at + ri / 64] |= 1 << (ri % 64);
+                    if c.kind == CollectiveKind::ReduceScatter && ri != j {
+                        relays.hold(pi, node.index(), 0);
+                    }
+                }
+            }
+        } else {
+            presence = vec![0u64; space * words];
+            for pi in 0..space {
+                if !c.is_piece_index(pi) {
+                    continue;
+                }
+                let id = c.piece_at(pi);
+                let src = c.ranks[c.source(&id).expect("copy-only pieces have a source")].index();
+                presence[pi * words + src / 64] |= 1 << (src % 64);
+                if c.kind == CollectiveKind::AllToAll {
+                    relays.hold(pi, src, 0);
+                }
+            }
+        }
+        let n_links = topo.num_links();
+        let (mut link_src, mut link_dst, mut link_up) = (Vec::with_capacity(n_links), Vec::with_capacity(n_links), Vec::with_capacity(n_links));
+        for (_, l) in topo.links() {
+            link_src.push(l.src.0);
+            link_dst.push(l.dst.0);
+            link_up.push(l.up);
+        }
+        CoreRules {
+            node_stamp: vec![0; topo.num_nodes()],
+            topo,
+            collective: c,
+            allow_contention: options.allow_contention,
+            reducing,
+            n_npus,
+            link_src,
+            link_dst,
+            link_up,
+            link_stamp: vec![0; n_links],
+            link_owner: vec![0; n_links],
+            epoch: 0,
+            words,
+            presence,
+            rwords,
+            values,
+            full,
+            carried: Vec::new(),
+            scratch: vec![0; rwords],
+            deliveries: Vec::new(),
+            relays,
+            stats: Stats::default(),
+        }
+    }
+
+    fn node_text(&self, n: u32) -> String {
+        let node = NodeId(n);
+        match self.collective.rank_index(node) {
+            Some(r) => format!("node {n} {} (rank {r})", self.topo.node(node).name),
+            None => format!("node {n} {}", self.topo.node(node).name),
+        }
+    }
+
+    fn is_destination(&self, piece: usize, node: usize) -> bool {
+        let c = &self.collective;
+        let rest = piece / c.pieces as usize;
+        match c.kind {
+            CollectiveKind::AllToAll => c.ranks[rest % c.num_ranks()].index() == node,
+            CollectiveKind::ReduceScatter => c.ranks[rest].index() == node,
+            CollectiveKind::AllGather | CollectiveKind::AllReduce => c.rank_index(NodeId(node as u32)).is_some(),
+        }
+    }
+
+    fn value_at(&self, piece: usize, node: usize) -> usize {
+        (piece * self.n_npus + node) * self.rwords
+    }
+
+    pub(super) fn step(&mut self, s: usize, step: &Step, out: &mut Findings) {
+        let stamp = s as u32 + 1;
+        self.deliveries.clear();
+        self.carried.clear();
+        let n_links = self.link_src.len();
+        for (ti, tr) in step.transfers.iter().enumerate() {
+            let diag = |rule: Rule, subject: Option<String>, message: String| Diagnostic { rule, step: Some(s), transfer: Some(ti), subject, message };
+            self.stats.transfers += 1;
+            self.stats.longest_path = self.stats.longest_path.max(tr.path.len());
+            self.stats.piece_hops += (tr.pieces.len() * tr.path.len()) as u64;
+            if tr.path.is_empty() {
+                out.fail(diag(Rule::Structure, None, "the path is empty".into()));
+                continue;
+            }
+            self.epoch += 1;
+            let mut prev: Option<(u32, LinkId)> = None;
+            let mut src: Option<u32> = None;
+            let mut interior_switches_only = true;
+            for (h, &link) in tr.path.iter().enumerate() {
+                let l = link.index();
+                if l >= n_links {
+                    out.fail(diag(Rule::Structure, Some(format!("link {link}")), format!("no such link (there are {n_links} links)")));
+                    prev = None;
+                    continue;
+                }
+                let (a, b) = (self.link_src[l], self.link_dst[l]);
+                let subject = || Some(self.topo.describe_link(link));
+                if h == 0 {
+                    src = Some(a);
+                    self.node_stamp[a as usize] = self.epoch;
+                } else {
+                    if (a as usize) < self.n_npus {
+                        interior_switches_only = false;
+                    }
+                    if let Some((p, pl)) = prev {
+                        if p != a {
+                            out.fail(diag(
+                                Rule::Structure,
+                                subject(),
+                                format!("the path is not connected: {} ends at {} but the next link starts at {}", self.topo.describe_link(pl), self.node_text(p), self.node_text(a)),
+                            ));
+                        }
+                    }
+                }
+                if self.node_stamp[b as usize] == self.epoch {
+                    out.fail(diag(Rule::Structure, subject(), format!("the path visits {} twice", self.node_text(b))));
+                } else {
+                    self.node_stamp[b as usize] = self.epoch;
+                }
+                if !self.link_up[l] {
+                    out.fail(diag(Rule::Structure, subject(), "the link is down".into()));
+                }
+                if self.link_stamp[l] == stamp {
+                    let d = diag(Rule::LinkSharing, subject(), format!("also used by transfer {}", self.link_owner[l]));
+                    if self.allow_contention {
+                        out.warn(d);
+                    } else {
+                        out.fail(d);
+                    }
+                } else {
+                    self.link_stamp[l] = stamp;
+                    self.link_owner[l] = ti as u32;
+                }
+                prev = Some((b, link));
+            }
+            let last = tr.path.last().filter(|l| l.index() < n_links).map(|l| self.link_dst[l.index()]);
+            let mut ends_ok = true;
+            if let Some(a) = src.filter(|&a| a as usize >= self.n_npus) {
+                out.fail(diag(Rule::Structure, None, format!("the path starts at a switch, {}", self.node_text(a))));
+                ends_ok = false;
+            }
+            if let Some(b) = last.filter(|&b| b as usize >= self.n_npus) {
+                out.fail(diag(Rule::Structure, None, format!("the path ends at a switch, {}", self.node_text(b))));
+                ends_ok = false;
+            }
+            if interior_switches_only {
+                self.stats.single_hop_transfers += 1;
+            }
+            if tr.op == Op::Reduce && !self.reducing {
+                out.fail(diag(Rule::Reduction, None, format!("reduce in a {} collective, whose pieces have no contributions to combine", self.collective.kind)));
+            }
+            let endpoints = match (src, last) {
+                (Some(a), Some(b)) if ends_ok => Some((a, b)),
+                _ => None,
+            };
+            for p in &tr.pieces {
+                let Some(pi) = self.collective.piece_index(p) else {
+                    let why = self.collective.piece_error(p).unwrap_or_default();
+                    out.fail(diag(Rule::Structure, Some(format!("piece {p}")), why));
+                    continue;
+                };
+                let Some((a, b)) = endpoints else { continue };
+                let held = if self.reducing {
+                    let at = self.value_at(pi, a as usize);
+                    self.values[at..at + self.rwords].iter().any(|&w| w != 0)
+                } else {
+                    self.presence[pi * self.words + a as usize / 64] >> (a % 64) & 1 == 1
+                };
+                if !held {
+                    out.fail(diag(Rule::Causality, Some(format!("piece {p}")), format!("{} does not hold the piece at the start of the step", self.node_text(a))));
+                    continue;
+                }
+                self.relays.sent(pi, a as usize, s as u32);
+                let value = self.carried.len() as u32;
+                if self.reducing {
+                    let at = self.value_at(pi, a as usize);
+                    self.carried.extend_from_slice(&self.values[at..at + self.rwords]);
+                }
+                self.deliveries.push(Delivery { node: b, piece: pi as u32, transfer: ti as u32, op: tr.op, value });
+            }
+        }
+        if self.reducing {
+            self.apply_reducing(s, out);
+        } else {
+            self.apply_copies(s);
+        }
+        self.stats.steps = s + 1;
+    }
+
+    fn apply_copies(&mut self, s: usize) {
+        let deliveries = std::mem::take(&mut self.deliveries);
+        for d in &deliveries {
+            let (pi, node) = (d.piece as usize, d.node as usize);
+            let word = &mut self.presence[pi * self.words + node / 64];
+            if *word >> (node % 64) & 1 == 1 {
+                self.stats.wasted_copies += 1;
+            } else {
+                *word |= 1 << (node % 64);
+                if !self.is_destination(pi, node) {
+                    self.relays.hold(pi, node, s as u32 + 1);
+                }
+            }
+        }
+        self.deliveries = deliveries;
+    }
+
+    fn apply_reducing(&mut self, s: usize, out: &mut Findings) {
+        let mut deliveries = std::mem::take(&mut self.deliveries);
+        deliveries.sort_unstable_by_key(|d| ((d.node as u64) << 32) | d.piece as u64);
+        let rw = self.rwords;
+        let mut i = 0;
+        while i < deliveries.len() {
+            let (node, pi) = (deliveries[i].node, deliveries[i].piece);
+            let mut j = i;
+            while j < deliveries.len() && deliveries[j].node == node && deliveries[j].piece == pi {
+                j += 1;
+            }
+            let group = &deliveries[i..j];
+            let first = group[0].value as usize;
+            let piece = self.collective.piece_at(pi as usize);
+            let diag = |t: u32, message: String| Diagnostic { rule: Rule::Reduction, step: Some(s), transfer: Some(t as usize), subject: Some(format!("piece {piece}")), message };
+            let at = self.value_at(pi as usize, node as usize);
+            let all_reduce = group.iter().all(|d| d.op == Op::Reduce);
+            let all_copy = group.iter().all(|d| d.op == Op::Copy);
+            self.scratch.copy_from_slice(&self.carried[first..first + rw]);
+            if all_reduce {
+                for d in &group[1..] {
+                    let v = &self.carried[d.value as usize..d.value as usize + rw];
+                    if v.iter().zip(&self.scratch).any(|(a, b)| a & b != 0) {
+                        let overlap: Vec<u64> = v.iter().zip(&self.scratch).map(|(a, b)| a & b).collect();
+                        out.fail(diag(d.transfer, format!("reduces that reach {} in one step overlap on ranks {}", self.node_text(node), set_text(&overlap))));
+                    }
+                    for (m, x) in self.scratch.iter_mut().zip(v) {
+                        *m |= x;
+                    }
+                }
+                let old = &self.values[at..at + rw];
+                if old.iter().zip(&self.scratch).any(|(a, b)| a & b != 0) {
+                    let overlap: Vec<u64> = old.iter().zip(&self.scratch).map(|(a, b)| a & b).collect();
+                    out.fail(diag(group[0].transfer, format!("double counting: {} already holds the contributions of ranks {} that the reduce adds again", self.node_text(node), set_text(&overlap))));
+                }
+                for (o, m) in self.values[at..at + rw].iter_mut().zip(&self.scratch) {
+                    *o |= m;
+                }
+            } else if all_copy {
+                for d in &group[1..] {
+                    if self.carried[d.value as usize..d.value as usize + rw] != self.scratch[..] {
+                        out.fail(diag(d.transfer, format!("copies with different values reach {} in one step", self.node_text(node))));
+                    } else {
+                        self.stats.wasted_copies += 1;
+                    }
+                }
+                let old = &self.values[at..at + rw];
+                let lost: Vec<u64> = old.iter().zip(&self.scratch).map(|(o, c)| o & !c).collect();
+                if lost.iter().any(|&w| w != 0) {
+                    out.fail(diag(group[0].transfer, format!("the copy loses the contributions of ranks {} that {} held", set_text(&lost), self.node_text(node))));
+                } else if old == &self.scratch[..] {
+                    self.stats.wasted_copies += 1;
+                }
+                self.values[at..at + rw].copy_from_slice(&self.scratch);
+            } else {
+                out.fail(diag(group[0].transfer, format!("a copy and a reduce of the same piece reach {} in one step", self.node_text(node))));
+                for d in group {
+                    for (o, x) in self.values[at..at + rw].iter_mut().zip(&self.carried[d.value as usize..d.value as usize + rw]) {
+                        *o |= x;
+                    }
+                }
+            }
+            if !self.is_destination(pi as usize, node as usize) {
+                self.relays.hold(pi as usize, node as usize, s as u32 + 1);
+            }
+            i = j;
+        }
+        self.deliveries = deliveries;
+    }
+
+    pub(super) fn finish(self, out: &mut Findings) -> Stats {
+        let c = &self.collective;
+        let mut stats = self.stats.clone();
+        for pi in 0..c.piece_space() {
+            if !c.is_required_index(pi) {
+                continue;
+            }
+            let id = c.piece_at(pi);
+            let dests: Vec<usize> = match c.destinations(&id) {
+                crate::collective::Destinations::One(r) => vec![r],
+                crate::collective::Destinations::All => (0..c.num_ranks()).collect(),
+            };
+            for r in dests {
+                let node = c.ranks[r].index();
+                let fail = |message: String| Diagnostic { rule: Rule::Completion, step: None, transfer: None, subject: Some(format!("piece {id}")), message };
+                if self.reducing {
+                    let at = self.value_at(pi, node);
+                    let v = &self.values[at..at + self.rwords];
+                    if v != &self.full[..] {
+                        let missing: Vec<u64> = self.full.iter().zip(v).map(|(f, x)| f & !x).collect();
+                        let have: u32 = v.iter().map(|w| w.count_ones()).sum();
+                        out.fail(fail(format!(
+                            "{} ends with the contributions of {have} of {} ranks (missing ranks {})",
+                            self.node_text(node as u32),
+                            c.num_ranks(),
+                            set_text(&missing)
+                        )));
+                    }
+                } else if self.presence[pi * self.words + node / 64] >> (node % 64) & 1 == 0 {
+                    out.fail(fail(format!("never reaches {}", self.node_text(node as u32))));
+                }
+            }
+        }
+        stats.peak_relay = self.relays.peak(stats.steps as u32);
+        stats
+    }
+}
