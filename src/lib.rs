@@ -9,3 +9,5 @@ pub mod units;
 pub mod cost;
 pub mod verify;
 pub mod algorithms;
+pub mod spec;
+pub mod cli;

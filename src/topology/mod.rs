@@ -5,6 +5,7 @@
 //! [`petgraph`] directed graph whose node and edge indices are exactly the [`NodeId`]s and
 //! [`LinkId`]s of the schedule file, so graph algorithms and the file agree on every id.
 
+pub mod astra;
 pub(crate) mod custom;
 mod faults;
 mod fat_tree;

@@ -86,6 +86,7 @@ impl Report {
 /// Verifies a schedule as it streams by: a [`StepSink`] that applies every rule.
 pub struct Verifier {
     options: VerifyOptions,
+    reference: Option<crate::spec::Instance>,
     core: Option<CoreRules>,
     meter: Option<SyncMeter>,
     checks: Vec<Box<dyn Check>>,
@@ -96,7 +97,15 @@ impl Verifier {
     /// A verifier for rules 1-5 with these options.
     pub fn new(options: VerifyOptions) -> Self {
         let findings = Findings::new(options.max_diagnostics_per_rule);
-        Verifier { options, core: None, meter: None, checks: Vec::new(), findings }
+        Verifier { options, reference: None, core: None, meter: None, checks: Vec::new(), findings }
+    }
+
+    /// Verifies against a spec's instance: the schedule must be for the same network and
+    /// collective, and links the spec declares down count as down (so a schedule written before
+    /// a failure is checked against it).
+    pub fn against(mut self, instance: crate::spec::Instance) -> Self {
+        self.reference = Some(instance);
+        self
     }
 
     /// Adds a further rule.
@@ -121,6 +130,14 @@ impl Verifier {
 
 impl StepSink for Verifier {
     fn begin(&mut self, header: &ScheduleHeader) -> Result<()> {
+        let adjusted;
+        let header = match &self.reference {
+            Some(inst) => {
+                adjusted = match_instance(header, inst)?;
+                &adjusted
+            }
+            None => header,
+        };
         self.core = Some(CoreRules::new(header, &self.options));
         self.meter = Some(SyncMeter::new(header)?);
         for c in &mut self.checks {
@@ -155,7 +172,57 @@ pub fn verify_schedule(schedule: &Schedule, options: &VerifyOptions) -> Result<R
 
 /// Verifies a schedule file by streaming it under rules 1-5; returns the header and the report.
 pub fn verify_file(path: &Path, options: &VerifyOptions) -> Result<(ScheduleHeader, Report)> {
+    verify_file_with(path, options, None)
+}
+
+/// Verifies a schedule file, optionally against a spec's instance ([`Verifier::against`]).
+pub fn verify_file_with(path: &Path, options: &VerifyOptions, instance: Option<crate::spec::Instance>) -> Result<(ScheduleHeader, Report)> {
     let mut v = Verifier::new(options.clone());
+    if let Some(inst) = instance {
+        v = v.against(inst);
+    }
     let header = crate::schedule::stream_schedule_file(path, &mut v)?;
     Ok((header, v.finish()))
+}
+
+/// Checks that a schedule's header describes the spec's instance; returns the header with the
+/// spec's down links applied.
+fn match_instance(header: &ScheduleHeader, inst: &crate::spec::Instance) -> Result<ScheduleHeader> {
+    use crate::error::Error;
+    let (a, b) = (&header.topology, &inst.topology);
+    if a.num_nodes() != b.num_nodes() || a.num_links() != b.num_links() {
+        return Err(Error::bad(format!(
+            "the schedule's topology ({} nodes, {} links) is not the spec's ({} nodes, {} links)",
+            a.num_nodes(),
+            a.num_links(),
+            b.num_nodes(),
+            b.num_links()
+        )));
+    }
+    if let Some(n) = a.node_ids().find(|&n| a.node(n).kind != b.node(n).kind) {
+        return Err(Error::bad(format!("node {n}: the schedule has a {} where the spec has a {}", a.node(n).kind.as_str(), b.node(n).kind.as_str())));
+    }
+    if let Some((id, _)) = a.links().zip(b.links()).map(|((id, x), (_, y))| (id, (x.src, x.dst) == (y.src, y.dst))).find(|(_, same)| !same) {
+        return Err(Error::bad(format!("link {id}: the schedule's {} is not the spec's {}", a.describe_link(id), b.describe_link(id))));
+    }
+    let (c, d) = (&header.collective, &inst.collective);
+    if c.kind != d.kind || c.ranks != d.ranks || c.bytes_per_rank != d.bytes_per_rank || c.block_bytes != d.block_bytes {
+        return Err(Error::bad(format!(
+            "the schedule's collective ({} over {} ranks, {} bytes per rank) is not the spec's ({} over {} ranks, {} bytes per rank)",
+            c.kind,
+            c.num_ranks(),
+            c.bytes_per_rank,
+            d.kind,
+            d.num_ranks(),
+            d.bytes_per_rank
+        )));
+    }
+    if inst.pieces_given && c.pieces != d.pieces {
+        return Err(Error::bad(format!("the schedule cuts blocks into {} pieces, the spec into {}", c.pieces, d.pieces)));
+    }
+    let mut out = header.clone();
+    for l in b.down_links() {
+        out.topology.set_down(l);
+    }
+    Ok(out)
 }

@@ -1,0 +1,214 @@
+//! The command line (CLI.md): subcommands, their output, and their exit codes.
+
+use crate::error::{Error, ExitCode, Result};
+use crate::spec::Spec;
+use crate::units::{format_ns, to_f64};
+use crate::verify::{verify_file_with, Report, VerifyOptions};
+use clap::{Parser, Subcommand};
+use serde_json::json;
+use std::path::PathBuf;
+
+/// Synthesize and verify collective-communication schedules on torus and fat-tree networks.
+#[derive(Debug, Parser)]
+#[command(name = "collsched", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check a schedule file against the rules of MODEL.md section 4 (and a spec's `expect`).
+    ///
+    /// Example: collsched verify out/ring8.json --spec specs/ring8_halfring.json
+    #[command(after_help = "Exit codes: 0 valid, 1 a rule fails (one line per failure), 2 unreadable file or invalid header.\n\nExample:\n  collsched verify out/torus4x4x4_halfring_dimrotation.json --spec specs/torus4x4x4_halfring_dimrotation.json")]
+    Verify {
+        /// The schedule file (collsched JSON).
+        schedule: PathBuf,
+        /// A spec: the schedule must be for its instance; its `expect` is asserted.
+        #[arg(long)]
+        spec: Option<PathBuf>,
+        /// Print the report as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+        /// Keep at most this many diagnostics per rule (all are counted).
+        #[arg(long, default_value_t = 20)]
+        max_diagnostics: usize,
+    },
+    /// Print a schedule's step-synchronous cost: time, bandwidth, per-link and per-dimension use.
+    #[command(after_help = "Exit codes: 0, 2 unreadable file.\n\nExample:\n  collsched cost out/torus4x4x4_halfring_dimrotation.json")]
+    Cost {
+        /// The schedule file.
+        schedule: PathBuf,
+        /// Print as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Runs the command line and returns the exit code.
+pub fn run(cli: Cli) -> ExitCode {
+    let result = match cli.command {
+        Command::Verify { schedule, spec, json, max_diagnostics } => verify(schedule, spec, json, max_diagnostics),
+        Command::Cost { schedule, json } => cost(schedule, json),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            e.exit_code()
+        }
+    }
+}
+
+fn ns(r: &crate::units::Rational) -> f64 {
+    to_f64(r)
+}
+
+fn verify(schedule: PathBuf, spec_path: Option<PathBuf>, json: bool, max_diagnostics: usize) -> Result<ExitCode> {
+    let spec = spec_path.as_deref().map(Spec::load).transpose()?;
+    let instance = spec.as_ref().map(|s| s.instance()).transpose()?;
+    let expect = spec.as_ref().map(|s| s.expect.clone()).unwrap_or_default();
+    let options = VerifyOptions { allow_contention: expect.allow_contention.unwrap_or(false), max_diagnostics_per_rule: max_diagnostics, ..Default::default() };
+    let (header, report) = verify_file_with(&schedule, &options, instance)?;
+    let mut expect_failures = Vec::new();
+    if let Some(max) = expect.max_steps {
+        if report.stats.steps > max {
+            expect_failures.push(format!("expect.max_steps = {max}: the schedule has {} steps", report.stats.steps));
+        }
+    }
+    for (name, given) in [("bandwidth_optimal", expect.bandwidth_optimal.is_some()), ("max_gap_pct", expect.max_gap_pct.is_some()), ("deadlock_free", expect.deadlock_free.is_some())] {
+        if given {
+            return Err(Error::bad(format!(
+                "{}: expect.{name} needs rules this version of collsched does not check yet (bounds and deadlock rules 6-8)",
+                spec_path.as_ref().map(|p| p.display().to_string()).unwrap_or_default()
+            )));
+        }
+    }
+    let valid = report.is_valid() && expect_failures.is_empty();
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report_json(&report, &header, &expect_failures)).expect("json"));
+    } else {
+        print_report(&report, &header, &expect_failures);
+    }
+    Ok(if valid { ExitCode::Ok } else { ExitCode::RuleFailed })
+}
+
+fn report_json(r: &Report, header: &crate::schedule::ScheduleHeader, expect_failures: &[String]) -> serde_json::Value {
+    let s = &r.stats;
+    let counts: serde_json::Map<String, serde_json::Value> =
+        crate::verify::Rule::ALL.iter().map(|&rule| (format!("rule{}", rule.number()), json!(r.findings.failures_of(rule)))).collect();
+    json!({
+        "valid": r.is_valid() && expect_failures.is_empty(),
+        "failures": r.findings.failures().iter().map(|d| json!({
+            "rule": d.rule.number(), "rule_name": d.rule.name(), "step": d.step, "transfer": d.transfer,
+            "subject": d.subject, "message": d.message, "text": d.to_string()})).collect::<Vec<_>>(),
+        "failure_counts": counts,
+        "expect_failures": expect_failures,
+        "warnings": r.findings.warnings().iter().map(|d| d.to_string()).collect::<Vec<_>>(),
+        "stats": {
+            "steps": s.steps, "transfers": s.transfers, "single_hop_transfers": s.single_hop_transfers,
+            "longest_path": s.longest_path, "piece_hops": s.piece_hops, "wasted_copies": s.wasted_copies,
+            "peak_relay": s.peak_relay.map(|(n, c, st)| json!({"node": n.0, "name": header.topology.node(n).name, "pieces": c, "step": st})),
+        },
+        "cost": r.cost.as_ref().map(|c| json!({
+            "model": "sync", "time_ns": ns(&c.time_ns()), "bandwidth_term_ns": ns(&c.bandwidth_ns()),
+            "latency_term_ns": ns(&c.latency_ns()), "algo_bandwidth_gbps": c.algo_bandwidth_gbps()})),
+    })
+}
+
+fn print_report(r: &Report, header: &crate::schedule::ScheduleHeader, expect_failures: &[String]) {
+    for d in r.findings.failures() {
+        println!("{d}");
+    }
+    for rule in crate::verify::Rule::ALL {
+        let n = r.findings.failures_of(rule);
+        let shown = r.findings.failures().iter().filter(|d| d.rule == rule).count() as u64;
+        if n > shown {
+            println!("... rule {} {}: {} more failures not shown", rule.number(), rule.name(), n - shown);
+        }
+    }
+    for f in expect_failures {
+        println!("{f}");
+    }
+    let s = &r.stats;
+    let verdict = if r.is_valid() && expect_failures.is_empty() { "valid" } else { "INVALID" };
+    println!(
+        "{verdict}: {} {} over {} ranks; {} steps, {} transfers ({} single-hop, longest path {} links), {} piece-hops",
+        header.collective.kind,
+        crate::units::format_bytes(header.collective.bytes_per_rank),
+        header.collective.num_ranks(),
+        s.steps,
+        s.transfers,
+        s.single_hop_transfers,
+        s.longest_path,
+        s.piece_hops
+    );
+    let contention = r.findings.warnings_of(crate::verify::Rule::LinkSharing);
+    if contention > 0 {
+        println!("contention allowed by the spec: {contention} link shares (rule 2 reported, not failed)");
+    }
+    if s.wasted_copies > 0 {
+        println!("wasted copies: {} (a copy of a value the receiver already held)", s.wasted_copies);
+    }
+    if let Some((n, c, st)) = s.peak_relay {
+        println!("peak relay holdings: {c} pieces at node {n} {} (step {st})", header.topology.node(n).name);
+    }
+    if let (Some(c), true) = (&r.cost, r.is_valid()) {
+        println!(
+            "step-synchronous time {} (bandwidth term {} + latency term {}), all-to-all bandwidth {:.3} GB/s",
+            format_ns(ns(&c.time_ns())),
+            format_ns(ns(&c.bandwidth_ns())),
+            format_ns(ns(&c.latency_ns())),
+            c.algo_bandwidth_gbps()
+        );
+    }
+}
+
+fn cost(schedule: PathBuf, json: bool) -> Result<ExitCode> {
+    let options = VerifyOptions { allow_contention: true, track_relays: false, ..Default::default() };
+    let (header, report) = verify_file_with(&schedule, &options, None)?;
+    let c = report.cost.expect("a read schedule has a cost");
+    let t = &header.topology;
+    let total = ns(&c.time_ns());
+    let mut groups: std::collections::BTreeMap<String, (f64, f64, usize)> = Default::default();
+    for (id, l) in t.links() {
+        let g = groups.entry(l.class.group_label()).or_default();
+        g.0 += ns(&c.link_bytes[id.index()]) / l.bandwidth_gbps;
+        g.1 += ns(&c.link_bytes[id.index()]);
+        g.2 += 1;
+    }
+    if json {
+        let per_group: serde_json::Map<String, serde_json::Value> = groups
+            .iter()
+            .map(|(k, &(busy, bytes, n))| (k.clone(), json!({"links": n, "bytes": bytes, "utilization": if total > 0.0 { busy / (n as f64 * total) } else { 0.0 }})))
+            .collect();
+        let per_step: Vec<_> =
+            c.step_bandwidth_ns.iter().zip(&c.step_latency_ns).map(|(b, l)| json!({"bandwidth_ns": ns(b), "latency_ns": ns(l)})).collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "model": "sync", "time_ns": total, "bandwidth_term_ns": ns(&c.bandwidth_ns()), "latency_term_ns": ns(&c.latency_ns()),
+                "algo_bandwidth_gbps": c.algo_bandwidth_gbps(), "steps": per_step.len(), "per_group": per_group, "per_step": per_step,
+            }))
+            .expect("json")
+        );
+    } else {
+        println!(
+            "step-synchronous time {} (bandwidth term {}, latency term {}) over {} steps; all-to-all bandwidth {:.3} GB/s",
+            format_ns(total),
+            format_ns(ns(&c.bandwidth_ns())),
+            format_ns(ns(&c.latency_ns())),
+            c.step_bandwidth_ns.len(),
+            c.algo_bandwidth_gbps()
+        );
+        println!("{:<10} {:>6} {:>16} {:>12}", "links", "count", "bytes", "utilization");
+        for (k, (busy, bytes, n)) in &groups {
+            let u = if total > 0.0 { busy / (*n as f64 * total) } else { 0.0 };
+            println!("{k:<10} {n:>6} {bytes:>16.0} {:>11.1}%", 100.0 * u);
+        }
+    }
+    Ok(ExitCode::Ok)
+}

@@ -1,0 +1,527 @@
+//! Input specs (FORMATS.md): a topology, a fault pattern, a collective, what to do, and what is
+//! expected. Unknown fields are rejected by name; every error names the file, the field and the
+//! value.
+
+use crate::collective::{Collective, CollectiveKind};
+use crate::error::{Error, Result};
+use crate::topology::{
+    custom, fat_tree, torus, tpuv4_ocs_cables, CustomLink, CustomNode, FatTreeParams, FaultPattern, NodeId, Ocs, Topology, TorusParams, TorusShape,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// A number, or one number per dimension.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum PerDim {
+    /// The same value in every dimension.
+    One(f64),
+    /// One value per dimension.
+    Each(Vec<f64>),
+}
+
+impl PerDim {
+    fn expand(&self, n: usize, field: &str) -> Result<Vec<f64>> {
+        match self {
+            PerDim::One(x) => Ok(vec![*x; n]),
+            PerDim::Each(v) if v.len() == n => Ok(v.clone()),
+            PerDim::Each(v) => Err(Error::bad(format!("topology.torus.{field} has {} values but dims has {n}", v.len()))),
+        }
+    }
+}
+
+/// The spec's `torus` object.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TorusSpec {
+    /// Radix per dimension.
+    pub dims: Vec<usize>,
+    /// Wrap per dimension (default: every dimension wraps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wrap: Option<Vec<bool>>,
+    /// GB/s, one value or one per dimension.
+    pub bandwidth_gbps: PerDim,
+    /// ns, one value or one per dimension.
+    pub latency_ns: PerDim,
+}
+
+/// The spec's `fat_tree` object.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FatTreeSpec {
+    /// 2 or 3.
+    pub levels: u32,
+    /// Leaf radix.
+    pub k: usize,
+    /// Oversubscription ratio.
+    pub osr: f64,
+    /// Number of npus.
+    pub npus: usize,
+    /// Npus per board, fully meshed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub board: Option<usize>,
+    /// GB/s per link.
+    pub bandwidth_gbps: f64,
+    /// ns per link.
+    pub latency_ns: f64,
+    /// ns per switch.
+    #[serde(default)]
+    pub switch_latency_ns: f64,
+}
+
+/// The spec's `custom` object (as the schedule file's topology).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CustomSpec {
+    /// Nodes, npus first.
+    pub nodes: Vec<CustomNode>,
+    /// Directed links.
+    pub links: Vec<CustomLink>,
+    /// ns per switch.
+    #[serde(default)]
+    pub switch_latency_ns: f64,
+}
+
+/// Exactly one topology family.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+pub enum TopologySpec {
+    /// A torus or mesh.
+    Torus(TorusSpec),
+    /// A fat tree.
+    FatTree(FatTreeSpec),
+    /// Explicit lists.
+    Custom(CustomSpec),
+    /// An ASTRA-sim analytical network file, relative to the spec.
+    AstraNetwork(String),
+}
+
+/// The TPUv4 OCS preset of an `ocs` entry (see [`crate::topology::tpuv4_ocs_cables`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tpuv4Ocs {
+    /// The dimension whose cube-crossing cables the OCS carries.
+    pub dim: usize,
+    /// The face position: coordinates in the other dimensions (mod the cube side).
+    pub position: Vec<usize>,
+    /// The cube side (default 4).
+    #[serde(default = "four")]
+    pub cube: usize,
+}
+
+fn four() -> usize {
+    4
+}
+
+/// An optical-switch failure in a spec.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OcsSpec {
+    /// A name for messages.
+    pub name: String,
+    /// The cables it carries, as in `faults.cables`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cables: Option<Vec<Value>>,
+    /// Or: the TPUv4 cube convention.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpuv4: Option<Tpuv4Ocs>,
+}
+
+/// The spec's fault pattern.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultsSpec {
+    /// Cables by their end coordinates (torus) or node ids.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cables: Vec<Value>,
+    /// Failed nodes by coordinate (torus) or id.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<Value>,
+    /// Failed optical switches.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ocs: Vec<OcsSpec>,
+}
+
+impl FaultsSpec {
+    /// True when no fault is listed.
+    pub fn is_empty(&self) -> bool {
+        self.cables.is_empty() && self.nodes.is_empty() && self.ocs.is_empty()
+    }
+}
+
+/// A byte count: an integer, or a string with a unit (`"4MiB"`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Bytes {
+    /// A plain number of bytes.
+    Count(u64),
+    /// A size with a unit.
+    Text(String),
+}
+
+impl Bytes {
+    fn value(&self, field: &str) -> Result<u64> {
+        match self {
+            Bytes::Count(n) => Ok(*n),
+            Bytes::Text(t) => crate::units::parse_bytes(t).map_err(|e| Error::bad(format!("{field}: {e}"))),
+        }
+    }
+}
+
+/// The spec's collective.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CollectiveSpec {
+    /// all_to_all, all_gather, reduce_scatter or all_reduce.
+    pub kind: String,
+    /// S: bytes per rank (optional with `block_bytes`, where it defaults to the largest row sum).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_per_rank: Option<Bytes>,
+    /// The group (node ids or torus coordinates); default every npu that has not failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ranks: Option<Vec<Value>>,
+    /// Non-uniform all_to_all block sizes, R x R.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_bytes: Option<Vec<Vec<u64>>>,
+    /// P; absent lets the method choose.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pieces: Option<u32>,
+}
+
+/// `method.generate`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GenerateSpec {
+    /// The algorithm name (ALGORITHMS.md).
+    pub algorithm: String,
+    /// The multi-dimensional scheduler (tori).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduler: Option<String>,
+    /// Chunks of the `pipeline` scheduler.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunks: Option<usize>,
+    /// Routing on switched topologies: `single_path` or `balanced`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routing: Option<String>,
+}
+
+/// `method.synthesize`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SynthesizeSpec {
+    /// `auto`, `ilp`, `smt`, ...
+    #[serde(default = "auto")]
+    pub solver: String,
+    /// Wall-clock limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_limit_s: Option<f64>,
+}
+
+fn auto() -> String {
+    "auto".into()
+}
+
+/// What to do with the instance.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+pub enum MethodSpec {
+    /// Run a named algorithm.
+    Generate(GenerateSpec),
+    /// Solve for a schedule.
+    Synthesize(SynthesizeSpec),
+}
+
+/// What CI asserts (a closed list, FORMATS.md).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExpectSpec {
+    /// Certified bandwidth-optimal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bandwidth_optimal: Option<bool>,
+    /// Step-synchronous time within this many percent of the certified bound plus latency bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_gap_pct: Option<f64>,
+    /// At most this many steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_steps: Option<usize>,
+    /// Rules 6 and 7 hold on the default lowering.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadlock_free: Option<bool>,
+    /// Rule-2 sharing is reported, not failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_contention: Option<bool>,
+}
+
+/// A whole spec file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    /// Free text for people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The network.
+    pub topology: TopologySpec,
+    /// Failures.
+    #[serde(default, skip_serializing_if = "FaultsSpec::is_empty")]
+    pub faults: FaultsSpec,
+    /// The collective.
+    pub collective: CollectiveSpec,
+    /// What to do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<MethodSpec>,
+    /// What CI asserts.
+    #[serde(default, skip_serializing_if = "is_default_expect")]
+    pub expect: ExpectSpec,
+    /// Where the spec was read from (relative paths inside it resolve against its folder).
+    #[serde(skip)]
+    pub path: Option<PathBuf>,
+}
+
+fn is_default_expect(e: &ExpectSpec) -> bool {
+    *e == ExpectSpec::default()
+}
+
+/// A spec turned into the objects it describes.
+#[derive(Clone, Debug)]
+pub struct Instance {
+    /// The network with the faults applied.
+    pub topology: Topology,
+    /// The collective (with `pieces` = the spec's, or 1 when absent).
+    pub collective: Collective,
+    /// Whether the spec fixed `pieces`.
+    pub pieces_given: bool,
+}
+
+impl Spec {
+    /// Parses a spec from text; `source` names it in messages.
+    pub fn parse(text: &str, source: &str) -> Result<Spec> {
+        let de = &mut serde_json::Deserializer::from_str(text);
+        let spec: Spec = serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            let at = if path.is_empty() || path == "." { String::new() } else { format!("field `{path}`: ") };
+            Error::bad(format!("{source}: {at}{inner}"))
+        })?;
+        Ok(spec)
+    }
+
+    /// Reads a spec file.
+    pub fn load(path: &Path) -> Result<Spec> {
+        let text = crate::io::read_to_string(path)?;
+        let mut spec = Spec::parse(&text, &path.display().to_string())?;
+        spec.path = Some(path.to_path_buf());
+        Ok(spec)
+    }
+
+    fn source(&self) -> String {
+        self.path.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "spec".into())
+    }
+
+    /// The spec as pretty JSON (what `--print-spec` shows).
+    pub fn to_json_string(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a spec serializes")
+    }
+
+    /// Builds the topology with the faults applied.
+    pub fn build_topology(&self) -> Result<Topology> {
+        let src = self.source();
+        let mut t = match &self.topology {
+            TopologySpec::Torus(s) => {
+                let n = s.dims.len();
+                let params = TorusParams {
+                    dims: s.dims.clone(),
+                    wrap: s.wrap.clone().unwrap_or_else(|| vec![true; n]),
+                    bandwidth_gbps: s.bandwidth_gbps.expand(n, "bandwidth_gbps").map_err(|e| e.context(&src))?,
+                    latency_ns: s.latency_ns.expand(n, "latency_ns").map_err(|e| e.context(&src))?,
+                };
+                torus(&params).map_err(|e| e.context(format!("{src}: topology.torus")))?
+            }
+            TopologySpec::FatTree(f) => fat_tree(&FatTreeParams {
+                levels: f.levels,
+                k: f.k,
+                osr: f.osr,
+                npus: f.npus,
+                board: f.board,
+                bandwidth_gbps: f.bandwidth_gbps,
+                latency_ns: f.latency_ns,
+                switch_latency_ns: f.switch_latency_ns,
+            })
+            .map_err(|e| e.context(format!("{src}: topology.fat_tree")))?,
+            TopologySpec::Custom(c) => custom(&c.nodes, &c.links, c.switch_latency_ns).map_err(|e| e.context(format!("{src}: topology.custom")))?,
+            TopologySpec::AstraNetwork(rel) => {
+                let base = self.path.as_ref().and_then(|p| p.parent()).unwrap_or(Path::new(""));
+                crate::topology::astra::load(&base.join(rel)).map_err(|e| e.context(format!("{src}: topology.astra_network")))?
+            }
+        };
+        self.fault_pattern(&t)?.apply(&mut t).map_err(|e| e.context(&src))?;
+        Ok(t)
+    }
+
+    /// Resolves the spec's fault pattern against a topology (before faults are applied).
+    pub fn fault_pattern(&self, t: &Topology) -> Result<FaultPattern> {
+        let src = self.source();
+        let mut p = FaultPattern::default();
+        for (i, c) in self.faults.cables.iter().enumerate() {
+            p.cables.push(resolve_cable(t, c).map_err(|e| e.context(format!("{src}: faults.cables[{i}]")))?);
+        }
+        for (i, n) in self.faults.nodes.iter().enumerate() {
+            p.nodes.push(resolve_node(t, n).map_err(|e| e.context(format!("{src}: faults.nodes[{i}]")))?);
+        }
+        for (i, o) in self.faults.ocs.iter().enumerate() {
+            let field = format!("{src}: faults.ocs[{i}] ({})", o.name);
+            let cables = match (&o.cables, &o.tpuv4) {
+                (Some(list), None) => list
+                    .iter()
+                    .enumerate()
+                    .map(|(j, c)| resolve_cable(t, c).map_err(|e| e.context(format!("{field}.cables[{j}]"))))
+                    .collect::<Result<Vec<_>>>()?,
+                (None, Some(preset)) => {
+                    let shape = t.torus_shape().ok_or_else(|| Error::bad(format!("{field}.tpuv4: the TPUv4 OCS preset needs a torus")))?;
+                    tpuv4_ocs_cables(shape, preset.dim, &preset.position, preset.cube).map_err(|e| e.context(format!("{field}.tpuv4")))?
+                }
+                _ => return Err(Error::bad(format!("{field}: give exactly one of `cables` and `tpuv4`"))),
+            };
+            p.ocs.push(Ocs { name: o.name.clone(), cables });
+        }
+        Ok(p)
+    }
+
+    /// Builds the topology and the collective, and checks that the faults leave every rank
+    /// connected (exit 3 otherwise, naming the rank).
+    pub fn instance(&self) -> Result<Instance> {
+        let src = self.source();
+        let topology = self.build_topology()?;
+        let c = &self.collective;
+        let kind = CollectiveKind::parse(&c.kind).ok_or_else(|| {
+            Error::bad(format!("{src}: field `collective.kind` = \"{}\": expected all_to_all, all_gather, reduce_scatter or all_reduce", c.kind))
+        })?;
+        let failed: Vec<NodeId> = self.fault_pattern(&topology)?.nodes;
+        let ranks = match &c.ranks {
+            Some(list) => list
+                .iter()
+                .enumerate()
+                .map(|(i, v)| resolve_node(&topology, v).map_err(|e| e.context(format!("{src}: collective.ranks[{i}]"))))
+                .collect::<Result<Vec<_>>>()?,
+            None => (0..topology.num_npus() as u32).map(NodeId).filter(|n| !failed.contains(n)).collect(),
+        };
+        let bytes = match (&c.bytes_per_rank, &c.block_bytes) {
+            (Some(b), _) => b.value(&format!("{src}: collective.bytes_per_rank"))?,
+            (None, Some(bb)) => bb.iter().enumerate().map(|(i, row)| row.iter().enumerate().filter(|&(j, _)| j != i).map(|(_, &x)| x).sum()).max().unwrap_or(0),
+            (None, None) => return Err(Error::bad(format!("{src}: missing field `collective.bytes_per_rank`"))),
+        };
+        let pieces = c.pieces.unwrap_or(1);
+        let collective = Collective::new(kind, ranks, bytes, pieces, c.block_bytes.clone(), &topology).map_err(|e| e.context(&src))?;
+        topology.check_connected(&collective.ranks).map_err(|e| e.context(&src))?;
+        Ok(Instance { topology, collective, pieces_given: c.pieces.is_some() })
+    }
+}
+
+/// A node named by id (a number) or, on a torus, by coordinate (an array).
+fn resolve_node(t: &Topology, v: &Value) -> Result<NodeId> {
+    match v {
+        Value::Number(n) => {
+            let id = n.as_u64().ok_or_else(|| Error::bad(format!("{v} is not a node id")))?;
+            if id >= t.num_nodes() as u64 {
+                return Err(Error::bad(format!("node {id} does not exist (there are {} nodes)", t.num_nodes())));
+            }
+            Ok(NodeId(id as u32))
+        }
+        Value::Array(parts) => {
+            let shape = t.torus_shape().ok_or_else(|| Error::bad(format!("{v}: coordinates name nodes of a torus only; use a node id")))?;
+            let coord: Option<Vec<usize>> = parts.iter().map(|p| p.as_u64().map(|x| x as usize)).collect();
+            let coord = coord.ok_or_else(|| Error::bad(format!("{v} is not a coordinate")))?;
+            shape.node_at(&coord).ok_or_else(|| Error::bad(format!("{v}: no such node in the {} torus", dims_text(shape))))
+        }
+        _ => Err(Error::bad(format!("{v}: expected a node id or a coordinate"))),
+    }
+}
+
+fn dims_text(s: &TorusShape) -> String {
+    s.dims.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("x")
+}
+
+/// A cable named by its two ends.
+fn resolve_cable(t: &Topology, v: &Value) -> Result<(NodeId, NodeId)> {
+    match v {
+        Value::Array(ends) if ends.len() == 2 => Ok((resolve_node(t, &ends[0])?, resolve_node(t, &ends[1])?)),
+        _ => Err(Error::bad(format!("{v}: a cable is a pair of its two ends, e.g. [[0,0,0],[1,0,0]] or [3, 7]"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TORUS: &str = r#"{
+      "topology": {"torus": {"dims": [4, 4, 4], "wrap": [true, true, true], "bandwidth_gbps": 32.0, "latency_ns": 100.0}},
+      "faults": {"cables": [[[0, 0, 0], [1, 0, 0]]]},
+      "collective": {"kind": "all_to_all", "bytes_per_rank": 8388608},
+      "method": {"synthesize": {"solver": "auto", "time_limit_s": 60}},
+      "expect": {"max_gap_pct": 5, "deadlock_free": true}
+    }"#;
+
+    #[test]
+    fn the_formats_example_parses() {
+        let s = Spec::parse(TORUS, "t.json").unwrap();
+        let inst = s.instance().unwrap();
+        assert_eq!(inst.topology.down_links().len(), 2);
+        assert_eq!(inst.collective.num_ranks(), 64);
+        assert_eq!(inst.collective.bytes_per_rank, 8 << 20);
+        let again = Spec::parse(&s.to_json_string(), "again").unwrap();
+        assert_eq!(again, s);
+    }
+
+    #[test]
+    fn unknown_fields_are_named() {
+        let text = TORUS.replace("\"latency_ns\": 100.0", "\"latency_ns\": 100.0, \"speed\": 3");
+        let e = Spec::parse(&text, "t.json").unwrap_err();
+        assert!(e.message().contains("t.json") && e.message().contains("topology.torus") && e.message().contains("`speed`"), "{e}");
+        let e = Spec::parse(&TORUS.replace("\"expect\"", "\"expects\""), "t.json").unwrap_err();
+        assert!(e.message().contains("`expects`"), "{e}");
+    }
+
+    #[test]
+    fn malformed_json_gives_line_and_column() {
+        let e = Spec::parse("{\n  \"topology\": ,\n}", "bad.json").unwrap_err();
+        assert!(e.message().contains("bad.json") && e.message().contains("line 2"), "{e}");
+    }
+
+    #[test]
+    fn missing_cables_and_ranks_out_of_range() {
+        let text = TORUS.replace("[[0, 0, 0], [1, 0, 0]]", "[[0, 0, 0], [2, 0, 0]]");
+        let e = Spec::parse(&text, "t.json").unwrap().instance().unwrap_err();
+        assert!(e.message().contains("faults.cables[0]") && e.message().contains("(0,0,0)-(2,0,0) does not exist"), "{e}");
+        let text = TORUS.replace("[[0, 0, 0], [1, 0, 0]]", "[[0, 0, 0], [1, 0, 9]]");
+        let e = Spec::parse(&text, "t.json").unwrap().instance().unwrap_err();
+        assert!(e.message().contains("[1,0,9]"), "{e}");
+        let text = TORUS.replace("\"bytes_per_rank\": 8388608", "\"bytes_per_rank\": 8, \"ranks\": [0, 64]");
+        let e = Spec::parse(&text, "t.json").unwrap().instance().unwrap_err();
+        assert!(e.message().contains("collective.ranks[1]") && e.message().contains("node 64 does not exist"), "{e}");
+        let text = TORUS.replace("8388608", "0");
+        let e = Spec::parse(&text, "t.json").unwrap().instance().unwrap_err();
+        assert!(e.message().contains("bytes_per_rank = 0"), "{e}");
+        let text = TORUS.replace("8388608", "8388608, \"pieces\": 0");
+        let e = Spec::parse(&text, "t.json").unwrap().instance().unwrap_err();
+        assert!(e.message().contains("pieces = 0"), "{e}");
+    }
+
+    #[test]
+    fn a_cut_off_rank_is_infeasible() {
+        let text = r#"{"topology": {"torus": {"dims": [4], "bandwidth_gbps": 1, "latency_ns": 1}},
+          "faults": {"cables": [[0, 1], [1, 2]]}, "collective": {"kind": "all_gather", "bytes_per_rank": "4KiB"}}"#;
+        let e = Spec::parse(text, "t.json").unwrap().instance().unwrap_err();
+        assert_eq!(e.exit_code(), crate::error::ExitCode::Infeasible);
+        assert!(e.message().contains("rank 1 (node 1, (1))"), "{e}");
+    }
+
+    #[test]
+    fn failed_nodes_leave_the_default_group_and_ocs_presets_resolve() {
+        let text = r#"{"topology": {"torus": {"dims": [8, 4, 4], "bandwidth_gbps": 56, "latency_ns": 500}},
+          "faults": {"nodes": [[1, 1, 1]], "ocs": [{"name": "z23", "tpuv4": {"dim": 2, "position": [2, 3]}}]},
+          "collective": {"kind": "all_to_all", "bytes_per_rank": 1024}}"#;
+        let inst = Spec::parse(text, "t.json").unwrap().instance().unwrap();
+        assert_eq!(inst.collective.num_ranks(), 127);
+        assert_eq!(inst.topology.down_links().len(), 12 + 4);
+    }
+}

@@ -1,0 +1,196 @@
+//! ASTRA-sim analytical network files (FORMATS.md) as topologies.
+//!
+//! ```yaml
+//! topology: [ Ring, Ring, Ring ]   # per dimension: Ring | FullyConnected | Switch
+//! npus_count: [ 4, 4, 4 ]
+//! bandwidth: [ 56.0, 56.0, 56.0 ]  # GB/s per link per direction
+//! latency: [ 500.0, 500.0, 500.0 ] # ns
+//! ```
+//!
+//! Npus are numbered as on a torus (dimension 0 fastest). A network of `Ring` dimensions only is
+//! a torus (with its shape, so torus algorithms run on it). Otherwise: `Ring` dimensions cable
+//! each line into a ring, `FullyConnected` dimensions cable every pair of a line, and `Switch`
+//! dimensions add one switch per line (after all npus, line by line) cabled to each npu of it.
+//! Only this subset of YAML is read: `key: [a, b]` lists or `- item` block lists, `#` comments.
+
+use super::{torus, LinkClass, NodeId, NodeKind, Shape, Topology, TopologyBuilder, TorusParams, TorusShape};
+use crate::error::{Error, Result};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// What one dimension is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AstraDim {
+    /// A bidirectional ring.
+    Ring,
+    /// Every pair of the line cabled.
+    FullyConnected,
+    /// One switch per line.
+    Switch,
+}
+
+fn parse_lists(text: &str) -> Result<BTreeMap<String, Vec<String>>> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut current: Option<String> = None;
+    for (n, raw) in text.lines().enumerate() {
+        let line = raw.split('#').next().unwrap_or("").trim_end();
+        if line.trim().is_empty() {
+            continue;
+        }
+        let lineno = n + 1;
+        if let Some(item) = line.trim_start().strip_prefix("- ") {
+            let key = current.clone().ok_or_else(|| Error::bad(format!("line {lineno}: a list item outside a key")))?;
+            out.get_mut(&key).expect("current key exists").push(item.trim().to_string());
+            continue;
+        }
+        let (key, value) = line.split_once(':').ok_or_else(|| Error::bad(format!("line {lineno}: expected `key: [values]`, found `{}`", line.trim())))?;
+        let key = key.trim().to_string();
+        if out.contains_key(&key) {
+            return Err(Error::bad(format!("line {lineno}: key `{key}` given twice")));
+        }
+        let value = value.trim();
+        let items = if value.is_empty() {
+            Vec::new()
+        } else {
+            let inner = value
+                .strip_prefix('[')
+                .and_then(|v| v.strip_suffix(']'))
+                .ok_or_else(|| Error::bad(format!("line {lineno}: `{key}` = `{value}`: expected a list such as [ 4, 4 ]")))?;
+            inner.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()
+        };
+        out.insert(key.clone(), items);
+        current = Some(key);
+    }
+    Ok(out)
+}
+
+/// Parses the text of an analytical network file into a topology.
+pub fn parse(text: &str) -> Result<Topology> {
+    let lists = parse_lists(text)?;
+    for key in lists.keys() {
+        if !["topology", "npus_count", "bandwidth", "latency"].contains(&key.as_str()) {
+            return Err(Error::bad(format!("unknown key `{key}` (expected topology, npus_count, bandwidth, latency)")));
+        }
+    }
+    let get = |k: &str| lists.get(k).ok_or_else(|| Error::bad(format!("missing key `{k}`")));
+    let kinds: Vec<AstraDim> = get("topology")?
+        .iter()
+        .map(|s| match s.as_str() {
+            "Ring" => Ok(AstraDim::Ring),
+            "FullyConnected" => Ok(AstraDim::FullyConnected),
+            "Switch" => Ok(AstraDim::Switch),
+            other => Err(Error::bad(format!("topology: `{other}`: expected Ring, FullyConnected or Switch"))),
+        })
+        .collect::<Result<_>>()?;
+    let nums = |k: &str| -> Result<Vec<f64>> {
+        get(k)?.iter().map(|s| s.parse::<f64>().map_err(|_| Error::bad(format!("{k}: `{s}` is not a number")))).collect()
+    };
+    let counts = nums("npus_count")?;
+    let bw = nums("bandwidth")?;
+    let lat = nums("latency")?;
+    let n = kinds.len();
+    if n == 0 {
+        return Err(Error::bad("topology: [] has no dimension"));
+    }
+    for (k, len) in [("npus_count", counts.len()), ("bandwidth", bw.len()), ("latency", lat.len())] {
+        if len != n {
+            return Err(Error::bad(format!("{k} has {len} values but topology has {n}: the lists must have equal length")));
+        }
+    }
+    let dims: Vec<usize> = counts
+        .iter()
+        .enumerate()
+        .map(|(i, &c)| if c >= 1.0 && c.fract() == 0.0 { Ok(c as usize) } else { Err(Error::bad(format!("npus_count[{i}] = {c}: must be a positive integer"))) })
+        .collect::<Result<_>>()?;
+    if kinds.iter().all(|&k| k == AstraDim::Ring) {
+        return torus(&TorusParams { dims, wrap: vec![true; n], bandwidth_gbps: bw, latency_ns: lat });
+    }
+    let shape = TorusShape { dims: dims.clone(), wrap: vec![true; n] };
+    let total: usize = dims.iter().product();
+    if total > 1 << 20 {
+        return Err(Error::bad(format!("npus_count = {dims:?}: more than 1048576 npus")));
+    }
+    let mut b = TopologyBuilder::new();
+    for id in 0..total {
+        b.node(NodeKind::Npu, TorusShape::name(&shape.coord(NodeId(id as u32))));
+    }
+    for (dim, &kind) in kinds.iter().enumerate() {
+        let class = |positive| LinkClass::TorusDim { dim: dim as u8, positive };
+        let lines: Vec<NodeId> = (0..total as u32).map(NodeId).filter(|&v| shape.coord_in(v, dim) == 0).collect();
+        for first in lines {
+            let line = shape.line(first, dim);
+            match kind {
+                AstraDim::Ring => {
+                    for &v in &line {
+                        if let Some(w) = shape.neighbor(v, dim, true) {
+                            if shape.coord_in(w, dim) != 0 || line.len() > 2 {
+                                b.cable(v, w, bw[dim], lat[dim], class(true), class(false));
+                            }
+                        }
+                    }
+                }
+                AstraDim::FullyConnected => {
+                    for (i, &v) in line.iter().enumerate() {
+                        for &w in &line[i + 1..] {
+                            b.cable(v, w, bw[dim], lat[dim], class(true), class(false));
+                        }
+                    }
+                }
+                AstraDim::Switch => {}
+            }
+        }
+    }
+    let mut switch_lines = Vec::new();
+    for (dim, &kind) in kinds.iter().enumerate() {
+        if kind == AstraDim::Switch {
+            for first in (0..total as u32).map(NodeId).filter(|&v| shape.coord_in(v, dim) == 0) {
+                let s = b.node(NodeKind::Switch, format!("switch{dim}{}", TorusShape::name(&shape.coord(first))));
+                switch_lines.push((dim, first, s));
+            }
+        }
+    }
+    for (dim, first, s) in switch_lines {
+        for v in shape.line(first, dim) {
+            b.cable(v, s, bw[dim], lat[dim], LinkClass::Tier { tier: dim as u8, up: true }, LinkClass::Tier { tier: dim as u8, up: false });
+        }
+    }
+    b.build(Shape::Custom, 0.0)
+}
+
+/// Loads an analytical network file.
+pub fn load(path: &Path) -> Result<Topology> {
+    let text = crate::io::read_to_string(path)?;
+    parse(&text).map_err(|e| e.context(path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rings_make_a_torus() {
+        let t = parse("topology: [ Ring, Ring, Ring ]   # dims\nnpus_count: [ 4, 4, 4 ]\nbandwidth: [ 56.0, 56.0, 56.0 ]\nlatency: [ 500.0, 500.0, 500.0 ]\n").unwrap();
+        assert_eq!(t.num_npus(), 64);
+        assert_eq!(t.torus_shape().unwrap().dims, vec![4, 4, 4]);
+        assert_eq!(t.num_links(), 64 * 6);
+    }
+
+    #[test]
+    fn mixed_dimensions_and_block_lists() {
+        let t = parse("topology:\n  - FullyConnected\n  - Switch\nnpus_count: [ 4, 2 ]\nbandwidth: [ 100, 50 ]\nlatency: [ 10, 20 ]\n").unwrap();
+        assert_eq!(t.num_npus(), 8);
+        assert_eq!(t.num_switches(), 4);
+        assert_eq!(t.num_links(), 2 * (2 * 6 + 8));
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let e = parse("topology: [ Ring ]\nnpus_count: [ 4, 4 ]\nbandwidth: [ 1 ]\nlatency: [ 1 ]").unwrap_err();
+        assert!(e.message().contains("npus_count has 2 values"), "{e}");
+        let e = parse("topology: [ Torus ]\nnpus_count: [ 4 ]\nbandwidth: [ 1 ]\nlatency: [ 1 ]").unwrap_err();
+        assert!(e.message().contains("`Torus`"), "{e}");
+        let e = parse("topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 1 ]").unwrap_err();
+        assert!(e.message().contains("missing key `latency`"), "{e}");
+        assert!(parse("hello").is_err());
+    }
+}

@@ -1,0 +1,351 @@
+//! The verifier cannot be fooled: valid schedules on rings, tori with faults and a small fat tree
+//! pass; every injected defect is rejected under the rule it breaks. Each mutant is built so that
+//! it must break its rule (no equivalent mutants). Run with `-- --nocapture` to see the tally.
+
+mod common;
+
+use collsched::collective::{Collective, CollectiveKind, PieceId};
+use collsched::schedule::{Op, Schedule, Step, Transfer};
+use collsched::topology::{fat_tree, torus, FatTreeParams, FaultPattern, LinkId, NodeId, TorusParams};
+use collsched::verify::{verify_schedule, Rule, VerifyOptions};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRng, TestRunner};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Defect {
+    DroppedTransfer,
+    TooEarly,
+    SharedLink,
+    DownLink,
+    SwitchEnd,
+    VisitsTwice,
+    Disconnected,
+    LinkOutOfRange,
+    PieceOutOfRange,
+    DoubleCount,
+    LostContribution,
+    Unmet,
+}
+
+impl Defect {
+    /// The rules of which at least one must be reported.
+    fn rules(self) -> &'static [Rule] {
+        match self {
+            Defect::DroppedTransfer => &[Rule::Causality, Rule::Completion],
+            Defect::TooEarly => &[Rule::Causality],
+            Defect::SharedLink => &[Rule::LinkSharing],
+            Defect::DownLink | Defect::SwitchEnd | Defect::VisitsTwice | Defect::Disconnected | Defect::LinkOutOfRange | Defect::PieceOutOfRange => {
+                &[Rule::Structure]
+            }
+            Defect::DoubleCount | Defect::LostContribution => &[Rule::Reduction],
+            Defect::Unmet => &[Rule::Completion],
+        }
+    }
+}
+
+const ALL: [Defect; 12] = [
+    Defect::DroppedTransfer,
+    Defect::TooEarly,
+    Defect::SharedLink,
+    Defect::DownLink,
+    Defect::SwitchEnd,
+    Defect::VisitsTwice,
+    Defect::Disconnected,
+    Defect::LinkOutOfRange,
+    Defect::PieceOutOfRange,
+    Defect::DoubleCount,
+    Defect::LostContribution,
+    Defect::Unmet,
+];
+
+fn positions(s: &Schedule) -> Vec<(usize, usize)> {
+    s.steps.iter().enumerate().flat_map(|(i, st)| (0..st.transfers.len()).map(move |t| (i, t))).collect()
+}
+
+/// When each (piece, node) first holds its piece: -1 for the start, else the step that delivered it.
+fn arrivals(s: &Schedule) -> HashMap<(PieceId, NodeId), isize> {
+    let c = &s.header.collective;
+    let t = &s.header.topology;
+    let mut at = HashMap::new();
+    for p in c.pieces() {
+        if let Some(src) = c.source(&p) {
+            at.insert((p, c.ranks[src]), -1);
+        }
+    }
+    for (i, st) in s.steps.iter().enumerate() {
+        for tr in &st.transfers {
+            let dst = t.link(*tr.path.last().unwrap()).dst;
+            for p in &tr.pieces {
+                at.entry((*p, dst)).or_insert(i as isize);
+            }
+        }
+    }
+    at
+}
+
+fn src_of(s: &Schedule, tr: &Transfer) -> NodeId {
+    s.header.topology.link(tr.path[0]).src
+}
+
+/// Builds a mutant of `defect` at a random place, or `None` when the schedule offers no place
+/// where the defect must break its rule.
+fn mutate(base: &Schedule, defect: Defect, rng: &mut TestRng) -> Option<Schedule> {
+    let mut s = base.clone();
+    let t = base.header.topology.clone();
+    let c = &base.header.collective;
+    let reducing = c.kind.is_reducing();
+    let pick = |v: &[(usize, usize)], rng: &mut TestRng| -> Option<(usize, usize)> {
+        if v.is_empty() {
+            None
+        } else {
+            Some(v[rng.random_range(0..v.len())])
+        }
+    };
+    let all = positions(base);
+    match defect {
+        Defect::DroppedTransfer => {
+            let (i, j) = pick(&all, rng)?;
+            s.steps[i].transfers.remove(j);
+        }
+        Defect::TooEarly => {
+            if reducing {
+                return None;
+            }
+            let arr = arrivals(base);
+            let cands: Vec<_> = all
+                .iter()
+                .copied()
+                .filter(|&(i, j)| {
+                    let tr = &base.steps[i].transfers[j];
+                    i > 0 && tr.pieces.iter().any(|p| arr.get(&(*p, src_of(base, tr))) == Some(&(i as isize - 1)))
+                })
+                .collect();
+            let (i, j) = pick(&cands, rng)?;
+            let tr = s.steps[i].transfers.remove(j);
+            s.steps[i - 1].transfers.push(tr);
+        }
+        Defect::SharedLink => {
+            let (i, j) = pick(&all, rng)?;
+            let tr = &s.steps[i].transfers[j];
+            let dup = Transfer { path: tr.path.clone(), op: tr.op, pieces: vec![tr.pieces[0]] };
+            s.steps[i].transfers.push(dup);
+        }
+        Defect::DownLink => {
+            let (i, j) = pick(&all, rng)?;
+            let path = &s.steps[i].transfers[j].path;
+            let l = path[rng.random_range(0..path.len())];
+            s.header.topology.set_down(l);
+        }
+        Defect::SwitchEnd => {
+            let cands: Vec<_> = all.iter().copied().filter(|&(i, j)| base.steps[i].transfers[j].path.len() >= 2).collect();
+            let (i, j) = pick(&cands, rng)?;
+            let path = &mut s.steps[i].transfers[j].path;
+            if rng.random_bool(0.5) {
+                path.pop();
+            } else {
+                path.remove(0);
+            }
+        }
+        Defect::VisitsTwice => {
+            let cands: Vec<_> = all
+                .iter()
+                .copied()
+                .filter(|&(i, j)| {
+                    let l = t.link(*base.steps[i].transfers[j].path.last().unwrap());
+                    t.link_between(l.dst, l.src).is_some()
+                })
+                .collect();
+            let (i, j) = pick(&cands, rng)?;
+            let path = &mut s.steps[i].transfers[j].path;
+            let l = t.link(*path.last().unwrap());
+            path.push(t.link_between(l.dst, l.src).unwrap());
+        }
+        Defect::Disconnected => {
+            let (i, j) = pick(&all, rng)?;
+            let path = &mut s.steps[i].transfers[j].path;
+            let end = t.link(*path.last().unwrap()).dst;
+            let others: Vec<LinkId> = t.link_ids().filter(|&l| t.link(l).src != end).collect();
+            let l = others[rng.random_range(0..others.len())];
+            if path.len() >= 2 && rng.random_bool(0.5) {
+                // Replace an interior link by one that does not start where the previous ends.
+                let k = rng.random_range(1..path.len());
+                let prev_end = t.link(path[k - 1]).dst;
+                let bad: Vec<LinkId> = t.link_ids().filter(|&x| t.link(x).src != prev_end).collect();
+                path[k] = bad[rng.random_range(0..bad.len())];
+            } else {
+                path.push(l);
+            }
+        }
+        Defect::LinkOutOfRange => {
+            let (i, j) = pick(&all, rng)?;
+            let path = &mut s.steps[i].transfers[j].path;
+            let k = rng.random_range(0..path.len());
+            path[k] = LinkId((t.num_links() + rng.random_range(0..1000usize)) as u32);
+        }
+        Defect::PieceOutOfRange => {
+            let (i, j) = pick(&all, rng)?;
+            let tr = &mut s.steps[i].transfers[j];
+            let k = rng.random_range(0..tr.pieces.len());
+            let r = c.num_ranks() as u32;
+            let parts = tr.pieces[k].parts().to_vec();
+            let mut bad = parts.clone();
+            match rng.random_range(0..3) {
+                0 => bad[0] = r + rng.random_range(0..5u32),
+                1 => *bad.last_mut().unwrap() = c.pieces + rng.random_range(0..5u32),
+                _ => {
+                    if bad.len() == 3 {
+                        bad[1] = bad[0];
+                    } else {
+                        bad.push(0);
+                    }
+                }
+            }
+            tr.pieces[k] = PieceId::from_parts(&bad).unwrap();
+        }
+        Defect::DoubleCount => {
+            if !reducing {
+                return None;
+            }
+            let cands: Vec<_> = all.iter().copied().filter(|&(i, j)| base.steps[i].transfers[j].op == Op::Reduce).collect();
+            let (i, j) = pick(&cands, rng)?;
+            let tr = s.steps[i].transfers[j].clone();
+            if i + 1 == s.steps.len() {
+                s.steps.push(Step::default());
+            }
+            s.steps[i + 1].transfers.push(tr);
+        }
+        Defect::LostContribution => {
+            if !reducing {
+                return None;
+            }
+            let cands: Vec<_> = all
+                .iter()
+                .copied()
+                .filter(|&(i, j)| {
+                    let tr = &base.steps[i].transfers[j];
+                    tr.op == Op::Reduce && c.rank_index(t.link(*tr.path.last().unwrap()).dst).is_some()
+                })
+                .collect();
+            let (i, j) = pick(&cands, rng)?;
+            s.steps[i].transfers[j].op = Op::Copy;
+        }
+        Defect::Unmet => {
+            let last = s.steps.len().checked_sub(1)?;
+            let n = s.steps[last].transfers.len();
+            if n == 0 {
+                return None;
+            }
+            let j = rng.random_range(0..n);
+            let tr = &mut s.steps[last].transfers[j];
+            let k = rng.random_range(0..tr.pieces.len());
+            tr.pieces.remove(k);
+        }
+    }
+    Some(s)
+}
+
+#[derive(Clone, Debug)]
+enum Base {
+    Ring { n: usize, kind: CollectiveKind, pieces: u32 },
+    Torus { dims: Vec<usize>, faults: Vec<(usize, usize)> },
+    FatTree { kind: CollectiveKind },
+}
+
+fn build(base: &Base) -> Option<Schedule> {
+    match base {
+        Base::Ring { n, kind, pieces } => {
+            let t = torus(&TorusParams::uniform(&[*n], 32.0, 100.0)).unwrap();
+            let c = Collective::new(*kind, t.node_ids().collect(), 6000, *pieces, None, &t).unwrap();
+            Some(if *kind == CollectiveKind::AllToAll { common::shortest_path_all_to_all(&t, &c) } else { common::ring_collective(&t, &c) })
+        }
+        Base::Torus { dims, faults } => {
+            let mut t = torus(&TorusParams::uniform(dims, 32.0, 100.0)).unwrap();
+            let cables: Vec<(NodeId, NodeId)> = faults
+                .iter()
+                .map(|&(node, pick)| {
+                    let links: Vec<LinkId> = t.out_links(NodeId((node % t.num_nodes()) as u32)).collect();
+                    let l = t.link(links[pick % links.len()]);
+                    (l.src, l.dst)
+                })
+                .collect();
+            FaultPattern { cables, ..Default::default() }.apply(&mut t).unwrap();
+            let ranks: Vec<NodeId> = t.node_ids().collect();
+            t.check_connected(&ranks).ok()?;
+            let c = Collective::new(CollectiveKind::AllToAll, ranks, 4096, 1, None, &t).unwrap();
+            Some(common::shortest_path_all_to_all(&t, &c))
+        }
+        Base::FatTree { kind } => {
+            let t = fat_tree(&FatTreeParams {
+                levels: 2,
+                k: 4,
+                osr: 1.0,
+                npus: 8,
+                board: Some(4),
+                bandwidth_gbps: 400.0,
+                latency_ns: 25.0,
+                switch_latency_ns: 1000.0,
+            })
+            .unwrap();
+            let c = Collective::new(*kind, t.node_ids().take(8).collect(), 8000, 1, None, &t).unwrap();
+            Some(if *kind == CollectiveKind::AllToAll { common::shortest_path_all_to_all(&t, &c) } else { common::ring_collective(&t, &c) })
+        }
+    }
+}
+
+fn base_strategy() -> impl Strategy<Value = Base> {
+    let kind = prop_oneof![
+        Just(CollectiveKind::AllToAll),
+        Just(CollectiveKind::AllGather),
+        Just(CollectiveKind::ReduceScatter),
+        Just(CollectiveKind::AllReduce)
+    ];
+    prop_oneof![
+        (3usize..9, kind.clone(), 1u32..3).prop_map(|(n, kind, pieces)| Base::Ring { n, kind, pieces }),
+        (prop_oneof![Just(vec![3, 3]), Just(vec![4, 4]), Just(vec![3, 4, 2]), Just(vec![5])], proptest::collection::vec((0usize..64, 0usize..8), 0..3))
+            .prop_map(|(dims, faults)| Base::Torus { dims, faults }),
+        kind.prop_map(|kind| Base::FatTree { kind }),
+    ]
+}
+
+#[test]
+fn every_mutant_is_killed_by_its_rule() {
+    let tally: RefCell<BTreeMap<Defect, (usize, usize)>> = RefCell::new(BTreeMap::new());
+    let mut runner = TestRunner::new(Config { cases: 96, failure_persistence: None, ..Config::default() });
+    let mut rng = TestRng::deterministic_rng(proptest::test_runner::RngAlgorithm::ChaCha);
+    let rng_cell = RefCell::new(&mut rng);
+    runner
+        .run(&base_strategy(), |base| {
+            let Some(valid) = build(&base) else { return Ok(()) };
+            let report = verify_schedule(&valid, &VerifyOptions::default()).unwrap();
+            prop_assert!(report.is_valid(), "{base:?}: the valid schedule fails: {:?}", report.findings.failures().first().map(|d| d.to_string()));
+            for defect in ALL {
+                for _ in 0..2 {
+                    let mut rng = rng_cell.borrow_mut();
+                    let Some(mutant) = mutate(&valid, defect, &mut rng) else { continue };
+                    let report = verify_schedule(&mutant, &VerifyOptions::default()).unwrap();
+                    let killed = defect.rules().iter().any(|&r| report.findings.is_failed(r));
+                    let mut t = tally.borrow_mut();
+                    let e = t.entry(defect).or_default();
+                    e.0 += 1;
+                    e.1 += killed as usize;
+                    prop_assert!(killed, "{base:?}: mutant {defect:?} survived; found {:?}", report.findings.failed_rules());
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+    let tally = tally.into_inner();
+    let (total, killed) = tally.values().fold((0, 0), |a, &(n, k)| (a.0 + n, a.1 + k));
+    println!("mutation tally (defect: killed/built):");
+    for (d, (n, k)) in &tally {
+        println!("  {d:?}: {k}/{n}");
+    }
+    println!("total: {killed}/{total} mutants killed ({:.1}%)", 100.0 * killed as f64 / total as f64);
+    assert_eq!(killed, total);
+    assert!(total >= 1000, "only {total} mutants were built");
+    for d in ALL {
+        assert!(tally.get(&d).is_some_and(|&(n, _)| n > 0), "no mutant of {d:?} was built");
+    }
+}
