@@ -11,3 +11,5 @@ pub mod verify;
 pub mod algorithms;
 pub mod spec;
 pub mod cli;
+pub mod generate;
+pub mod bounds;

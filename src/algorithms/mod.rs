@@ -1,1 +1,343 @@
 //! Hand-written algorithms of ALGORITHMS.md as schedule generators.
+//!
+//! [`torus_all_to_all`] builds an all-to-all on a torus (or mesh) from three parts, one module
+//! each:
+//! - `ring`: the one-dimensional algorithms (Ring, HalfRing, FoldedRing, and routing along a
+//!   line without wrap-around) as plans of sub-steps over ring positions;
+//! - `dims`: which plan every line of the torus runs given the faults, and the pieces every block
+//!   of a phase stands for;
+//! - `scheduler`: how the data is cut into chunks and in which slot each chunk crosses each
+//!   dimension (Sequential, Pipeline, DimRotation).
+
+mod dims;
+mod ring;
+mod scheduler;
+
+use crate::collective::{Collective, CollectiveKind};
+use crate::error::{Error, Result};
+use crate::schedule::{Schedule, ScheduleHeader};
+use crate::topology::{shape_json, NodeId, Topology};
+use dims::TorusPlan;
+
+/// The one-dimensional all-to-all every ring of a torus runs (ALGORITHMS.md, "Single ring").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RingAlgorithm {
+    /// Every block cut in half, one half each way round, the long or the short way.
+    Ring,
+    /// Every block the short way; both directions at once.
+    HalfRing,
+    /// Rings with a failed cable fold around it; healthy rings run HalfRing.
+    FoldedRing,
+}
+
+impl RingAlgorithm {
+    /// Every algorithm, in the order of ALGORITHMS.md.
+    pub const ALL: [RingAlgorithm; 3] = [RingAlgorithm::Ring, RingAlgorithm::HalfRing, RingAlgorithm::FoldedRing];
+
+    /// The name used in spec and schedule files (`ring`, `halfring`, `foldedring`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RingAlgorithm::Ring => "ring",
+            RingAlgorithm::HalfRing => "halfring",
+            RingAlgorithm::FoldedRing => "foldedring",
+        }
+    }
+
+    /// Parses a file name of an algorithm.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|a| a.as_str() == s)
+    }
+}
+
+/// How the phases of the dimensions are placed in time (ALGORITHMS.md, "Many dimensions").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Scheduler {
+    /// All the data crosses one dimension after another.
+    Sequential,
+    /// The data is cut into `chunks`; each goes through the dimensions in order, one slot behind
+    /// the previous chunk.
+    Pipeline {
+        /// How many chunks (at least 1).
+        chunks: usize,
+    },
+    /// One chunk per dimension; chunk i starts on dimension i, so every dimension is busy in
+    /// every slot.
+    DimRotation,
+}
+
+impl Scheduler {
+    /// The name used in spec and schedule files (`sequential`, `pipeline`, `dimrotation`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scheduler::Sequential => "sequential",
+            Scheduler::Pipeline { .. } => "pipeline",
+            Scheduler::DimRotation => "dimrotation",
+        }
+    }
+}
+
+/// Generates an all-to-all on a torus topology (faults already applied as down links).
+///
+/// `collective` gives ranks (must be ALL npus of the torus, in id order), bytes_per_rank and
+/// optional block_bytes; its `pieces` field is ignored: the generator chooses P, the smallest that
+/// makes every move whole pieces (chunks, times two when some ring moves half blocks), and builds
+/// the returned schedule's collective with it. The schedule's meta records the algorithm, the
+/// scheduler, the chunks, P, the torus shape and the rings that fold around a failed cable (a
+/// ring with one failed cable runs FoldedRing whatever `algorithm` says).
+///
+/// Errors: [`Error::bad`] for a topology that is not a torus, a collective that is not an
+/// all-to-all over every npu in id order, or a pipeline of 0 chunks; [`Error::infeasible`] when a
+/// line has a failed cable or a ring has two or more (the message names it and its cables).
+pub fn torus_all_to_all(topology: &Topology, collective: &Collective, algorithm: RingAlgorithm, scheduler: Scheduler) -> Result<Schedule> {
+    let shape = topology.torus_shape().ok_or_else(|| Error::bad("torus all-to-all: the topology is not a torus"))?;
+    if collective.kind != CollectiveKind::AllToAll {
+        return Err(Error::bad(format!("torus all-to-all: the collective is {}, not all_to_all", collective.kind)));
+    }
+    let all_npus = collective.ranks.len() == topology.num_npus() && collective.ranks.iter().enumerate().all(|(i, r)| r.index() == i);
+    if !all_npus {
+        return Err(Error::bad(format!(
+            "torus all-to-all: collective.ranks must be every npu in id order (0..{}); a subset or another order is not supported",
+            topology.num_npus()
+        )));
+    }
+    let plan = TorusPlan::new(topology, shape, algorithm)?;
+    let (chunks, phases) = scheduler::place(scheduler, plan.dims.len())?;
+    let halves = if plan.splits_blocks() { 2 } else { 1 };
+    let pieces = chunks
+        .checked_mul(halves)
+        .and_then(|p| u32::try_from(p).ok())
+        .ok_or_else(|| Error::bad(format!("torus all-to-all: {chunks} chunks are too many pieces")))?;
+    let ranks: Vec<NodeId> = collective.ranks.clone();
+    let coll = Collective::new(CollectiveKind::AllToAll, ranks, collective.bytes_per_rank, pieces, collective.block_bytes.clone(), topology)?;
+    let steps = plan.emit(topology, shape, &phases, halves)?;
+    let folded: Vec<serde_json::Value> = plan
+        .folded
+        .iter()
+        .map(|f| {
+            serde_json::json!({
+                "dim": f.dim,
+                "nodes": f.nodes.iter().map(|n| n.0).collect::<Vec<_>>(),
+                "failed_cable": [f.cable.0 .0, f.cable.1 .0],
+            })
+        })
+        .collect();
+    let meta = serde_json::json!({
+        "algorithm": algorithm.as_str(),
+        "scheduler": scheduler.as_str(),
+        "chunks": chunks,
+        "pieces": pieces,
+        "shape": shape_json(topology),
+        "folded_rings": folded,
+    });
+    Ok(Schedule { header: ScheduleHeader { topology: topology.clone(), collective: coll, meta: Some(meta) }, steps })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::{torus, FaultPattern, NodeKind, Shape, TopologyBuilder, TorusParams};
+    use crate::units::Rational;
+    use crate::verify::{verify_schedule, Report, VerifyOptions};
+    use proptest::prelude::*;
+
+    const SCHEDULERS: [Scheduler; 4] = [Scheduler::Sequential, Scheduler::Pipeline { chunks: 1 }, Scheduler::Pipeline { chunks: 3 }, Scheduler::DimRotation];
+
+    fn topo(dims: &[usize], wrap: bool, bandwidth: f64, cables: &[(u32, u32)]) -> Topology {
+        let mut p = TorusParams::uniform(dims, bandwidth, 100.0);
+        p.wrap = vec![wrap; dims.len()];
+        let mut t = torus(&p).unwrap();
+        FaultPattern { cables: cables.iter().map(|&(a, b)| (NodeId(a), NodeId(b))).collect(), ..Default::default() }.apply(&mut t).unwrap();
+        t
+    }
+
+    fn a2a(t: &Topology, bytes: u64, block_bytes: Option<Vec<Vec<u64>>>) -> Collective {
+        Collective::new(CollectiveKind::AllToAll, t.node_ids().take(t.num_npus()).collect(), bytes, 1, block_bytes, t).unwrap()
+    }
+
+    fn run(t: &Topology, c: &Collective, a: RingAlgorithm, s: Scheduler) -> (Schedule, Report) {
+        let sched = torus_all_to_all(t, c, a, s).unwrap_or_else(|e| panic!("{a:?} {s:?}: {e}"));
+        let report = verify_schedule(&sched, &VerifyOptions::default()).unwrap();
+        let first: Vec<String> = report.findings.failures().iter().take(3).map(|d| d.to_string()).collect();
+        assert!(report.is_valid(), "{a:?} {s:?} on {:?}: {first:?}", t.torus_shape());
+        (sched, report)
+    }
+
+    fn bandwidth(r: &Report) -> Rational {
+        r.cost.as_ref().unwrap().bandwidth_ns()
+    }
+
+    fn q(n: i128, d: i128) -> Rational {
+        Rational::new(n, d)
+    }
+
+    /// The bandwidth terms of one ring of n npus with S bytes per npu and B bytes per ns, derived
+    /// from the sub-step structure (see ring.rs).
+    fn ring_term(n: i128, s: i128, b: i128) -> Rational {
+        q((n - 1) * s, 4 * b)
+    }
+    fn half_ring_term(n: i128, s: i128, b: i128) -> Rational {
+        if n % 2 == 0 {
+            q(n * s, 8 * b)
+        } else {
+            q((n * n - 1) * s, 8 * n * b)
+        }
+    }
+    fn folded_ring_term(n: i128, s: i128, b: i128) -> Rational {
+        q((n - 1) * s, 2 * b)
+    }
+
+    #[test]
+    fn every_combination_is_valid_on_rings_and_tori() {
+        let mut cases: Vec<(Vec<usize>, bool)> = (3..=12).map(|n| (vec![n], true)).collect();
+        cases.extend([(vec![3, 3], true), (vec![4, 4], true), (vec![5, 5], true), (vec![4, 4, 4], true), (vec![3, 5, 4], true)]);
+        cases.extend([(vec![4, 4], false), (vec![2, 2, 2, 2], true)]);
+        for (dims, wrap) in cases {
+            let t = topo(&dims, wrap, 10.0, &[]);
+            let c = a2a(&t, 1 << 20, None);
+            for a in RingAlgorithm::ALL {
+                for s in SCHEDULERS {
+                    run(&t, &c, a, s);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn one_failed_cable_folds_its_ring() {
+        for n in 3..=12u32 {
+            for f in 0..n {
+                let t = topo(&[n as usize], true, 10.0, &[(f, (f + 1) % n)]);
+                let c = a2a(&t, 1000, None);
+                for a in RingAlgorithm::ALL {
+                    let (sched, report) = run(&t, &c, a, Scheduler::Sequential);
+                    assert_eq!(bandwidth(&report), folded_ring_term(n as i128, 1000, 10), "n {n}, cable {f}");
+                    assert_eq!(sched.header.meta.as_ref().unwrap()["folded_rings"].as_array().unwrap().len(), 1);
+                }
+            }
+        }
+        let t = topo(&[4, 4], true, 10.0, &[]);
+        let cables: Vec<(u32, u32)> = t.links().filter(|(_, l)| l.src < l.dst).map(|(_, l)| (l.src.0, l.dst.0)).collect();
+        assert_eq!(cables.len(), 32);
+        for cable in cables {
+            let t = topo(&[4, 4], true, 10.0, &[cable]);
+            let c = a2a(&t, 1 << 12, None);
+            for s in SCHEDULERS {
+                let (sched, _) = run(&t, &c, RingAlgorithm::FoldedRing, s);
+                let folded = &sched.header.meta.as_ref().unwrap()["folded_rings"];
+                assert_eq!(folded[0]["failed_cable"], serde_json::json!([cable.0, cable.1]), "{folded}");
+            }
+        }
+    }
+
+    #[test]
+    fn pieces_are_as_few_as_the_moves_allow() {
+        let pieces = |dims: &[usize], wrap: bool, a: RingAlgorithm, s: Scheduler| {
+            let t = topo(dims, wrap, 10.0, &[]);
+            let sched = torus_all_to_all(&t, &a2a(&t, 4096, None), a, s).unwrap();
+            let meta = sched.header.meta.clone().unwrap();
+            assert_eq!(meta["pieces"], serde_json::json!(sched.header.collective.pieces));
+            sched.header.collective.pieces
+        };
+        assert_eq!(pieces(&[5], true, RingAlgorithm::HalfRing, Scheduler::Sequential), 1);
+        assert_eq!(pieces(&[4], true, RingAlgorithm::HalfRing, Scheduler::Sequential), 2);
+        assert_eq!(pieces(&[5], true, RingAlgorithm::Ring, Scheduler::Sequential), 2);
+        assert_eq!(pieces(&[5, 5, 5], true, RingAlgorithm::HalfRing, Scheduler::DimRotation), 3);
+        assert_eq!(pieces(&[3, 5, 4], true, RingAlgorithm::HalfRing, Scheduler::DimRotation), 6);
+        assert_eq!(pieces(&[4, 4], false, RingAlgorithm::Ring, Scheduler::Pipeline { chunks: 6 }), 6);
+        assert_eq!(pieces(&[4, 4], true, RingAlgorithm::Ring, Scheduler::Pipeline { chunks: 6 }), 12);
+        assert_eq!(pieces(&[1, 1], true, RingAlgorithm::Ring, Scheduler::DimRotation), 1);
+    }
+
+    #[test]
+    fn meta_records_the_choices() {
+        let t = topo(&[4, 3], true, 10.0, &[(0, 1)]);
+        let sched = torus_all_to_all(&t, &a2a(&t, 1200, None), RingAlgorithm::HalfRing, Scheduler::Pipeline { chunks: 2 }).unwrap();
+        let meta = sched.header.meta.unwrap();
+        assert_eq!(meta["algorithm"], "halfring");
+        assert_eq!(meta["scheduler"], "pipeline");
+        assert_eq!(meta["chunks"], 2);
+        assert_eq!(meta["shape"], serde_json::json!({"torus": {"dims": [4, 3], "wrap": [true, true]}}));
+        assert_eq!(meta["folded_rings"], serde_json::json!([{"dim": 0, "nodes": [0, 1, 2, 3], "failed_cable": [0, 1]}]));
+    }
+
+    #[test]
+    fn dimension_schedulers_meet_their_closed_forms() {
+        // Equal radix: every phase with all the data is a one-ring all-to-all with S per npu, so
+        // Sequential takes n T(S), Pipeline (c+n-1)/c T(S), DimRotation T(S).
+        for dims in [vec![4, 4], vec![5, 5], vec![3, 3, 3], vec![4, 4, 4]] {
+            let n = dims.len() as i128;
+            let t = topo(&dims, true, 4.0, &[]);
+            let s = 3000i128;
+            let c = a2a(&t, s as u64, None);
+            let radix = dims[0] as i128;
+            for (a, term) in [(RingAlgorithm::HalfRing, half_ring_term(radix, s, 4)), (RingAlgorithm::Ring, ring_term(radix, s, 4))] {
+                assert_eq!(bandwidth(&run(&t, &c, a, Scheduler::DimRotation).1), term, "{dims:?} {a:?}");
+                assert_eq!(bandwidth(&run(&t, &c, a, Scheduler::Sequential).1), term * n, "{dims:?} {a:?}");
+                let chunks = 3;
+                assert_eq!(bandwidth(&run(&t, &c, a, Scheduler::Pipeline { chunks }).1), term * q(chunks + n - 1, chunks), "{dims:?} {a:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn non_uniform_blocks_keep_the_schedule() {
+        for (dims, wrap, cables) in [(vec![3, 5, 4], true, vec![]), (vec![4, 4], true, vec![(5, 6)]), (vec![4, 3], false, vec![])] {
+            let t = topo(&dims, wrap, 10.0, &cables);
+            let r = t.num_npus();
+            let sizes: Vec<Vec<u64>> = (0..r).map(|i| (0..r).map(|j| ((i * 7 + j * 3) % 11) as u64 * 100).collect()).collect();
+            for a in RingAlgorithm::ALL {
+                for s in [Scheduler::Sequential, Scheduler::DimRotation] {
+                    let (skewed, _) = run(&t, &a2a(&t, 0, Some(sizes.clone())), a, s);
+                    // Equal blocks of S/R bytes written out cost exactly what the uniform form does.
+                    let (_, equal) = run(&t, &a2a(&t, 0, Some(vec![vec![64; r]; r])), a, s);
+                    let (uniform, expected) = run(&t, &a2a(&t, 64 * r as u64, None), a, s);
+                    assert_eq!(bandwidth(&equal), bandwidth(&expected));
+                    assert_eq!(skewed.steps, uniform.steps);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bad_inputs_and_cut_rings_are_refused() {
+        let t = topo(&[4, 4], true, 10.0, &[]);
+        let c = a2a(&t, 1600, None);
+        let mut b = TopologyBuilder::new();
+        b.node(NodeKind::Npu, "a");
+        let custom = b.build(Shape::Custom, 0.0).unwrap();
+        let e = torus_all_to_all(&custom, &a2a(&custom, 8, None), RingAlgorithm::Ring, Scheduler::Sequential).unwrap_err();
+        assert!(e.message().contains("not a torus"), "{e}");
+        let subset = Collective::new(CollectiveKind::AllToAll, vec![NodeId(1), NodeId(0)], 8, 1, None, &t).unwrap();
+        let e = torus_all_to_all(&t, &subset, RingAlgorithm::Ring, Scheduler::Sequential).unwrap_err();
+        assert!(e.message().contains("every npu in id order"), "{e}");
+        let gather = Collective::new(CollectiveKind::AllGather, t.node_ids().collect(), 8, 1, None, &t).unwrap();
+        assert!(torus_all_to_all(&t, &gather, RingAlgorithm::Ring, Scheduler::Sequential).is_err());
+        let e = torus_all_to_all(&t, &c, RingAlgorithm::Ring, Scheduler::Pipeline { chunks: 0 }).unwrap_err();
+        assert!(e.message().contains("chunks = 0"), "{e}");
+        let cut = topo(&[4, 4], true, 10.0, &[(4, 5), (6, 7)]);
+        for a in RingAlgorithm::ALL {
+            let e = torus_all_to_all(&cut, &c, a, Scheduler::DimRotation).unwrap_err();
+            assert_eq!(e.exit_code(), crate::error::ExitCode::Infeasible);
+            assert!(e.message().contains("ring along dimension 0 through (0,1)"), "{e}");
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+        /// The closed forms of one ring, exactly, for any N, S, B and fault position.
+        #[test]
+        fn ring_closed_forms(n in 3usize..=12, s in 1u64..=1 << 40, b in 1u32..=400, fault in 0usize..12) {
+            let (ni, si, bi) = (n as i128, s as i128, b as i128);
+            let t = topo(&[n], true, b as f64, &[]);
+            let c = a2a(&t, s, None);
+            prop_assert_eq!(bandwidth(&run(&t, &c, RingAlgorithm::Ring, Scheduler::Sequential).1), ring_term(ni, si, bi));
+            prop_assert_eq!(bandwidth(&run(&t, &c, RingAlgorithm::HalfRing, Scheduler::Sequential).1), half_ring_term(ni, si, bi));
+            // FoldedRing on a healthy ring is HalfRing.
+            prop_assert_eq!(bandwidth(&run(&t, &c, RingAlgorithm::FoldedRing, Scheduler::DimRotation).1), half_ring_term(ni, si, bi));
+            let f = (fault % n) as u32;
+            let t = topo(&[n], true, b as f64, &[(f, (f + 1) % n as u32)]);
+            prop_assert_eq!(bandwidth(&run(&t, &c, RingAlgorithm::FoldedRing, Scheduler::Sequential).1), folded_ring_term(ni, si, bi));
+        }
+    }
+}

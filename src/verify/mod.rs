@@ -5,8 +5,11 @@
 //! step and the end, and report into the same [`Findings`]: rules 6-8 (deadlock freedom, routing
 //! deadlock freedom, bound conformance) are added that way without touching the core pass.
 
+mod conformance;
 mod diagnostic;
 mod rules;
+
+pub use conformance::{Conformance, Expectations};
 
 pub use diagnostic::{Diagnostic, Findings, Rule};
 
@@ -177,9 +180,22 @@ pub fn verify_file(path: &Path, options: &VerifyOptions) -> Result<(ScheduleHead
 
 /// Verifies a schedule file, optionally against a spec's instance ([`Verifier::against`]).
 pub fn verify_file_with(path: &Path, options: &VerifyOptions, instance: Option<crate::spec::Instance>) -> Result<(ScheduleHeader, Report)> {
+    verify_file_checked(path, options, instance, Vec::new())
+}
+
+/// Verifies a schedule file with further checks (rules beyond 1-5).
+pub fn verify_file_checked(
+    path: &Path,
+    options: &VerifyOptions,
+    instance: Option<crate::spec::Instance>,
+    checks: Vec<Box<dyn Check>>,
+) -> Result<(ScheduleHeader, Report)> {
     let mut v = Verifier::new(options.clone());
     if let Some(inst) = instance {
         v = v.against(inst);
+    }
+    for c in checks {
+        v = v.with_check(c);
     }
     let header = crate::schedule::stream_schedule_file(path, &mut v)?;
     Ok((header, v.finish()))

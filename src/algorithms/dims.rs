@@ -1,0 +1,264 @@
+//! Composition over dimensions: an n-D all-to-all as one one-dimensional all-to-all phase per
+//! dimension (ALGORITHMS.md, "Many dimensions").
+//!
+//! In the phase of a chunk on dimension x, every ring (or line) along x runs its plan at the same
+//! time as the others: their links are disjoint. Block `v>d` of a ring is every piece of the chunk
+//! that sits at the ring's position v and whose destination has x-coordinate d. Where a piece sits
+//! follows from the dimensions its chunk has finished: their coordinates are the destination's,
+//! the others still the source's. So the pieces of every phase are known without replaying the
+//! earlier ones.
+
+use super::ring::{Part, RingKind, RingPlan};
+use super::scheduler::Phase;
+use super::RingAlgorithm;
+use crate::collective::PieceId;
+use crate::error::{Error, Result};
+use crate::schedule::{Op, Step, Transfer};
+use crate::topology::{LinkId, NodeId, Topology, TorusShape};
+use std::collections::HashMap;
+
+/// One ring or line along a dimension and the plan it runs.
+#[derive(Clone, Debug)]
+pub(crate) struct Line {
+    /// Its nodes in coordinate order (position p is the node with coordinate p).
+    pub nodes: Vec<NodeId>,
+    /// Index into [`TorusPlan::plans`].
+    pub plan: usize,
+}
+
+/// A dimension of size > 1: its lines, and how many sub-steps its phase lasts (its slowest line).
+#[derive(Clone, Debug)]
+pub(crate) struct Dimension {
+    /// The torus dimension.
+    pub dim: usize,
+    /// Every line along it.
+    pub lines: Vec<Line>,
+    /// The sub-steps of a phase on it.
+    pub len: usize,
+}
+
+/// A ring that runs FoldedRing because one of its cables is down.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct FoldedRing {
+    /// The torus dimension of the ring.
+    pub dim: usize,
+    /// Its nodes in coordinate order.
+    pub nodes: Vec<NodeId>,
+    /// The failed cable.
+    pub cable: (NodeId, NodeId),
+}
+
+/// What every line of a torus runs, given the algorithm and the faults.
+#[derive(Clone, Debug)]
+pub(crate) struct TorusPlan {
+    /// The dimensions of size > 1, in order.
+    pub dims: Vec<Dimension>,
+    /// The distinct plans (healthy rings of one dimension share one).
+    pub plans: Vec<RingPlan>,
+    /// The rings that fold around a failed cable.
+    pub folded: Vec<FoldedRing>,
+}
+
+/// Whether both directions of the cable between two nodes are up.
+fn cable_up(topo: &Topology, a: NodeId, b: NodeId) -> bool {
+    let up = |x, y| topo.link_between(x, y).is_some_and(|l| topo.link(l).up);
+    up(a, b) && up(b, a)
+}
+
+fn names(topo: &Topology, nodes: &[NodeId]) -> String {
+    nodes.iter().map(|&n| topo.node(n).name.as_str()).collect::<Vec<_>>().join(" ")
+}
+
+impl TorusPlan {
+    /// Chooses each line's plan: lines (no wrap, or two nodes) route along the line; healthy
+    /// rings run `algorithm` (HalfRing when it is FoldedRing); a ring with one failed cable folds
+    /// around it. A failed cable in a line, or two in a ring, cut it: nothing one-dimensional can
+    /// run there.
+    pub fn new(topo: &Topology, shape: &TorusShape, algorithm: RingAlgorithm) -> Result<Self> {
+        let mut plans = Vec::new();
+        let mut index: HashMap<(RingKind, usize), usize> = HashMap::new();
+        let mut dims = Vec::new();
+        let mut folded = Vec::new();
+        for dim in (0..shape.ndims()).filter(|&d| shape.dims[d] > 1) {
+            let n = shape.dims[dim];
+            let ring = shape.is_ring(dim);
+            let mut lines = Vec::new();
+            for start in (0..shape.num_nodes() as u32).map(NodeId).filter(|&v| shape.coord_in(v, dim) == 0) {
+                let nodes = shape.line(start, dim);
+                // Cable c joins positions c and c + 1 (mod n on a ring).
+                let cables = if ring { n } else { n - 1 };
+                let down: Vec<usize> = (0..cables).filter(|&c| !cable_up(topo, nodes[c], nodes[(c + 1) % n])).collect();
+                let cable_text = |c: usize| format!("{}-{}", topo.node(nodes[c]).name, topo.node(nodes[(c + 1) % n]).name);
+                let kind = match (ring, down.as_slice()) {
+                    (false, []) => RingKind::Line,
+                    (false, [c, ..]) => {
+                        return Err(Error::infeasible(format!(
+                            "the line along dimension {dim} through {} ({}) has its cable {} down: a line without wrap-around has no other way \
+                             between its two sides, so the all-to-all phase on dimension {dim} cannot run",
+                            topo.node(start).name,
+                            names(topo, &nodes),
+                            cable_text(*c)
+                        )))
+                    }
+                    (true, []) => match algorithm {
+                        RingAlgorithm::Ring => RingKind::Ring,
+                        RingAlgorithm::HalfRing | RingAlgorithm::FoldedRing => RingKind::HalfRing,
+                    },
+                    (true, [c]) => {
+                        folded.push(FoldedRing { dim, nodes: nodes.clone(), cable: (nodes[*c], nodes[(c + 1) % n]) });
+                        RingKind::Folded { failed: *c }
+                    }
+                    (true, many) => {
+                        let list: Vec<String> = many.iter().map(|&c| cable_text(c)).collect();
+                        return Err(Error::infeasible(format!(
+                            "the ring along dimension {dim} through {} ({}) has {} failed cables ({}): it falls apart into lines, and \
+                             FoldedRing tolerates only one failed cable per ring",
+                            topo.node(start).name,
+                            names(topo, &nodes),
+                            many.len(),
+                            list.join(", ")
+                        )));
+                    }
+                };
+                let plan = *index.entry((kind, n)).or_insert_with(|| {
+                    plans.push(RingPlan::new(kind, n));
+                    plans.len() - 1
+                });
+                lines.push(Line { nodes, plan });
+            }
+            let len = lines.iter().map(|l| plans[l.plan].len()).max().unwrap_or(0);
+            dims.push(Dimension { dim, lines, len });
+        }
+        Ok(TorusPlan { dims, plans, folded })
+    }
+
+    /// Whether some line moves half blocks, so that every block must be cut into two halves.
+    pub fn splits_blocks(&self) -> bool {
+        self.plans.iter().any(RingPlan::splits_blocks)
+    }
+
+    /// The steps of every phase. `halves` (1 or 2) is how many part indices each chunk has;
+    /// phases in one slot are merged step by step, and a slot lasts as long as its longest phase.
+    pub fn emit(&self, topo: &Topology, shape: &TorusShape, phases: &[Phase], halves: usize) -> Result<Vec<Step>> {
+        let slots = phases.iter().map(|p| p.slot + 1).max().unwrap_or(0);
+        let mut slot_len = vec![0; slots];
+        for p in phases {
+            slot_len[p.slot] = slot_len[p.slot].max(self.dims[p.dim].len);
+        }
+        let mut slot_start = vec![0; slots + 1];
+        for s in 0..slots {
+            slot_start[s + 1] = slot_start[s] + slot_len[s];
+        }
+        let mut steps = vec![Step::default(); slot_start[slots]];
+        let coords: Vec<Vec<usize>> = (0..shape.num_nodes() as u32).map(|v| shape.coord(NodeId(v))).collect();
+        for p in phases {
+            self.emit_phase(topo, shape, &coords, p, halves, &mut steps[slot_start[p.slot]..])?;
+        }
+        Ok(steps)
+    }
+
+    /// One chunk's phase on one dimension, written into `steps` from its first step on.
+    fn emit_phase(&self, topo: &Topology, shape: &TorusShape, coords: &[Vec<usize>], phase: &Phase, halves: usize, steps: &mut [Step]) -> Result<()> {
+        let dim = &self.dims[phase.dim];
+        let (x, n) = (dim.dim, shape.dims[dim.dim]);
+        let mut finished = vec![false; shape.ndims()];
+        for &d in &phase.done {
+            finished[self.dims[d].dim] = true;
+        }
+        let strides: Vec<usize> = (0..shape.ndims()).map(|d| shape.stride(d)).collect();
+        // groups[(node * n + d) * halves + h]: the pieces of half h of the block at `node` bound
+        // for x-coordinate d.
+        let group = |node: NodeId, d: usize, h: usize| (node.index() * n + d) * halves + h;
+        let mut groups: Vec<Vec<PieceId>> = vec![Vec::new(); coords.len() * n * halves];
+        for (i, ci) in coords.iter().enumerate() {
+            for (j, cj) in coords.iter().enumerate() {
+                if i == j || ci[x] == cj[x] {
+                    continue;
+                }
+                let at: usize = (0..shape.ndims()).map(|d| (if finished[d] { cj[d] } else { ci[d] }) * strides[d]).sum();
+                for h in 0..halves {
+                    let k = (phase.chunk * halves + h) as u32;
+                    groups[group(NodeId(at as u32), cj[x], h)].push(PieceId::a2a(i as u32, j as u32, k));
+                }
+            }
+        }
+        for line in &dim.lines {
+            for (s, moves) in self.plans[line.plan].substeps().iter().enumerate() {
+                for m in moves {
+                    let at = line.nodes[m.origin];
+                    let parts = match m.part {
+                        Part::Whole => 0..halves,
+                        Part::First => 0..1,
+                        Part::Second => 1..2,
+                    };
+                    debug_assert!(parts.end <= halves, "a half block moves but blocks are not cut in halves");
+                    let pieces: Vec<PieceId> = parts.flat_map(|h| groups[group(at, m.dest, h)].iter().copied()).collect();
+                    if pieces.is_empty() {
+                        continue;
+                    }
+                    let path = m.path.windows(2).map(|w| link(topo, line.nodes[w[0]], line.nodes[w[1]])).collect::<Result<Vec<_>>>()?;
+                    steps[s].transfers.push(Transfer { path, op: Op::Copy, pieces });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The up link from `a` to `b`. The plans only use cables found up, so a miss is a bug; it is
+/// still reported rather than written into a schedule the verifier would reject.
+fn link(topo: &Topology, a: NodeId, b: NodeId) -> Result<LinkId> {
+    match topo.link_between(a, b) {
+        Some(l) if topo.link(l).up => Ok(l),
+        _ => Err(Error::infeasible(format!("internal: no up link {}->{} for a planned hop", topo.node(a).name, topo.node(b).name))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::{torus, FaultPattern, TorusParams};
+
+    fn faulty(dims: &[usize], cables: &[(u32, u32)]) -> Topology {
+        let mut t = torus(&TorusParams::uniform(dims, 10.0, 0.0)).unwrap();
+        let f = FaultPattern { cables: cables.iter().map(|&(a, b)| (NodeId(a), NodeId(b))).collect(), ..Default::default() };
+        f.apply(&mut t).unwrap();
+        t
+    }
+
+    #[test]
+    fn lines_get_their_plans() {
+        let t = faulty(&[4, 4], &[(0, 1)]);
+        let p = TorusPlan::new(&t, t.torus_shape().unwrap(), RingAlgorithm::Ring).unwrap();
+        assert_eq!(p.dims.len(), 2);
+        assert!(p.dims.iter().all(|d| d.lines.len() == 4));
+        // The row through (0,0) folds; the other rows and every column keep Ring.
+        assert_eq!(p.folded, vec![FoldedRing { dim: 0, nodes: (0..4).map(NodeId).collect(), cable: (NodeId(0), NodeId(1)) }]);
+        assert_eq!((p.dims[0].len, p.dims[1].len), (6, 6));
+        assert_eq!(p.plans.len(), 2);
+
+        let mut params = TorusParams::uniform(&[4, 1, 2], 10.0, 0.0);
+        params.wrap = vec![false, true, true];
+        let t = torus(&params).unwrap();
+        let p = TorusPlan::new(&t, t.torus_shape().unwrap(), RingAlgorithm::HalfRing).unwrap();
+        assert_eq!(p.dims.iter().map(|d| (d.dim, d.len)).collect::<Vec<_>>(), vec![(0, 4), (2, 1)]);
+        assert!(!p.splits_blocks());
+    }
+
+    #[test]
+    fn cut_lines_and_rings_are_named() {
+        let t = faulty(&[4, 4], &[(0, 1), (2, 3)]);
+        let e = TorusPlan::new(&t, t.torus_shape().unwrap(), RingAlgorithm::FoldedRing).unwrap_err();
+        assert_eq!(e.exit_code(), crate::error::ExitCode::Infeasible);
+        assert!(e.message().contains("ring along dimension 0 through (0,0)"), "{e}");
+        assert!(e.message().contains("(0,0)-(1,0), (2,0)-(3,0)"), "{e}");
+
+        let mut params = TorusParams::uniform(&[3, 3], 10.0, 0.0);
+        params.wrap = vec![true, false];
+        let mut t = torus(&params).unwrap();
+        FaultPattern { cables: vec![(NodeId(4), NodeId(7))], ..Default::default() }.apply(&mut t).unwrap();
+        let e = TorusPlan::new(&t, t.torus_shape().unwrap(), RingAlgorithm::HalfRing).unwrap_err();
+        assert!(e.message().contains("line along dimension 1 through (1,0)"), "{e}");
+        assert!(e.message().contains("(1,1)-(1,2) down"), "{e}");
+    }
+}

@@ -1,0 +1,155 @@
+//! Lower bounds of MODEL.md section 6: steps, latency and volume.
+//!
+//! Every bound here is computed exactly (rationals) from the instance alone: no solver.
+
+use crate::collective::{Collective, CollectiveKind};
+use crate::topology::{NodeId, Topology};
+use crate::units::{rational_from_decimal, Rational};
+use num_traits::Zero;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+/// The bounds of one instance.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Bounds {
+    /// Fewest steps of a single-hop schedule: the farthest required (piece, destination) in
+    /// single hops (a hop is one link, or one path through switches only).
+    pub steps: u32,
+    /// The largest shortest-path latency from a piece's source to a destination that needs it, ns.
+    pub latency_ns: Rational,
+    /// all_to_all only: sum over pieces of size times shortest distance (links), over the total
+    /// bandwidth of the links that are up, ns.
+    pub volume_ns: Option<Rational>,
+}
+
+impl Bounds {
+    /// The best bandwidth bound known here (the volume bound), ns.
+    pub fn bandwidth_ns(&self) -> Option<Rational> {
+        self.volume_ns
+    }
+}
+
+/// Single-hop distances from `from` to every npu: BFS where a hop goes from an npu over links
+/// that are up, through switches only, to another npu.
+pub fn single_hop_distances(t: &Topology, from: NodeId) -> Vec<Option<u32>> {
+    let mut dist = vec![None; t.num_nodes()];
+    dist[from.index()] = Some(0);
+    let mut queue = VecDeque::from([from]);
+    while let Some(n) = queue.pop_front() {
+        let d = dist[n.index()].expect("queued nodes have a distance");
+        // Expand through switches within one hop.
+        let mut stack = vec![n];
+        let mut seen_sw = std::collections::HashSet::new();
+        while let Some(x) = stack.pop() {
+            for l in t.up_out_links(x) {
+                let y = t.link(l).dst;
+                if t.is_npu(y) {
+                    if dist[y.index()].is_none() {
+                        dist[y.index()] = Some(d + 1);
+                        queue.push_back(y);
+                    }
+                } else if seen_sw.insert(y) {
+                    stack.push(y);
+                }
+            }
+        }
+    }
+    dist
+}
+
+/// Shortest latencies (links plus switches) from `from`, as exact rationals.
+pub fn latency_distances(t: &Topology, from: NodeId) -> Vec<Option<Rational>> {
+    let lat: Vec<Rational> = t.links().map(|(_, l)| rational_from_decimal(l.latency_ns).unwrap_or_default()).collect();
+    let sw = rational_from_decimal(t.switch_latency_ns()).unwrap_or_default();
+    let mut dist: Vec<Option<Rational>> = vec![None; t.num_nodes()];
+    dist[from.index()] = Some(Rational::zero());
+    let mut heap = BinaryHeap::from([Reverse((Rational::zero(), from.0))]);
+    while let Some(Reverse((d, n))) = heap.pop() {
+        if dist[n as usize].is_some_and(|x| x < d) {
+            continue;
+        }
+        for l in t.up_out_links(NodeId(n)) {
+            let y = t.link(l).dst;
+            let extra = if t.is_npu(y) { Rational::zero() } else { sw };
+            let nd = d + lat[l.index()] + extra;
+            if dist[y.index()].is_none_or(|x| nd < x) {
+                dist[y.index()] = Some(nd);
+                heap.push(Reverse((nd, y.0)));
+            }
+        }
+    }
+    // A path ends at an npu: the last switch's latency was counted on entering it, which is
+    // what MODEL.md charges (every switch on the path).
+    dist
+}
+
+/// Computes the bounds of an instance. Assumes every rank is connected (checked earlier).
+pub fn bounds(t: &Topology, c: &Collective) -> Bounds {
+    let r = c.num_ranks();
+    let mut steps = 0u32;
+    let mut latency = Rational::zero();
+    let mut volume = Rational::zero();
+    let reducing_or_gather = c.kind != CollectiveKind::AllToAll;
+    for (si, &src) in c.ranks.iter().enumerate() {
+        let hops = single_hop_distances(t, src);
+        let lats = latency_distances(t, src);
+        let links = t.hop_distances(src);
+        for (di, &dst) in c.ranks.iter().enumerate() {
+            if si == di {
+                continue;
+            }
+            // Every kind needs something of rank si at rank di: all_to_all its block, all_gather
+            // its block, and the reducing kinds its contribution to block di.
+            let needed = match c.kind {
+                CollectiveKind::AllToAll => (0..c.pieces as usize).any(|k| c.is_required_index((si * r + di) * c.pieces as usize + k)),
+                _ => true,
+            };
+            if !needed {
+                continue;
+            }
+            steps = steps.max(hops[dst.index()].unwrap_or(0));
+            if let Some(l) = lats[dst.index()] {
+                latency = latency.max(l);
+            }
+            if !reducing_or_gather {
+                let bytes = c.block_size(si, di);
+                volume += bytes * Rational::from_integer(links[dst.index()].unwrap_or(0) as i128);
+            }
+        }
+    }
+    let total_bw: Rational = t.links().filter(|(_, l)| l.up).map(|(_, l)| rational_from_decimal(l.bandwidth_gbps).unwrap_or_default()).sum();
+    let volume_ns = (c.kind == CollectiveKind::AllToAll && !total_bw.is_zero()).then(|| volume / total_bw);
+    Bounds { steps, latency_ns: latency, volume_ns }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::{fat_tree, torus, FatTreeParams, TorusParams};
+
+    #[test]
+    fn ring_volume_bound_is_halfring() {
+        for n in 3..10usize {
+            let t = torus(&TorusParams::uniform(&[n], 32.0, 100.0)).unwrap();
+            let s = 1_000_000u64;
+            let c = Collective::new(CollectiveKind::AllToAll, t.node_ids().collect(), s, 1, None, &t).unwrap();
+            let b = bounds(&t, &c);
+            let n_ = n as i128;
+            let expected = if n % 2 == 0 { Rational::new(n_ * s as i128, 8 * 32) } else { Rational::new((n_ * n_ - 1) * s as i128, 8 * n_ * 32) };
+            assert_eq!(b.volume_ns, Some(expected), "N={n}");
+            assert_eq!(b.steps, (n / 2) as u32);
+            assert_eq!(b.latency_ns, Rational::from_integer(100 * (n / 2) as i128));
+        }
+    }
+
+    #[test]
+    fn fat_tree_steps_and_latency() {
+        let t = fat_tree(&FatTreeParams { levels: 2, k: 4, osr: 1.0, npus: 8, board: None, bandwidth_gbps: 400.0, latency_ns: 25.0, switch_latency_ns: 1000.0 })
+            .unwrap();
+        let c = Collective::new(CollectiveKind::AllToAll, (0..8).map(NodeId).collect(), 8000, 1, None, &t).unwrap();
+        let b = bounds(&t, &c);
+        assert_eq!(b.steps, 1);
+        // npu -> leaf -> spine -> leaf -> npu: 4 links, 3 switches.
+        assert_eq!(b.latency_ns, Rational::from_integer(4 * 25 + 3 * 1000));
+    }
+}

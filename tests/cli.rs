@@ -1,0 +1,150 @@
+//! The binary as a user runs it: outputs and exit codes of every path.
+
+mod common;
+
+use collsched::collective::{Collective, CollectiveKind};
+use collsched::schedule::write_schedule_file;
+use collsched::topology::{torus, TorusParams};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_collsched"))
+}
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).output().unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("collsched-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+const RING_SPEC: &str = r#"{
+  "topology": {"torus": {"dims": [6], "bandwidth_gbps": 32.0, "latency_ns": 100.0}},
+  "collective": {"kind": "all_to_all", "bytes_per_rank": 6000, "pieces": 1}
+}"#;
+
+fn ring_schedule(dir_name: &str) -> (PathBuf, PathBuf) {
+    let t = torus(&TorusParams::uniform(&[6], 32.0, 100.0)).unwrap();
+    let c = Collective::new(CollectiveKind::AllToAll, t.node_ids().collect(), 6000, 1, None, &t).unwrap();
+    let s = common::shortest_path_all_to_all(&t, &c);
+    let path = tmp(&format!("{dir_name}.json"));
+    write_schedule_file(&path, &s).unwrap();
+    let spec = tmp(&format!("{dir_name}.spec.json"));
+    std::fs::write(&spec, RING_SPEC).unwrap();
+    (path, spec)
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn verify_a_valid_schedule() {
+    let (path, spec) = ring_schedule("valid");
+    let o = run(&["verify", s(&path)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = text(&o);
+    assert!(out.contains("valid: all_to_all") && out.contains("step-synchronous time"), "{out}");
+    let o = run(&["verify", s(&path), "--spec", s(&spec), "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["valid"], true);
+    assert!(v["cost"]["time_ns"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn verify_reports_each_failure_on_its_own_line() {
+    let (path, _) = ring_schedule("broken");
+    let body = std::fs::read_to_string(&path).unwrap();
+    // Two transfers onto one link: duplicate the first transfer of step 0.
+    let start = body.find("{\"transfers\": [").unwrap() + "{\"transfers\": [".len();
+    let end = body[start..].find("]]}").unwrap() + start + 3;
+    let first = body[start..end].to_string();
+    let broken = format!("{}{}, {}", &body[..start], first, &body[start..]);
+    std::fs::write(&path, broken).unwrap();
+    let o = run(&["verify", s(&path)]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let line = out.lines().find(|l| l.contains("rule 2 no link sharing")).unwrap_or_else(|| panic!("{out}"));
+    assert!(line.starts_with("step 0, transfer 1 (link 0: (0)->(1))"), "{line}");
+    assert!(out.contains("INVALID"));
+}
+
+#[test]
+fn bad_input_exits_2_with_the_file_named() {
+    let missing = tmp("nope.json");
+    let o = run(&["verify", s(&missing)]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("nope.json: cannot read"), "{}", text(&o));
+
+    let garbage = tmp("garbage.json");
+    std::fs::write(&garbage, "{\n  \"format\": \"collsched.schedule\",\n  oops\n}").unwrap();
+    let o = run(&["verify", s(&garbage)]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("garbage.json") && text(&o).contains("line 3"), "{}", text(&o));
+
+    let (path, _) = ring_schedule("specbad");
+    let spec = tmp("bad.spec.json");
+    std::fs::write(&spec, RING_SPEC.replace("\"latency_ns\": 100.0", "\"latency_ns\": 100.0, \"color\": \"red\"")).unwrap();
+    let o = run(&["verify", s(&path), "--spec", s(&spec)]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("bad.spec.json") && text(&o).contains("`color`"), "{}", text(&o));
+
+    std::fs::write(&spec, RING_SPEC.replace("[6]", "[7]")).unwrap();
+    let o = run(&["verify", s(&path), "--spec", s(&spec)]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("is not the spec's"), "{}", text(&o));
+
+    std::fs::write(&spec, RING_SPEC.replace("\"collective\"", "\"faults\": {\"cables\": [[0, 2]]}, \"collective\"")).unwrap();
+    let o = run(&["verify", s(&path), "--spec", s(&spec)]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("faults.cables[0]") && text(&o).contains("(0)-(2) does not exist"), "{}", text(&o));
+}
+
+#[test]
+fn a_fault_that_cuts_a_rank_off_exits_3() {
+    let (path, _) = ring_schedule("cut");
+    let spec = tmp("cut.spec.json");
+    std::fs::write(&spec, RING_SPEC.replace("\"collective\"", "\"faults\": {\"cables\": [[0, 1], [1, 2]]}, \"collective\"")).unwrap();
+    let o = run(&["verify", s(&path), "--spec", s(&spec)]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(text(&o).contains("rank 1 (node 1, (1)) is cut off"), "{}", text(&o));
+}
+
+#[test]
+fn a_new_fault_breaks_an_old_schedule() {
+    let (path, _) = ring_schedule("newfault");
+    let spec = tmp("newfault.spec.json");
+    std::fs::write(&spec, RING_SPEC.replace("\"collective\"", "\"faults\": {\"cables\": [[0, 1]]}, \"collective\"")).unwrap();
+    let o = run(&["verify", s(&path), "--spec", s(&spec)]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("rule 1 structure: the link is down"), "{}", text(&o));
+}
+
+#[test]
+fn cost_prints_time_and_utilization() {
+    let (path, _) = ring_schedule("cost");
+    let o = run(&["cost", s(&path), "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["per_group"]["custom"]["utilization"].as_f64().is_some() || v["per_group"]["dim0"]["utilization"].as_f64().is_some(), "{v}");
+    let o = run(&["cost", s(&tmp("missing.json"))]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn help_has_examples() {
+    for sub in ["verify", "cost"] {
+        let o = run(&[sub, "--help"]);
+        assert_eq!(o.status.code(), Some(0));
+        assert!(text(&o).contains("Example"), "{sub}: {}", text(&o));
+    }
+}

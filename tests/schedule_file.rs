@@ -1,0 +1,128 @@
+//! The schedule file v1: round trips, byte-identical output, the JSON Schema, streaming, and
+//! readers that never panic on bad bytes.
+
+mod common;
+
+use collsched::collective::{Collective, CollectiveKind};
+use collsched::schedule::{read_schedule, write_schedule, Schedule};
+use collsched::spec::Spec;
+use collsched::topology::{fat_tree, torus, FatTreeParams, FaultPattern, NodeId, TorusParams};
+use proptest::prelude::*;
+
+fn examples() -> Vec<Schedule> {
+    let mut t = torus(&TorusParams::uniform(&[4, 3], 32.0, 100.0)).unwrap();
+    FaultPattern { cables: vec![(NodeId(0), NodeId(1))], ..Default::default() }.apply(&mut t).unwrap();
+    let a2a = Collective::new(CollectiveKind::AllToAll, t.node_ids().collect(), 1 << 20, 2, None, &t).unwrap();
+    let ft = fat_tree(&FatTreeParams { levels: 2, k: 4, osr: 1.0, npus: 8, board: Some(4), bandwidth_gbps: 400.0, latency_ns: 25.0, switch_latency_ns: 1000.0 })
+        .unwrap();
+    let ar = Collective::new(CollectiveKind::AllReduce, (0..8).map(NodeId).collect(), 4096, 1, None, &ft).unwrap();
+    let ring = torus(&TorusParams::uniform(&[5], 12.5, 0.1)).unwrap();
+    let bb: Vec<Vec<u64>> = (0..5).map(|i| (0..5).map(|j| if i == j { 0 } else { 100 * (i + 1) as u64 + j as u64 }).collect()).collect();
+    let skew = Collective::new(CollectiveKind::AllToAll, ring.node_ids().collect(), 1000, 3, Some(bb), &ring).unwrap();
+    let mut with_meta = common::shortest_path_all_to_all(&ring, &skew);
+    with_meta.header.meta = Some(serde_json::json!({"algorithm": "test", "shape": collsched::topology::shape_json(&ring)}));
+    vec![common::shortest_path_all_to_all(&t, &a2a), common::ring_collective(&ft, &ar), with_meta]
+}
+
+fn bytes(s: &Schedule) -> Vec<u8> {
+    write_schedule(Vec::new(), s).unwrap()
+}
+
+#[test]
+fn round_trip_is_byte_identical() {
+    for s in examples() {
+        let first = bytes(&s);
+        let back = read_schedule(&first[..], "mem").unwrap();
+        assert_eq!(back.steps, s.steps);
+        assert_eq!(back.header.collective, s.header.collective);
+        assert_eq!(bytes(&back), first, "writing what was read gives the same bytes");
+        assert_eq!(bytes(&s), first, "the same input gives the same bytes");
+    }
+}
+
+#[test]
+fn meta_shape_restores_the_family() {
+    let s = &examples()[2];
+    let back = read_schedule(&bytes(s)[..], "mem").unwrap();
+    assert_eq!(back.header.topology.torus_shape().unwrap().dims, vec![5]);
+}
+
+#[test]
+fn every_written_file_matches_the_schema() {
+    let schema: serde_json::Value = serde_json::from_str(include_str!("../schema/schedule.schema.json")).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    for s in examples() {
+        let v: serde_json::Value = serde_json::from_slice(&bytes(&s)).unwrap();
+        let errors: Vec<String> = validator.iter_errors(&v).map(|e| format!("{} at {}", e, e.instance_path)).collect();
+        assert!(errors.is_empty(), "{errors:?}");
+    }
+    // and the schema is not vacuous
+    let mut v: serde_json::Value = serde_json::from_slice(&bytes(&examples()[0])).unwrap();
+    v["steps"][0]["transfers"][0]["op"] = "move".into();
+    assert!(!validator.is_valid(&v));
+}
+
+#[test]
+fn sorted_keys_put_steps_first_and_still_read() {
+    let s = &examples()[1];
+    let v: serde_json::Value = serde_json::from_slice(&bytes(s)).unwrap();
+    // serde_json's Map is ordered by key: "collective", "format", "steps", "topology", "version".
+    let sorted = serde_json::to_vec(&v).unwrap();
+    let back = read_schedule(&sorted[..], "sorted").unwrap();
+    assert_eq!(back.steps, s.steps);
+}
+
+#[test]
+fn header_errors_are_named() {
+    let good = String::from_utf8(bytes(&examples()[1])).unwrap();
+    for (from, to, expect) in [
+        ("\"version\": 1", "\"version\": 2", "version = 2"),
+        ("\"format\": \"collsched.schedule\"", "\"format\": \"other\"", "format = \"other\""),
+        ("\"kind\": \"all_reduce\"", "\"kind\": \"all_sum\"", "collective.kind = \"all_sum\""),
+        ("\"pieces\": 1", "\"pieces\": 0", "pieces = 0"),
+        ("\"ranks\": [0,", "\"ranks\": [99,", "ranks[0] = 99"),
+        ("\"steps\":", "\"stepz\":", "unknown field `stepz`"),
+        ("{\"path\": [", "{\"route\": [", "unknown field `route`"),
+    ] {
+        assert!(good.contains(from), "{from}");
+        let bad = good.replacen(from, to, 1);
+        let e = read_schedule(bad.as_bytes(), "f.json").unwrap_err();
+        assert!(e.message().contains("f.json") && e.message().contains(expect), "{from} -> {e}");
+    }
+    let e = read_schedule(&b"{\"format\": \"collsched.schedule\",\n \"version\": 1,\n \"topology\": ]"[..], "f.json").unwrap_err();
+    assert!(e.message().contains("line 3"), "{e}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..400)) {
+        let _ = read_schedule(&data[..], "fuzz");
+        let _ = Spec::parse(&String::from_utf8_lossy(&data), "fuzz").map(|s| s.instance());
+    }
+
+    #[test]
+    fn mangled_files_never_panic(cut in 0usize..4000, flip in 0usize..4000, byte in any::<u8>(), which in 0usize..3) {
+        let mut data = bytes(&examples()[which]);
+        if flip < data.len() {
+            data[flip] = byte;
+        }
+        data.truncate(cut.max(1) * 3);
+        if let Ok(s) = read_schedule(&data[..], "fuzz") {
+            let _ = collsched::verify::verify_schedule(&s, &Default::default());
+        }
+    }
+
+    #[test]
+    fn random_json_specs_never_panic(dims in proptest::collection::vec(0usize..6, 0..4), bytes in 0u64..5000, kind in 0usize..5, pieces in 0u32..4,
+                                     cable in proptest::collection::vec(0usize..7, 0..7), ranks in proptest::collection::vec(0u64..80, 0..5)) {
+        let kinds = ["all_to_all", "all_gather", "reduce_scatter", "all_reduce", "bogus"];
+        let text = serde_json::json!({
+            "topology": {"torus": {"dims": dims, "bandwidth_gbps": 1.0, "latency_ns": 0.0}},
+            "faults": {"cables": [[cable.iter().take(3).collect::<Vec<_>>(), cable.iter().skip(3).collect::<Vec<_>>()]]},
+            "collective": {"kind": kinds[kind], "bytes_per_rank": bytes, "pieces": pieces, "ranks": ranks},
+        }).to_string();
+        if let Ok(s) = Spec::parse(&text, "fuzz") { let _ = s.instance(); }
+    }
+}
