@@ -23,7 +23,9 @@ pub enum Command {
     /// Check a schedule file against the rules of MODEL.md section 4 (and a spec's `expect`).
     ///
     /// Example: collsched verify out/ring8.json --spec specs/ring8_halfring.json
-    #[command(after_help = "Exit codes: 0 valid, 1 a rule fails (one line per failure), 2 unreadable file or invalid header.\n\nExample:\n  collsched verify out/torus4x4x4_halfring_dimrotation.json --spec specs/torus4x4x4_halfring_dimrotation.json")]
+    #[command(
+        after_help = "Exit codes: 0 valid, 1 a rule fails (one line per failure), 2 unreadable file or invalid header.\n\nExample:\n  collsched verify out/torus4x4x4_halfring_dimrotation.json --spec specs/torus4x4x4_halfring_dimrotation.json"
+    )]
     Verify {
         /// The schedule file (collsched JSON).
         schedule: PathBuf,
@@ -36,9 +38,14 @@ pub enum Command {
         /// Keep at most this many diagnostics per rule (all are counted).
         #[arg(long, default_value_t = 20)]
         max_diagnostics: usize,
+        /// Also report the peak number of pieces a node holds that are bound elsewhere (slower).
+        #[arg(long)]
+        peak_holdings: bool,
     },
     /// Run the algorithm a spec names and write the schedule file (verified before it is written).
-    #[command(after_help = "Exit codes: 0 written, 2 bad input, 3 the faults cut a rank off or the algorithm cannot run on them.\n\nExample:\n  collsched generate specs/torus4x4x4_halfring_dimrotation.json -o out/torus4x4x4_halfring_dimrotation.json")]
+    #[command(
+        after_help = "Exit codes: 0 written, 2 bad input, 3 the faults cut a rank off or the algorithm cannot run on them.\n\nExample:\n  collsched generate specs/torus4x4x4_halfring_dimrotation.json -o out/torus4x4x4_halfring_dimrotation.json"
+    )]
     Generate {
         /// The spec (with `method.generate`).
         spec: PathBuf,
@@ -63,7 +70,7 @@ pub enum Command {
 /// Runs the command line and returns the exit code.
 pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
-        Command::Verify { schedule, spec, json, max_diagnostics } => verify(schedule, spec, json, max_diagnostics),
+        Command::Verify { schedule, spec, json, max_diagnostics, peak_holdings } => verify(schedule, spec, json, max_diagnostics, peak_holdings),
         Command::Cost { schedule, json } => cost(schedule, json),
         Command::Generate { spec, output, json } => generate(spec, output, json),
     };
@@ -80,11 +87,12 @@ fn ns(r: &crate::units::Rational) -> f64 {
     to_f64(r)
 }
 
-fn verify(schedule: PathBuf, spec_path: Option<PathBuf>, json: bool, max_diagnostics: usize) -> Result<ExitCode> {
+fn verify(schedule: PathBuf, spec_path: Option<PathBuf>, json: bool, max_diagnostics: usize, peak_holdings: bool) -> Result<ExitCode> {
     let spec = spec_path.as_deref().map(Spec::load).transpose()?;
     let instance = spec.as_ref().map(|s| s.instance()).transpose()?;
     let expect = spec.as_ref().map(|s| s.expect.clone()).unwrap_or_default();
-    let options = VerifyOptions { allow_contention: expect.allow_contention.unwrap_or(false), max_diagnostics_per_rule: max_diagnostics, ..Default::default() };
+    let options =
+        VerifyOptions { allow_contention: expect.allow_contention.unwrap_or(false), max_diagnostics_per_rule: max_diagnostics, track_relays: peak_holdings };
     if expect.deadlock_free.is_some() {
         return Err(Error::bad(format!(
             "{}: expect.deadlock_free needs rules 6 and 7 (per-rank lowering), which this version of collsched does not check yet",
@@ -189,10 +197,11 @@ fn cost(schedule: PathBuf, json: bool) -> Result<ExitCode> {
     if json {
         let per_group: serde_json::Map<String, serde_json::Value> = groups
             .iter()
-            .map(|(k, &(busy, bytes, n))| (k.clone(), json!({"links": n, "bytes": bytes, "utilization": if total > 0.0 { busy / (n as f64 * total) } else { 0.0 }})))
+            .map(|(k, &(busy, bytes, n))| {
+                (k.clone(), json!({"links": n, "bytes": bytes, "utilization": if total > 0.0 { busy / (n as f64 * total) } else { 0.0 }}))
+            })
             .collect();
-        let per_step: Vec<_> =
-            c.step_bandwidth_ns.iter().zip(&c.step_latency_ns).map(|(b, l)| json!({"bandwidth_ns": ns(b), "latency_ns": ns(l)})).collect();
+        let per_step: Vec<_> = c.step_bandwidth_ns.iter().zip(&c.step_latency_ns).map(|(b, l)| json!({"bandwidth_ns": ns(b), "latency_ns": ns(l)})).collect();
         println!(
             "{}",
             serde_json::to_string_pretty(&json!({

@@ -127,7 +127,14 @@ const NO_RANK: u32 = u32::MAX;
 
 impl Collective {
     /// Builds and checks a collective on a topology: ranks are distinct npus, sizes positive.
-    pub fn new(kind: CollectiveKind, ranks: Vec<NodeId>, bytes_per_rank: u64, pieces: u32, block_bytes: Option<Vec<Vec<u64>>>, topo: &Topology) -> Result<Self> {
+    pub fn new(
+        kind: CollectiveKind,
+        ranks: Vec<NodeId>,
+        bytes_per_rank: u64,
+        pieces: u32,
+        block_bytes: Option<Vec<Vec<u64>>>,
+        topo: &Topology,
+    ) -> Result<Self> {
         if ranks.is_empty() {
             return Err(Error::bad("collective.ranks = []: a collective needs at least one rank"));
         }
@@ -198,7 +205,9 @@ impl Collective {
         let r = self.num_ranks() as u32;
         let p = self.pieces;
         match (self.kind, id.parts()) {
-            (CollectiveKind::AllToAll, &[i, j, k]) if i < r && j < r && i != j && k < p => Some(((i as usize * r as usize) + j as usize) * p as usize + k as usize),
+            (CollectiveKind::AllToAll, &[i, j, k]) if i < r && j < r && i != j && k < p => {
+                Some(((i as usize * r as usize) + j as usize) * p as usize + k as usize)
+            }
             (CollectiveKind::AllToAll, _) => None,
             (_, &[x, k]) if x < r && k < p => Some(x as usize * p as usize + k as usize),
             _ => None,

@@ -7,9 +7,7 @@ use std::path::{Path, PathBuf};
 
 /// Opens a file for buffered reading; the error names the file.
 pub fn open(path: &Path) -> Result<BufReader<File>> {
-    File::open(path)
-        .map(|f| BufReader::with_capacity(1 << 20, f))
-        .map_err(|e| Error::bad(format!("{}: cannot read: {e}", path.display())))
+    File::open(path).map(|f| BufReader::with_capacity(1 << 20, f)).map_err(|e| Error::bad(format!("{}: cannot read: {e}", path.display())))
 }
 
 /// Reads a whole (small) file into a string; the error names the file.

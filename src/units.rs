@@ -28,11 +28,7 @@ pub fn rational_from_decimal(x: f64) -> Option<Rational> {
     let digits: i128 = format!("{int_part}{frac_part}").parse().ok()?;
     let scale = exp - frac_part.len() as i32;
     let pow = |e: u32| 10i128.checked_pow(e);
-    let value = if scale >= 0 {
-        Rational::from_integer(digits.checked_mul(pow(scale as u32)?)?)
-    } else {
-        Rational::new(digits, pow((-scale) as u32)?)
-    };
+    let value = if scale >= 0 { Rational::from_integer(digits.checked_mul(pow(scale as u32)?)?) } else { Rational::new(digits, pow((-scale) as u32)?) };
     Some(if negative { -value } else { value })
 }
 
@@ -62,9 +58,7 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
         "TiB" | "T" => 1 << 40,
         other => return Err(format!("unknown size unit `{other}` in `{text}`")),
     };
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("`{text}` is not a size (examples: 4096, 8KiB, 4MiB, 1GB)"))?;
+    let value: f64 = num.parse().map_err(|_| format!("`{text}` is not a size (examples: 4096, 8KiB, 4MiB, 1GB)"))?;
     let bytes = value * factor as f64;
     if bytes.fract() != 0.0 || !(1.0..=u64::MAX as f64).contains(&bytes) {
         return Err(format!("`{text}` is not a whole positive number of bytes"));

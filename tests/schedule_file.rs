@@ -13,8 +13,9 @@ fn examples() -> Vec<Schedule> {
     let mut t = torus(&TorusParams::uniform(&[4, 3], 32.0, 100.0)).unwrap();
     FaultPattern { cables: vec![(NodeId(0), NodeId(1))], ..Default::default() }.apply(&mut t).unwrap();
     let a2a = Collective::new(CollectiveKind::AllToAll, t.node_ids().collect(), 1 << 20, 2, None, &t).unwrap();
-    let ft = fat_tree(&FatTreeParams { levels: 2, k: 4, osr: 1.0, npus: 8, board: Some(4), bandwidth_gbps: 400.0, latency_ns: 25.0, switch_latency_ns: 1000.0 })
-        .unwrap();
+    let ft =
+        fat_tree(&FatTreeParams { levels: 2, k: 4, osr: 1.0, npus: 8, board: Some(4), bandwidth_gbps: 400.0, latency_ns: 25.0, switch_latency_ns: 1000.0 })
+            .unwrap();
     let ar = Collective::new(CollectiveKind::AllReduce, (0..8).map(NodeId).collect(), 4096, 1, None, &ft).unwrap();
     let ring = torus(&TorusParams::uniform(&[5], 12.5, 0.1)).unwrap();
     let bb: Vec<Vec<u64>> = (0..5).map(|i| (0..5).map(|j| if i == j { 0 } else { 100 * (i + 1) as u64 + j as u64 }).collect()).collect();
@@ -125,4 +126,33 @@ proptest! {
         }).to_string();
         if let Ok(s) = Spec::parse(&text, "fuzz") { let _ = s.instance(); }
     }
+}
+
+#[test]
+fn peak_holdings_count_pieces_bound_elsewhere() {
+    use collsched::verify::{verify_schedule, VerifyOptions};
+    let opts = VerifyOptions { track_relays: true, ..Default::default() };
+    // A line of 3 (no wrap): node 0 holds its 2 pieces at the start; node 1 relays (0,2) and (2,0).
+    let mut p = TorusParams::uniform(&[3], 10.0, 1.0);
+    p.wrap = vec![false];
+    let t = torus(&p).unwrap();
+    let c = Collective::new(CollectiveKind::AllToAll, t.node_ids().collect(), 3000, 1, None, &t).unwrap();
+    let s = common::shortest_path_all_to_all(&t, &c);
+    let r = verify_schedule(&s, &opts).unwrap();
+    assert!(r.is_valid());
+    let (node, count, _) = r.stats.peak_relay.unwrap();
+    assert_eq!(count, 2, "{:?}", r.stats.peak_relay);
+    assert!(node.0 <= 2);
+    // With 4 pieces per block every count doubles.
+    let c4 = Collective::new(CollectiveKind::AllToAll, t.node_ids().collect(), 3000, 4, None, &t).unwrap();
+    let r = verify_schedule(&common::shortest_path_all_to_all(&t, &c4), &opts).unwrap();
+    assert_eq!(r.stats.peak_relay.unwrap().1, 8);
+    // Reducing kinds: every rank holds its contributions to the other blocks at the start.
+    let ar = Collective::new(CollectiveKind::ReduceScatter, t.node_ids().collect(), 3000, 1, None, &t).unwrap();
+    let ring = torus(&TorusParams::uniform(&[3], 10.0, 1.0)).unwrap();
+    let r =
+        verify_schedule(&common::ring_collective(&ring, &Collective::new(ar.kind, ring.node_ids().collect(), 3000, 1, None, &ring).unwrap()), &opts).unwrap();
+    assert!(r.is_valid());
+    assert_eq!(r.stats.peak_relay.unwrap().1, 2);
+    assert!(verify_schedule(&s, &VerifyOptions::default()).unwrap().stats.peak_relay.is_none());
 }

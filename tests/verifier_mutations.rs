@@ -295,12 +295,8 @@ fn build(base: &Base) -> Option<Schedule> {
 }
 
 fn base_strategy() -> impl Strategy<Value = Base> {
-    let kind = prop_oneof![
-        Just(CollectiveKind::AllToAll),
-        Just(CollectiveKind::AllGather),
-        Just(CollectiveKind::ReduceScatter),
-        Just(CollectiveKind::AllReduce)
-    ];
+    let kind =
+        prop_oneof![Just(CollectiveKind::AllToAll), Just(CollectiveKind::AllGather), Just(CollectiveKind::ReduceScatter), Just(CollectiveKind::AllReduce)];
     prop_oneof![
         (3usize..9, kind.clone(), 1u32..3).prop_map(|(n, kind, pieces)| Base::Ring { n, kind, pieces }),
         (prop_oneof![Just(vec![3, 3]), Just(vec![4, 4]), Just(vec![3, 4, 2]), Just(vec![5])], proptest::collection::vec((0usize..64, 0usize..8), 0..3))

@@ -144,8 +144,9 @@ mod tests {
 
     #[test]
     fn fat_tree_steps_and_latency() {
-        let t = fat_tree(&FatTreeParams { levels: 2, k: 4, osr: 1.0, npus: 8, board: None, bandwidth_gbps: 400.0, latency_ns: 25.0, switch_latency_ns: 1000.0 })
-            .unwrap();
+        let t =
+            fat_tree(&FatTreeParams { levels: 2, k: 4, osr: 1.0, npus: 8, board: None, bandwidth_gbps: 400.0, latency_ns: 25.0, switch_latency_ns: 1000.0 })
+                .unwrap();
         let c = Collective::new(CollectiveKind::AllToAll, (0..8).map(NodeId).collect(), 8000, 1, None, &t).unwrap();
         let b = bounds(&t, &c);
         assert_eq!(b.steps, 1);

@@ -77,8 +77,10 @@ impl SyncMeter {
         let mut latency = Vec::with_capacity(t.num_links());
         let mut is_switch_src = Vec::with_capacity(t.num_links());
         for (id, l) in t.links() {
-            let bw = rational_from_decimal(l.bandwidth_gbps).ok_or_else(|| Error::bad(format!("link {id}: bandwidth_gbps = {} is not a usable decimal", l.bandwidth_gbps)))?;
-            let lat = rational_from_decimal(l.latency_ns).ok_or_else(|| Error::bad(format!("link {id}: latency_ns = {} is not a usable decimal", l.latency_ns)))?;
+            let bw = rational_from_decimal(l.bandwidth_gbps)
+                .ok_or_else(|| Error::bad(format!("link {id}: bandwidth_gbps = {} is not a usable decimal", l.bandwidth_gbps)))?;
+            let lat =
+                rational_from_decimal(l.latency_ns).ok_or_else(|| Error::bad(format!("link {id}: latency_ns = {} is not a usable decimal", l.latency_ns)))?;
             bandwidth.push(bw);
             latency.push(lat);
             is_switch_src.push(!t.is_npu(l.src));
@@ -98,12 +100,7 @@ impl SyncMeter {
             unit: c.weight_unit(),
             weights_uniform: c.is_uniform(),
             piece_weights,
-            cost: SyncCost {
-                step_bandwidth_ns: Vec::new(),
-                step_latency_ns: Vec::new(),
-                link_bytes: Vec::new(),
-                bytes_per_rank: c.bytes_per_rank,
-            },
+            cost: SyncCost { step_bandwidth_ns: Vec::new(), step_latency_ns: Vec::new(), link_bytes: Vec::new(), bytes_per_rank: c.bytes_per_rank },
             collective: c.clone(),
         })
     }

@@ -163,9 +163,8 @@ fn build_header(parts: &mut Parts) -> Result<ScheduleHeader> {
         topology = crate::topology::adopt_shape(topology, shape).map_err(|e| e.context("meta.shape"))?;
     }
     let rc = parts.collective.take().ok_or_else(|| Error::bad("missing field `collective`"))?;
-    let kind = CollectiveKind::parse(&rc.kind).ok_or_else(|| {
-        Error::bad(format!("collective.kind = \"{}\": expected all_to_all, all_gather, reduce_scatter or all_reduce", rc.kind))
-    })?;
+    let kind = CollectiveKind::parse(&rc.kind)
+        .ok_or_else(|| Error::bad(format!("collective.kind = \"{}\": expected all_to_all, all_gather, reduce_scatter or all_reduce", rc.kind)))?;
     let mut ranks = Vec::with_capacity(rc.ranks.len());
     for (i, &r) in rc.ranks.iter().enumerate() {
         if r >= topology.num_nodes() as u64 {

@@ -48,7 +48,7 @@ impl<W: Write> ScheduleWriter<W> {
         }
         out.write_all(b"},\n")?;
         if let Some(meta) = &header.meta {
-            write!(out, "  \"meta\": {},\n", serde_json::to_string(meta)?)?;
+            writeln!(out, "  \"meta\": {},", serde_json::to_string(meta)?)?;
         }
         out.write_all(b"  \"steps\": [")?;
         Ok(ScheduleWriter { out, steps: 0, buf: Vec::with_capacity(1 << 16) })

@@ -82,9 +82,8 @@ pub fn parse(text: &str) -> Result<Topology> {
             other => Err(Error::bad(format!("topology: `{other}`: expected Ring, FullyConnected or Switch"))),
         })
         .collect::<Result<_>>()?;
-    let nums = |k: &str| -> Result<Vec<f64>> {
-        get(k)?.iter().map(|s| s.parse::<f64>().map_err(|_| Error::bad(format!("{k}: `{s}` is not a number")))).collect()
-    };
+    let nums =
+        |k: &str| -> Result<Vec<f64>> { get(k)?.iter().map(|s| s.parse::<f64>().map_err(|_| Error::bad(format!("{k}: `{s}` is not a number")))).collect() };
     let counts = nums("npus_count")?;
     let bw = nums("bandwidth")?;
     let lat = nums("latency")?;
@@ -100,7 +99,9 @@ pub fn parse(text: &str) -> Result<Topology> {
     let dims: Vec<usize> = counts
         .iter()
         .enumerate()
-        .map(|(i, &c)| if c >= 1.0 && c.fract() == 0.0 { Ok(c as usize) } else { Err(Error::bad(format!("npus_count[{i}] = {c}: must be a positive integer"))) })
+        .map(
+            |(i, &c)| if c >= 1.0 && c.fract() == 0.0 { Ok(c as usize) } else { Err(Error::bad(format!("npus_count[{i}] = {c}: must be a positive integer"))) },
+        )
         .collect::<Result<_>>()?;
     if kinds.iter().all(|&k| k == AstraDim::Ring) {
         return torus(&TorusParams { dims, wrap: vec![true; n], bandwidth_gbps: bw, latency_ns: lat });
@@ -169,7 +170,8 @@ mod tests {
 
     #[test]
     fn rings_make_a_torus() {
-        let t = parse("topology: [ Ring, Ring, Ring ]   # dims\nnpus_count: [ 4, 4, 4 ]\nbandwidth: [ 56.0, 56.0, 56.0 ]\nlatency: [ 500.0, 500.0, 500.0 ]\n").unwrap();
+        let t = parse("topology: [ Ring, Ring, Ring ]   # dims\nnpus_count: [ 4, 4, 4 ]\nbandwidth: [ 56.0, 56.0, 56.0 ]\nlatency: [ 500.0, 500.0, 500.0 ]\n")
+            .unwrap();
         assert_eq!(t.num_npus(), 64);
         assert_eq!(t.torus_shape().unwrap().dims, vec![4, 4, 4]);
         assert_eq!(t.num_links(), 64 * 6);

@@ -94,10 +94,7 @@ pub fn custom(nodes: &[CustomNode], links: &[CustomLink], switch_latency_ns: f64
 
 /// The explicit lists of any topology (what the schedule file writes).
 pub fn to_lists(t: &Topology) -> (Vec<CustomNode>, Vec<CustomLink>) {
-    let nodes = t
-        .node_ids()
-        .map(|n| CustomNode { id: Some(n.0 as u64), kind: t.node(n).kind.as_str().into(), name: Some(t.node(n).name.clone()) })
-        .collect();
+    let nodes = t.node_ids().map(|n| CustomNode { id: Some(n.0 as u64), kind: t.node(n).kind.as_str().into(), name: Some(t.node(n).name.clone()) }).collect();
     let links = t
         .links()
         .map(|(id, l)| CustomLink {
@@ -118,16 +115,13 @@ mod tests {
 
     #[test]
     fn round_trip_and_errors() {
-        let nodes = vec![
-            CustomNode { id: Some(0), kind: "npu".into(), name: Some("a".into()) },
-            CustomNode { id: None, kind: "npu".into(), name: None },
-        ];
+        let nodes = vec![CustomNode { id: Some(0), kind: "npu".into(), name: Some("a".into()) }, CustomNode { id: None, kind: "npu".into(), name: None }];
         let links = vec![CustomLink { id: Some(0), src: 0, dst: 1, bandwidth_gbps: 10.0, latency_ns: 1.0, up: false }];
         let t = custom(&nodes, &links, 0.0).unwrap();
         assert_eq!(t.node(NodeId(1)).name, "n1");
         assert!(!t.link(super::super::LinkId(0)).up);
         let (n2, l2) = to_lists(&t);
-        assert_eq!(l2[0].up, false);
+        assert!(!l2[0].up);
         assert_eq!(n2[0].name.as_deref(), Some("a"));
         let bad = vec![CustomLink { id: None, src: 0, dst: 7, bandwidth_gbps: 10.0, latency_ns: 1.0, up: true }];
         assert!(custom(&nodes, &bad, 0.0).unwrap_err().message().contains("links[0].dst = 7"));

@@ -126,10 +126,7 @@ pub fn fat_tree(p: &FatTreeParams) -> Result<Topology> {
         (up, 0)
     } else {
         if leaves % up != 0 {
-            return Err(Error::bad(format!(
-                "npus = {}: a 3-level tree needs a whole number of pods of {up} ToRs, but there are {leaves} ToRs",
-                p.npus
-            )));
+            return Err(Error::bad(format!("npus = {}: a 3-level tree needs a whole number of pods of {up} ToRs, but there are {leaves} ToRs", p.npus)));
         }
         (leaves, up * up)
     };
@@ -191,28 +188,13 @@ mod tests {
     use super::*;
 
     fn reference(levels: u32, k: usize, osr: f64) -> Topology {
-        fat_tree(&FatTreeParams {
-            levels,
-            k,
-            osr,
-            npus: 64,
-            board: Some(8),
-            bandwidth_gbps: 400.0,
-            latency_ns: 25.0,
-            switch_latency_ns: 1000.0,
-        })
-        .unwrap()
+        fat_tree(&FatTreeParams { levels, k, osr, npus: 64, board: Some(8), bandwidth_gbps: 400.0, latency_ns: 25.0, switch_latency_ns: 1000.0 }).unwrap()
     }
 
     #[test]
     fn the_four_reference_trees() {
         // (levels, k, osr) -> (leaves, middle, cores, switches, npus per leaf)
-        let cases = [
-            (2, 16, 1.0, (8, 8, 0, 16, 8)),
-            (2, 8, 1.0, (16, 4, 0, 20, 4)),
-            (2, 12, 2.0, (8, 4, 0, 12, 8)),
-            (3, 8, 1.0, (16, 16, 16, 48, 4)),
-        ];
+        let cases = [(2, 16, 1.0, (8, 8, 0, 16, 8)), (2, 8, 1.0, (16, 4, 0, 20, 4)), (2, 12, 2.0, (8, 4, 0, 12, 8)), (3, 8, 1.0, (16, 16, 16, 48, 4))];
         for (levels, k, osr, (leaves, middle, cores, switches, per_leaf)) in cases {
             let t = reference(levels, k, osr);
             let s = t.fat_tree_shape().unwrap();
@@ -231,12 +213,7 @@ mod tests {
         let t = reference(3, 8, 1.0);
         let s = t.fat_tree_shape().unwrap().clone();
         // 4 pods of 4 ToRs and 4 aggregation switches: ToR 5 (pod 1) reaches agg 4..8 only.
-        let aggs: Vec<usize> = t
-            .out_links(s.leaf(5))
-            .map(|l| t.link(l).dst.index())
-            .filter(|&n| n >= 64 + 16 && n < 64 + 32)
-            .map(|n| n - 64 - 16)
-            .collect();
+        let aggs: Vec<usize> = t.out_links(s.leaf(5)).map(|l| t.link(l).dst.index()).filter(|n| (64 + 16..64 + 32).contains(n)).map(|n| n - 64 - 16).collect();
         let mut aggs = aggs;
         aggs.sort();
         assert_eq!(aggs, vec![4, 5, 6, 7]);

@@ -7,13 +7,13 @@
 
 pub mod astra;
 pub(crate) mod custom;
-mod faults;
 mod fat_tree;
+mod faults;
 mod torus;
 
 pub use custom::{custom, CustomLink, CustomNode};
-pub use faults::{tpuv4_ocs_cables, FaultPattern, Ocs};
 pub use fat_tree::{fat_tree, FatTreeParams, FatTreeShape};
+pub use faults::{tpuv4_ocs_cables, FaultPattern, Ocs};
 pub use torus::{torus, TorusParams, TorusShape};
 
 use crate::error::{Error, Result};
@@ -195,11 +195,7 @@ impl TopologyBuilder {
         let graph = self.graph;
         let npus = graph.node_weights().take_while(|n| n.kind == NodeKind::Npu).count();
         if let Some(late) = graph.node_indices().skip(npus).find(|&i| graph[i].kind == NodeKind::Npu) {
-            return Err(Error::bad(format!(
-                "node {} ({}) is an npu listed after a switch: npus must come first (ids 0..n-1)",
-                late.index(),
-                graph[late].name
-            )));
+            return Err(Error::bad(format!("node {} ({}) is an npu listed after a switch: npus must come first (ids 0..n-1)", late.index(), graph[late].name)));
         }
         if npus == 0 {
             return Err(Error::bad("the topology has no npu"));
@@ -276,9 +272,7 @@ impl Topology {
 
     /// The links leaving a node (up and down), in no particular order.
     pub fn out_links(&self, node: NodeId) -> impl Iterator<Item = LinkId> + '_ {
-        self.graph
-            .edges_directed(NodeIndex::new(node.index()), Direction::Outgoing)
-            .map(|e| LinkId(e.id().index() as u32))
+        self.graph.edges_directed(NodeIndex::new(node.index()), Direction::Outgoing).map(|e| LinkId(e.id().index() as u32))
     }
 
     /// The links leaving a node that are up.
@@ -288,10 +282,7 @@ impl Topology {
 
     /// The link with the lowest id from `src` to `dst`, up or down.
     pub fn link_between(&self, src: NodeId, dst: NodeId) -> Option<LinkId> {
-        self.graph
-            .edges_connecting(NodeIndex::new(src.index()), NodeIndex::new(dst.index()))
-            .map(|e| LinkId(e.id().index() as u32))
-            .min()
+        self.graph.edges_connecting(NodeIndex::new(src.index()), NodeIndex::new(dst.index())).map(|e| LinkId(e.id().index() as u32)).min()
     }
 
     /// Seconds-free latency of a path: the links' latencies plus the switch latency for every
@@ -413,34 +404,6 @@ impl Topology {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn npus_must_come_first() {
-        let mut b = TopologyBuilder::new();
-        b.node(NodeKind::Switch, "s");
-        b.node(NodeKind::Npu, "n");
-        let err = b.build(Shape::Custom, 0.0).unwrap_err();
-        assert!(err.message().contains("npus must come first"), "{err}");
-    }
-
-    #[test]
-    fn path_latency_counts_switches() {
-        let mut b = TopologyBuilder::new();
-        let a = b.node(NodeKind::Npu, "a");
-        let c = b.node(NodeKind::Npu, "c");
-        let s = b.node(NodeKind::Switch, "s");
-        let l0 = b.link(a, s, 10.0, 5.0, LinkClass::Custom);
-        let l1 = b.link(s, c, 10.0, 5.0, LinkClass::Custom);
-        let t = b.build(Shape::Custom, 100.0).unwrap();
-        assert_eq!(t.path_latency_ns(&[l0, l1]), 110.0);
-        assert_eq!(t.link_between(s, c), Some(l1));
-        assert_eq!(t.hop_distances(a)[c.index()], Some(2));
-    }
-}
-
 /// The family's parameters as JSON, for a schedule file's `meta.shape`, so that a reader can
 /// recover dimensions and tiers from the explicit lists.
 pub fn shape_json(t: &Topology) -> Option<serde_json::Value> {
@@ -502,4 +465,32 @@ pub fn adopt_shape(t: Topology, shape: &serde_json::Value) -> Result<Topology> {
         e.class = r.class;
     }
     Ok(Topology { graph, switch_latency_ns: t.switch_latency_ns, shape: reference.shape, npus: t.npus })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn npus_must_come_first() {
+        let mut b = TopologyBuilder::new();
+        b.node(NodeKind::Switch, "s");
+        b.node(NodeKind::Npu, "n");
+        let err = b.build(Shape::Custom, 0.0).unwrap_err();
+        assert!(err.message().contains("npus must come first"), "{err}");
+    }
+
+    #[test]
+    fn path_latency_counts_switches() {
+        let mut b = TopologyBuilder::new();
+        let a = b.node(NodeKind::Npu, "a");
+        let c = b.node(NodeKind::Npu, "c");
+        let s = b.node(NodeKind::Switch, "s");
+        let l0 = b.link(a, s, 10.0, 5.0, LinkClass::Custom);
+        let l1 = b.link(s, c, 10.0, 5.0, LinkClass::Custom);
+        let t = b.build(Shape::Custom, 100.0).unwrap();
+        assert_eq!(t.path_latency_ns(&[l0, l1]), 110.0);
+        assert_eq!(t.link_between(s, c), Some(l1));
+        assert_eq!(t.hop_distances(a)[c.index()], Some(2));
+    }
 }

@@ -211,8 +211,8 @@ mod tests {
             let c = s.coord(n);
             assert_eq!(s.node_at(&c), Some(n));
             assert_eq!(t.node(n).name, TorusShape::name(&c));
-            for dim in 0..3 {
-                assert_eq!(s.coord_in(n, dim), c[dim]);
+            for (dim, &x) in c.iter().enumerate() {
+                assert_eq!(s.coord_in(n, dim), x);
             }
         }
         assert_eq!(s.node_at(&[1, 2, 3]), Some(NodeId(1 + 3 * (2 + 5 * 3))));

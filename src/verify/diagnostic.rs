@@ -25,16 +25,8 @@ pub enum Rule {
 
 impl Rule {
     /// All rules in order.
-    pub const ALL: [Rule; 8] = [
-        Rule::Structure,
-        Rule::LinkSharing,
-        Rule::Causality,
-        Rule::Reduction,
-        Rule::Completion,
-        Rule::Deadlock,
-        Rule::RoutingDeadlock,
-        Rule::BoundConformance,
-    ];
+    pub const ALL: [Rule; 8] =
+        [Rule::Structure, Rule::LinkSharing, Rule::Causality, Rule::Reduction, Rule::Completion, Rule::Deadlock, Rule::RoutingDeadlock, Rule::BoundConformance];
 
     /// The rule's number.
     pub fn number(self) -> u8 {

@@ -12,6 +12,33 @@ use crate::schedule::{Op, ScheduleHeader, Step};
 use crate::topology::{LinkId, NodeId, Topology};
 
 const NONE: u32 = u32::MAX;
+const SLOTS: usize = 4;
+
+fn key(piece: usize, node: usize) -> u64 {
+    ((piece as u64) << 32) | node as u64
+}
+
+/// A multiplicative hasher for the (piece, node) keys of the relay map: the keys are not chosen
+/// by an adversary, and SipHash would dominate the verifier's time.
+#[derive(Clone, Copy, Default)]
+struct FastHasher(u64);
+
+impl std::hash::Hasher for FastHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (x ^ (x >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        self.0 ^= self.0 >> 32;
+    }
+}
+
+type FastHash = std::hash::BuildHasherDefault<FastHasher>;
 
 struct Delivery {
     node: u32,
@@ -25,26 +52,37 @@ struct Delivery {
 /// Which non-destination pieces each node holds and until when (for the peak-relay report).
 enum Relays {
     Off,
-    /// Few holders per piece (copy-only kinds): a linked list per piece.
-    Lists { head: Vec<u32>, arena: Vec<[u32; 4]> },
+    /// Few holders per piece (copy-only kinds): up to `SLOTS` (node, first hold, last send)
+    /// entries inline per piece, the rare rest in a map. Inline entries keep the per-hop cost at
+    /// one cache line.
+    Slots {
+        slots: Vec<[[u32; 3]; SLOTS]>,
+        overflow: std::collections::HashMap<u64, [u32; 2], FastHash>,
+    },
     /// Many holders per piece (reducing kinds): dense first-hold and last-send per (piece, npu).
-    Dense { n_npus: usize, start: Vec<u32>, last: Vec<u32> },
+    Dense {
+        n_npus: usize,
+        start: Vec<u32>,
+        last: Vec<u32>,
+    },
 }
 
 impl Relays {
     fn hold(&mut self, piece: usize, node: usize, from: u32) {
         match self {
             Relays::Off => {}
-            Relays::Lists { head, arena } => {
-                let mut at = head[piece];
-                while at != NONE {
-                    if arena[at as usize][0] == node as u32 {
+            Relays::Slots { slots, overflow } => {
+                let row = &mut slots[piece];
+                for e in row.iter_mut() {
+                    if e[0] == node as u32 {
                         return;
                     }
-                    at = arena[at as usize][3];
+                    if e[0] == NONE {
+                        *e = [node as u32, from, NONE];
+                        return;
+                    }
                 }
-                arena.push([node as u32, from, NONE, head[piece]]);
-                head[piece] = (arena.len() - 1) as u32;
+                overflow.entry(key(piece, node)).or_insert([from, NONE]);
             }
             Relays::Dense { n_npus, start, .. } => {
                 let i = piece * *n_npus + node;
@@ -58,15 +96,18 @@ impl Relays {
     fn sent(&mut self, piece: usize, node: usize, step: u32) {
         match self {
             Relays::Off => {}
-            Relays::Lists { head, arena } => {
-                let mut at = head[piece];
-                while at != NONE {
-                    let e = &mut arena[at as usize];
+            Relays::Slots { slots, overflow } => {
+                for e in slots[piece].iter_mut() {
                     if e[0] == node as u32 {
                         e[2] = step;
                         return;
                     }
-                    at = e[3];
+                    if e[0] == NONE {
+                        return;
+                    }
+                }
+                if let Some(e) = overflow.get_mut(&key(piece, node)) {
+                    e[1] = step;
                 }
             }
             Relays::Dense { n_npus, start, last } => {
@@ -79,17 +120,32 @@ impl Relays {
     }
 
     /// (node, count, step) of the largest number of non-destination pieces held at once.
-    fn peak(&self, steps: u32) -> Option<(NodeId, usize, usize)> {
+    fn peak(&self, steps: u32, nodes: usize) -> Option<(NodeId, usize, usize)> {
         let end = steps.saturating_sub(1);
+        let width = steps as usize + 1;
+        // Difference counts per (node, step): +1 where a holding starts, -1 after it ends.
+        let dense = nodes.checked_mul(width).is_some_and(|n| n <= 1 << 26);
+        let mut diff: Vec<i32> = if dense { vec![0; nodes * width] } else { Vec::new() };
         let mut events: Vec<(u32, u32, i32)> = Vec::new();
         let mut add = |node: u32, s: u32, l: u32| {
             let e = if l == NONE { end } else { l.max(s) };
-            events.push((node, s, 1));
-            events.push((node, e + 1, -1));
+            if s > end {
+                return;
+            }
+            if dense {
+                diff[node as usize * width + s as usize] += 1;
+                diff[node as usize * width + e as usize + 1] -= 1;
+            } else {
+                events.push((node, s, 1));
+                events.push((node, e + 1, -1));
+            }
         };
         match self {
             Relays::Off => return None,
-            Relays::Lists { arena, .. } => arena.iter().for_each(|e| add(e[0], e[1], e[2])),
+            Relays::Slots { slots, overflow } => {
+                slots.iter().flatten().filter(|e| e[0] != NONE).for_each(|e| add(e[0], e[1], e[2]));
+                overflow.iter().for_each(|(&k, e)| add(k as u32, e[0], e[1]));
+            }
             Relays::Dense { n_npus, start, last } => {
                 for (i, (&s, &l)) in start.iter().zip(last).enumerate() {
                     if s != NONE {
@@ -98,7 +154,15 @@ impl Relays {
                 }
             }
         }
-        events.sort_unstable();
+        if dense {
+            for node in 0..nodes {
+                for step in 0..width {
+                    events.extend((diff[node * width + step] != 0).then_some((node as u32, step as u32, diff[node * width + step])));
+                }
+            }
+        } else {
+            events.sort_unstable();
+        }
         let mut best: Option<(NodeId, usize, usize)> = None;
         let mut cur_node = NONE;
         let mut count: i64 = 0;
@@ -169,7 +233,7 @@ impl CoreRules {
         }
         let mut relays = match (options.track_relays, reducing) {
             (false, _) => Relays::Off,
-            (true, false) => Relays::Lists { head: vec![NONE; space], arena: Vec::new() },
+            (true, false) => Relays::Slots { slots: vec![[[NONE; 3]; SLOTS]; space], overflow: Default::default() },
             (true, true) => Relays::Dense { n_npus, start: vec![NONE; space * n_npus], last: vec![NONE; space * n_npus] },
         };
         if reducing {
@@ -292,7 +356,12 @@ impl CoreRules {
                             out.fail(diag(
                                 Rule::Structure,
                                 subject(),
-                                format!("the path is not connected: {} ends at {} but the next link starts at {}", self.topo.describe_link(pl), self.node_text(p), self.node_text(a)),
+                                format!(
+                                    "the path is not connected: {} ends at {} but the next link starts at {}",
+                                    self.topo.describe_link(pl),
+                                    self.node_text(p),
+                                    self.node_text(a)
+                                ),
                             ));
                         }
                     }
@@ -332,7 +401,11 @@ impl CoreRules {
                 self.stats.single_hop_transfers += 1;
             }
             if tr.op == Op::Reduce && !self.reducing {
-                out.fail(diag(Rule::Reduction, None, format!("reduce in a {} collective, whose pieces have no contributions to combine", self.collective.kind)));
+                out.fail(diag(
+                    Rule::Reduction,
+                    None,
+                    format!("reduce in a {} collective, whose pieces have no contributions to combine", self.collective.kind),
+                ));
             }
             let endpoints = match (src, last) {
                 (Some(a), Some(b)) if ends_ok => Some((a, b)),
@@ -352,7 +425,11 @@ impl CoreRules {
                     self.presence[pi * self.words + a as usize / 64] >> (a % 64) & 1 == 1
                 };
                 if !held {
-                    out.fail(diag(Rule::Causality, Some(format!("piece {p}")), format!("{} does not hold the piece at the start of the step", self.node_text(a))));
+                    out.fail(diag(
+                        Rule::Causality,
+                        Some(format!("piece {p}")),
+                        format!("{} does not hold the piece at the start of the step", self.node_text(a)),
+                    ));
                     continue;
                 }
                 self.relays.sent(pi, a as usize, s as u32);
@@ -403,7 +480,13 @@ impl CoreRules {
             let group = &deliveries[i..j];
             let first = group[0].value as usize;
             let piece = self.collective.piece_at(pi as usize);
-            let diag = |t: u32, message: String| Diagnostic { rule: Rule::Reduction, step: Some(s), transfer: Some(t as usize), subject: Some(format!("piece {piece}")), message };
+            let diag = |t: u32, message: String| Diagnostic {
+                rule: Rule::Reduction,
+                step: Some(s),
+                transfer: Some(t as usize),
+                subject: Some(format!("piece {piece}")),
+                message,
+            };
             let at = self.value_at(pi as usize, node as usize);
             let all_reduce = group.iter().all(|d| d.op == Op::Reduce);
             let all_copy = group.iter().all(|d| d.op == Op::Copy);
@@ -422,7 +505,14 @@ impl CoreRules {
                 let old = &self.values[at..at + rw];
                 if old.iter().zip(&self.scratch).any(|(a, b)| a & b != 0) {
                     let overlap: Vec<u64> = old.iter().zip(&self.scratch).map(|(a, b)| a & b).collect();
-                    out.fail(diag(group[0].transfer, format!("double counting: {} already holds the contributions of ranks {} that the reduce adds again", self.node_text(node), set_text(&overlap))));
+                    out.fail(diag(
+                        group[0].transfer,
+                        format!(
+                            "double counting: {} already holds the contributions of ranks {} that the reduce adds again",
+                            self.node_text(node),
+                            set_text(&overlap)
+                        ),
+                    ));
                 }
                 for (o, m) in self.values[at..at + rw].iter_mut().zip(&self.scratch) {
                     *o |= m;
@@ -438,7 +528,10 @@ impl CoreRules {
                 let old = &self.values[at..at + rw];
                 let lost: Vec<u64> = old.iter().zip(&self.scratch).map(|(o, c)| o & !c).collect();
                 if lost.iter().any(|&w| w != 0) {
-                    out.fail(diag(group[0].transfer, format!("the copy loses the contributions of ranks {} that {} held", set_text(&lost), self.node_text(node))));
+                    out.fail(diag(
+                        group[0].transfer,
+                        format!("the copy loses the contributions of ranks {} that {} held", set_text(&lost), self.node_text(node)),
+                    ));
                 } else if old == &self.scratch[..] {
                     self.stats.wasted_copies += 1;
                 }
@@ -492,7 +585,7 @@ impl CoreRules {
                 }
             }
         }
-        stats.peak_relay = self.relays.peak(stats.steps as u32);
+        stats.peak_relay = self.relays.peak(stats.steps as u32, self.n_npus);
         stats
     }
 }
