@@ -49,7 +49,7 @@ pub enum Command {
     Generate {
         /// The spec (with `method.generate`).
         spec: PathBuf,
-        /// Where to write the schedule (default: out/<spec name>.json).
+        /// Where to write the schedule (default: `out/SPEC_NAME.json`).
         #[arg(short, long)]
         output: Option<PathBuf>,
         /// Print the summary as JSON.

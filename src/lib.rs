@@ -25,6 +25,8 @@
 //! [`spec`] (input files), [`bounds`] and [`cost`], [`algorithms`] (generators), [`verify`] (the
 //! rules of MODEL.md section 4), [`generate`] and [`cli`].
 
+#![warn(missing_docs)]
+
 pub mod algorithms;
 pub mod bounds;
 pub mod cli;

@@ -308,7 +308,10 @@ fn base_strategy() -> impl Strategy<Value = Base> {
 #[test]
 fn every_mutant_is_killed_by_its_rule() {
     let tally: RefCell<BTreeMap<Defect, (usize, usize)>> = RefCell::new(BTreeMap::new());
-    let mut runner = TestRunner::new(Config { cases: 96, failure_persistence: None, ..Config::default() });
+    let mut runner = TestRunner::new_with_rng(
+        Config { cases: 96, failure_persistence: None, ..Config::default() },
+        TestRng::deterministic_rng(proptest::test_runner::RngAlgorithm::ChaCha),
+    );
     let mut rng = TestRng::deterministic_rng(proptest::test_runner::RngAlgorithm::ChaCha);
     let rng_cell = RefCell::new(&mut rng);
     runner

@@ -1,7 +1,7 @@
 //! `collsched verify`: the rules of MODEL.md section 4, applied while the schedule streams by.
 //!
 //! Rules 1-5 (structure, no link sharing, causality, reduction soundness, completion) are one
-//! pass over the steps ([`rules`]). Further rules plug in as [`Check`]s that see the header, every
+//! pass over the steps (the private module `rules`). Further rules plug in as [`Check`]s that see the header, every
 //! step and the end, and report into the same [`Findings`]: rules 6-8 (deadlock freedom, routing
 //! deadlock freedom, bound conformance) are added that way without touching the core pass.
 
