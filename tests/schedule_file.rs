@@ -156,3 +156,13 @@ fn peak_holdings_count_pieces_bound_elsewhere() {
     assert_eq!(r.stats.peak_relay.unwrap().1, 2);
     assert!(verify_schedule(&s, &VerifyOptions::default()).unwrap().stats.peak_relay.is_none());
 }
+
+#[test]
+fn oversized_headers_are_refused_not_allocated() {
+    // 4096 ranks with 65536 pieces per block would need about 70 PiB of state.
+    let t = torus(&TorusParams::uniform(&[64, 64], 1.0, 0.0)).unwrap();
+    let c = Collective::new(CollectiveKind::AllToAll, t.node_ids().collect(), 1 << 30, 65536, None, &t).unwrap();
+    let huge = Schedule { header: collsched::schedule::ScheduleHeader { topology: t, collective: c, meta: None }, steps: vec![] };
+    let e = collsched::verify::verify_schedule(&huge, &Default::default()).unwrap_err();
+    assert!(e.message().contains("GiB"), "{e}");
+}

@@ -20,6 +20,9 @@ use crate::topology::NodeId;
 use rules::CoreRules;
 use std::path::Path;
 
+/// The largest per-(piece, npu) state the verifier allocates (the machine has 24 GiB).
+const MAX_STATE_BYTES: u128 = 16 << 30;
+
 /// A rule that plugs into the verifier: it sees the header, every step, and the end.
 pub trait Check {
     /// Called once with the header.
@@ -156,6 +159,18 @@ impl StepSink for Verifier {
             }
             None => header,
         };
+        let c = &header.collective;
+        let per_piece_bits = if c.kind.is_reducing() { header.topology.num_npus() * c.num_ranks() } else { header.topology.num_npus() };
+        let state_bytes = (c.piece_space() as u128) * (per_piece_bits as u128) / 8;
+        if state_bytes > MAX_STATE_BYTES {
+            return Err(crate::error::Error::bad(format!(
+                "the verifier's state for {} pieces on {} npus would take {} GiB (limit {} GiB): use fewer pieces per block",
+                c.piece_space(),
+                header.topology.num_npus(),
+                state_bytes >> 30,
+                MAX_STATE_BYTES >> 30
+            )));
+        }
         self.core = Some(CoreRules::new(header, &self.options));
         self.meter = Some(SyncMeter::new(header)?);
         for c in &mut self.checks {
