@@ -29,12 +29,15 @@
 
 pub mod algorithms;
 pub mod bounds;
+pub mod certify;
 pub mod cli;
 pub mod collective;
 pub mod cost;
 pub mod error;
+pub mod export;
 pub mod generate;
 pub mod io;
+pub mod lower;
 pub mod schedule;
 pub mod spec;
 pub mod topology;

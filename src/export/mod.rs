@@ -1,0 +1,1 @@
+//! Exports for runtimes and simulators: MSCCL XML and Chakra execution traces.

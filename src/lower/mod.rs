@@ -1,0 +1,1 @@
+//! Lowering of a schedule to the per-rank programs a runtime runs.
