@@ -104,7 +104,8 @@ fn verify(schedule: PathBuf, spec_path: Option<PathBuf>, json: bool, max_diagnos
         max_gap_pct: expect.max_gap_pct,
         max_steps: expect.max_steps,
     });
-    let (header, report) = crate::verify::verify_file_checked(&schedule, &options, instance, vec![Box::new(conformance)])?;
+    let checks: Vec<Box<dyn crate::verify::Check>> = vec![Box::new(conformance), Box::new(crate::verify::RoutingDeadlock::new())];
+    let (header, report) = crate::verify::verify_file_checked(&schedule, &options, instance, checks)?;
     let valid = report.is_valid();
     if json {
         println!("{}", serde_json::to_string_pretty(&report_json(&report, &header)).expect("json"));

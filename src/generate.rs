@@ -1,13 +1,14 @@
 //! `collsched generate`: runs the algorithm a spec names on the spec's instance.
 
-use crate::algorithms::{torus_all_to_all, RingAlgorithm, Scheduler};
+use crate::algorithms::{routed_all_to_all, torus_all_to_all, HardwareRouting, RingAlgorithm, Scheduler};
 use crate::collective::CollectiveKind;
 use crate::error::{Error, Result};
 use crate::schedule::Schedule;
 use crate::spec::{MethodSpec, Spec};
 
-/// The algorithm names of FORMATS.md that run on tori.
-const TORUS_ALGORITHMS: [&str; 3] = ["ring", "halfring", "foldedring"];
+/// The algorithm names that run on tori: FORMATS.md's one-ring algorithms, and the
+/// hardware-routed baselines `dor` and `wfr` (ALGORITHMS.md, "Hardware-routed baselines").
+const TORUS_ALGORITHMS: [&str; 5] = ["ring", "halfring", "foldedring", "dor", "wfr"];
 /// The scheduler names of FORMATS.md.
 const SCHEDULERS: [&str; 5] = ["sequential", "pipeline", "dimrotation", "mate", "matee"];
 
@@ -20,6 +21,17 @@ pub fn from_spec(spec: &Spec) -> Result<Schedule> {
     let inst = spec.instance()?;
     let t = &inst.topology;
     let c = &inst.collective;
+    let hardware = match g.algorithm.as_str() {
+        "dor" => Some(HardwareRouting::Dor),
+        "wfr" => Some(HardwareRouting::Wfr),
+        _ => None,
+    };
+    if let Some(routing) = hardware {
+        if g.scheduler.is_some() || g.chunks.is_some() {
+            return Err(Error::bad(format!("{src}: algorithm \"{}\" routes every block in hardware: it takes no scheduler", g.algorithm)));
+        }
+        return routed_all_to_all(t, c, routing).map_err(|e| e.context(&src));
+    }
     let algorithm = match g.algorithm.as_str() {
         "ring" => RingAlgorithm::Ring,
         "halfring" => RingAlgorithm::HalfRing,

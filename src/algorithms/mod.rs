@@ -11,6 +11,7 @@
 
 mod dims;
 mod ring;
+mod routed;
 mod scheduler;
 
 use crate::collective::{Collective, CollectiveKind};
@@ -18,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::schedule::{Schedule, ScheduleHeader};
 use crate::topology::{shape_json, NodeId, Topology};
 use dims::TorusPlan;
+pub use routed::{routed_all_to_all, HardwareRouting};
 
 /// The one-dimensional all-to-all every ring of a torus runs (ALGORITHMS.md, "Single ring").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

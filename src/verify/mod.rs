@@ -7,9 +7,11 @@
 
 mod conformance;
 mod diagnostic;
+mod routing;
 mod rules;
 
 pub use conformance::{Conformance, Expectations};
+pub use routing::RoutingDeadlock;
 
 pub use diagnostic::{Diagnostic, Findings, Rule};
 
