@@ -148,3 +148,60 @@ fn help_has_examples() {
         assert!(text(&o).contains("Example"), "{sub}: {}", text(&o));
     }
 }
+
+#[test]
+fn generate_from_flags_then_verify_and_cost() {
+    let out = tmp("flags.json");
+    let o = run(&[
+        "generate",
+        "--torus",
+        "4x4",
+        "--fail",
+        "(0,0)-(1,0)",
+        "--bytes",
+        "1MiB",
+        "--algorithm",
+        "foldedring",
+        "--scheduler",
+        "dimrotation",
+        "-o",
+        s(&out),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&["verify", s(&out)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&["cost", s(&out), "--model", "event", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["time_ns"].as_f64().unwrap() > 0.0);
+    let o = run(&["generate", "--torus", "4x4x4", "--fail", "(0,0,0)-(1,0,0)", "--collective", "all_to_all", "--bytes", "4MiB", "--print-spec"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let spec: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(spec["faults"]["cables"][0][1], serde_json::json!([1, 0, 0]));
+    let o = run(&["generate", "--torus", "4x4", "--fail", "(0,0)-(2,0)", "--algorithm", "halfring"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("(0,0)-(2,0) does not exist"), "{}", text(&o));
+    let o = run(&["generate", "--torus", "4", "--fail", "0-1", "--fail", "2-3", "--algorithm", "foldedring"]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+}
+
+#[test]
+fn dimension_order_routing_is_caught_by_rule_7() {
+    let out = tmp("dor.json");
+    let o = run(&["generate", "--torus", "4x4", "--algorithm", "dor", "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(1), "generate verifies rules 1-5 strictly: {}", text(&o));
+    let spec = tmp("dor.spec.json");
+    std::fs::write(
+        &spec,
+        r#"{"topology": {"torus": {"dims": [4, 4], "bandwidth_gbps": 32, "latency_ns": 100}},
+            "collective": {"kind": "all_to_all", "bytes_per_rank": "1MiB"},
+            "method": {"generate": {"algorithm": "dor"}}, "expect": {"allow_contention": true}}"#,
+    )
+    .unwrap();
+    let o = run(&["generate", s(&spec), "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&["verify", s(&out), "--spec", s(&spec)]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("rule 7 routing deadlock freedom"), "{}", text(&o));
+    assert!(!text(&o).contains("rule 2 no link sharing:"), "{}", text(&o));
+}

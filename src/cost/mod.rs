@@ -1,5 +1,7 @@
 //! What a schedule costs in time (MODEL.md section 5).
 
+mod event;
 mod sync;
 
+pub use event::{event_cost, EventCost};
 pub use sync::{SyncCost, SyncMeter};

@@ -1,5 +1,9 @@
 //! The command line (CLI.md): subcommands, their output, and their exit codes.
 
+mod flags;
+
+pub use flags::SpecFlags;
+
 use crate::error::{Error, ExitCode, Result};
 use crate::spec::Spec;
 use crate::units::{format_ns, to_f64};
@@ -47,8 +51,11 @@ pub enum Command {
         after_help = "Exit codes: 0 written, 2 bad input, 3 the faults cut a rank off or the algorithm cannot run on them.\n\nExample:\n  collsched generate specs/torus4x4x4_halfring_dimrotation.json -o out/torus4x4x4_halfring_dimrotation.json"
     )]
     Generate {
-        /// The spec (with `method.generate`).
-        spec: PathBuf,
+        /// The spec (with `method.generate`); or build one with the flags below.
+        spec: Option<PathBuf>,
+        /// Shorthand flags that build a spec.
+        #[command(flatten)]
+        flags: SpecFlags,
         /// Where to write the schedule (default: `out/SPEC_NAME.json`).
         #[arg(short, long)]
         output: Option<PathBuf>,
@@ -57,10 +64,20 @@ pub enum Command {
         json: bool,
     },
     /// Print a schedule's step-synchronous cost: time, bandwidth, per-link and per-dimension use.
-    #[command(after_help = "Exit codes: 0, 2 unreadable file.\n\nExample:\n  collsched cost out/torus4x4x4_halfring_dimrotation.json")]
+    #[command(
+        after_help = "Exit codes: 0, 2 unreadable file.\n\nExamples:\n  collsched cost out/torus4x4x4_halfring_dimrotation.json\n  collsched cost out/torus4x4x4_halfring_dimrotation.json --model event --json"
+    )]
     Cost {
         /// The schedule file.
         schedule: PathBuf,
+        /// `sync`: step-synchronous (exact; the model of the closed forms and the bounds).
+        /// `event`: event-driven (ranks drift, links shared max-min fairly; what a runtime approaches).
+        #[arg(long, default_value = "sync", value_parser = ["sync", "event"])]
+        model: String,
+        /// With `--model event`: links serve one transfer at a time, first come first served
+        /// (as ASTRA-sim's congestion-aware analytical backend does) instead of fair sharing.
+        #[arg(long)]
+        fifo: bool,
         /// Print as JSON.
         #[arg(long)]
         json: bool,
@@ -71,8 +88,8 @@ pub enum Command {
 pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Verify { schedule, spec, json, max_diagnostics, peak_holdings } => verify(schedule, spec, json, max_diagnostics, peak_holdings),
-        Command::Cost { schedule, json } => cost(schedule, json),
-        Command::Generate { spec, output, json } => generate(spec, output, json),
+        Command::Cost { schedule, model, fifo, json } => cost(schedule, &model, fifo, json),
+        Command::Generate { spec, flags, output, json } => generate(spec, flags, output, json),
     };
     match result {
         Ok(code) => code,
@@ -182,7 +199,21 @@ fn print_report(r: &Report, header: &crate::schedule::ScheduleHeader) {
     }
 }
 
-fn cost(schedule: PathBuf, json: bool) -> Result<ExitCode> {
+fn cost(schedule: PathBuf, model: &str, fifo: bool, json: bool) -> Result<ExitCode> {
+    if model == "event" {
+        let s = crate::schedule::read_schedule_file(&schedule)?;
+        let e = crate::cost::event_cost(&s, fifo)?;
+        let sharing = if fifo { "fifo" } else { "fair" };
+        if json {
+            println!("{}", json!({"model": "event", "link_sharing": sharing, "time_ns": e.time_ns, "algo_bandwidth_gbps": e.algo_bandwidth_gbps()}));
+        } else {
+            println!("event-driven time ({sharing} link sharing) {}, all-to-all bandwidth {:.3} GB/s", format_ns(e.time_ns), e.algo_bandwidth_gbps());
+        }
+        return Ok(ExitCode::Ok);
+    }
+    if fifo {
+        return Err(Error::bad("--fifo applies to --model event"));
+    }
     let options = VerifyOptions { allow_contention: true, track_relays: false, ..Default::default() };
     let (header, report) = verify_file_with(&schedule, &options, None)?;
     let c = report.cost.expect("a read schedule has a cost");
@@ -229,11 +260,25 @@ fn cost(schedule: PathBuf, json: bool) -> Result<ExitCode> {
     Ok(ExitCode::Ok)
 }
 
-fn generate(spec_path: PathBuf, output: Option<PathBuf>, json: bool) -> Result<ExitCode> {
-    let spec = Spec::load(&spec_path)?;
+/// The spec from a file or from shorthand flags (not both); prints it with `--print-spec`.
+fn load_spec(path: Option<&std::path::Path>, flags: &SpecFlags) -> Result<Option<Spec>> {
+    let spec = match (path, flags.any()) {
+        (Some(_), true) => return Err(Error::bad("give a spec file or shorthand flags, not both")),
+        (Some(p), false) => Spec::load(p)?,
+        (None, _) => flags.build()?,
+    };
+    if flags.print_spec {
+        println!("{}", spec.to_json_string());
+        return Ok(None);
+    }
+    Ok(Some(spec))
+}
+
+fn generate(spec_path: Option<PathBuf>, flags: SpecFlags, output: Option<PathBuf>, json: bool) -> Result<ExitCode> {
+    let Some(spec) = load_spec(spec_path.as_deref(), &flags)? else { return Ok(ExitCode::Ok) };
     let schedule = crate::generate::from_spec(&spec)?;
     let out = output.unwrap_or_else(|| {
-        let stem = spec_path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "schedule".into());
+        let stem = spec_path.as_ref().and_then(|p| p.file_stem()).map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "schedule".into());
         PathBuf::from("out").join(format!("{stem}.json"))
     });
     let options = VerifyOptions { allow_contention: spec.expect.allow_contention.unwrap_or(false), ..Default::default() };
