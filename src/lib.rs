@@ -34,6 +34,7 @@ pub mod cli;
 pub mod collective;
 pub mod cost;
 pub mod error;
+pub mod eval;
 pub mod export;
 pub mod generate;
 pub mod io;

@@ -63,6 +63,18 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run the torus study's comparison (methods x tori x sizes) and write Markdown, CSV and SVG plots.
+    #[command(
+        after_help = "Exit codes: 0 written, 2 bad input.\n\nExample:\n  collsched eval --out out/eval\n  collsched eval --tori 4x4,4x4x4 --out out/eval-small"
+    )]
+    Eval {
+        /// Tori to compare, comma-separated (default: the study's 5x5, 5x5x5, 5x5x5x5).
+        #[arg(long, default_value = "5x5,5x5x5,5x5x5x5")]
+        tori: String,
+        /// Folder for torus.md, torus.csv and the plots.
+        #[arg(long, default_value = "out/eval")]
+        out: PathBuf,
+    },
     /// Print a schedule's step-synchronous cost: time, bandwidth, per-link and per-dimension use.
     #[command(
         after_help = "Exit codes: 0, 2 unreadable file.\n\nExamples:\n  collsched cost out/torus4x4x4_halfring_dimrotation.json\n  collsched cost out/torus4x4x4_halfring_dimrotation.json --model event --json"
@@ -90,6 +102,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Verify { schedule, spec, json, max_diagnostics, peak_holdings } => verify(schedule, spec, json, max_diagnostics, peak_holdings),
         Command::Cost { schedule, model, fifo, json } => cost(schedule, &model, fifo, json),
         Command::Generate { spec, flags, output, json } => generate(spec, flags, output, json),
+        Command::Eval { tori, out } => eval(&tori, &out),
     };
     match result {
         Ok(code) => code,
@@ -311,5 +324,22 @@ fn generate(spec_path: Option<PathBuf>, flags: SpecFlags, output: Option<PathBuf
         eprintln!("error: the generated schedule fails verification (a bug in the generator; the file was written for inspection)");
         return Ok(ExitCode::RuleFailed);
     }
+    Ok(ExitCode::Ok)
+}
+
+fn eval(tori: &str, out: &std::path::Path) -> Result<ExitCode> {
+    let all: Vec<Vec<usize>> = tori
+        .split(',')
+        .map(|t| t.trim().split('x').map(|d| d.parse::<usize>().map_err(|_| Error::bad(format!("--tori {tori}: `{t}` is not like 5x5x5")))).collect())
+        .collect::<Result<_>>()?;
+    let on_terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let mut progress = |what: &str| {
+        if on_terminal {
+            eprintln!("eval: {what}");
+        }
+    };
+    let md = crate::eval::torus_study(&all, &crate::eval::TORUS_METHODS, out, &mut progress)?;
+    println!("{md}");
+    eprintln!("wrote {}/torus.md, torus.csv and one SVG per torus", out.display());
     Ok(ExitCode::Ok)
 }
