@@ -39,6 +39,7 @@ pub mod export;
 pub mod generate;
 pub mod io;
 pub mod lower;
+pub mod pictures;
 pub mod schedule;
 pub mod spec;
 pub mod topology;

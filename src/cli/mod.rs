@@ -90,6 +90,9 @@ pub enum Command {
         /// (as ASTRA-sim's congestion-aware analytical backend does) instead of fair sharing.
         #[arg(long)]
         fifo: bool,
+        /// Also write the timeline picture (per-dimension and per-link utilization over time).
+        #[arg(long, value_name = "OUT.svg")]
+        svg: Option<PathBuf>,
         /// Print as JSON.
         #[arg(long)]
         json: bool,
@@ -100,7 +103,7 @@ pub enum Command {
 pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Verify { schedule, spec, json, max_diagnostics, peak_holdings } => verify(schedule, spec, json, max_diagnostics, peak_holdings),
-        Command::Cost { schedule, model, fifo, json } => cost(schedule, &model, fifo, json),
+        Command::Cost { schedule, model, fifo, svg, json } => cost(schedule, &model, fifo, svg.as_deref(), json),
         Command::Generate { spec, flags, output, json } => generate(spec, flags, output, json),
         Command::Eval { tori, out } => eval(&tori, &out),
     };
@@ -212,7 +215,15 @@ fn print_report(r: &Report, header: &crate::schedule::ScheduleHeader) {
     }
 }
 
-fn cost(schedule: PathBuf, model: &str, fifo: bool, json: bool) -> Result<ExitCode> {
+fn cost(schedule: PathBuf, model: &str, fifo: bool, svg: Option<&std::path::Path>, json: bool) -> Result<ExitCode> {
+    if let Some(out) = svg {
+        let s = crate::schedule::read_schedule_file(&schedule)?;
+        let title =
+            format!("{} ({})", schedule.display(), s.header.meta.as_ref().and_then(|m| m.get("algorithm")).and_then(|a| a.as_str()).unwrap_or("schedule"));
+        let picture = crate::pictures::timeline_svg(&s, &title, 512);
+        crate::io::write_atomic(out, |w| std::io::Write::write_all(w, picture.as_bytes()).map_err(crate::io::write_error(out)))?;
+        eprintln!("wrote {}", out.display());
+    }
     if model == "event" {
         let s = crate::schedule::read_schedule_file(&schedule)?;
         let e = crate::cost::event_cost(&s, fifo)?;
