@@ -205,3 +205,28 @@ fn dimension_order_routing_is_caught_by_rule_7() {
     assert!(text(&o).contains("rule 7 routing deadlock freedom"), "{}", text(&o));
     assert!(!text(&o).contains("rule 2 no link sharing:"), "{}", text(&o));
 }
+
+#[test]
+fn eval_writes_tables_and_plots() {
+    let dir = tmp("eval");
+    let o = run(&["eval", "--tori", "3x3,4", "--out", s(&dir)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let md = String::from_utf8_lossy(&o.stdout);
+    assert!(md.contains("HalfRing+DimRotation") && md.contains("3x3 torus"), "{md}");
+    for f in ["torus.md", "torus.csv", "torus_3x3.svg", "torus_4.svg"] {
+        assert!(dir.join(f).exists(), "{f}");
+    }
+    let o = run(&["eval", "--tori", "3xz"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}
+
+#[test]
+fn cost_svg_is_written() {
+    let (path, _) = ring_schedule("svg");
+    let out = tmp("timeline.svg");
+    let o = run(&["cost", s(&path), "--svg", s(&out)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(std::fs::read_to_string(&out).unwrap().starts_with("<svg"));
+    let o = run(&["cost", s(&path), "--fifo"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}

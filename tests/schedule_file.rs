@@ -101,6 +101,18 @@ proptest! {
     fn random_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..400)) {
         let _ = read_schedule(&data[..], "fuzz");
         let _ = Spec::parse(&String::from_utf8_lossy(&data), "fuzz").map(|s| s.instance());
+        let _ = collsched::topology::astra::parse(&String::from_utf8_lossy(&data));
+    }
+
+    #[test]
+    fn mangled_astra_files_never_panic(kinds in proptest::collection::vec(0usize..4, 0..4), counts in proptest::collection::vec(0i64..6, 0..4),
+                                       cut in 0usize..200) {
+        let names = ["Ring", "FullyConnected", "Switch", "Bus"];
+        let k: Vec<&str> = kinds.iter().map(|&i| names[i]).collect();
+        let c: Vec<String> = counts.iter().map(|x| x.to_string()).collect();
+        let text = format!("topology: [ {} ]\nnpus_count: [ {} ]\nbandwidth: [ {} ]\nlatency: [ {} ]\n", k.join(", "), c.join(", "), c.join(", "), c.join(", "));
+        let _ = collsched::topology::astra::parse(&text);
+        let _ = collsched::topology::astra::parse(&text[..cut.min(text.len())]);
     }
 
     #[test]
