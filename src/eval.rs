@@ -5,7 +5,7 @@
 //! follows exactly from that one schedule, because every piece's size is proportional to the
 //! bytes per rank: time(S) = (S / S0) x bandwidth term(S0) + latency term.
 
-use crate::algorithms::{torus_all_to_all, RingAlgorithm, Scheduler};
+use crate::algorithms::{torus_all_to_all, torus_mate, RingAlgorithm, Scheduler};
 use crate::collective::{Collective, CollectiveKind};
 use crate::error::{Error, Result};
 use crate::schedule::Schedule;
@@ -44,14 +44,23 @@ fn foldedring_dimrotation(t: &Topology, c: &Collective) -> Result<Schedule> {
     torus_all_to_all(t, c, RingAlgorithm::FoldedRing, Scheduler::DimRotation)
 }
 
+fn mate(t: &Topology, c: &Collective) -> Result<Schedule> {
+    torus_mate(t, c, false)
+}
+fn matee(t: &Topology, c: &Collective) -> Result<Schedule> {
+    torus_mate(t, c, true)
+}
+
 /// The methods of the torus study, baseline first.
-pub const TORUS_METHODS: [Method; 6] = [
+pub const TORUS_METHODS: [Method; 8] = [
     Method { label: "Ring+Pipeline(6)", faulty: false, generate: ring_pipeline },
     Method { label: "Ring+DimRotation", faulty: false, generate: ring_dimrotation },
     Method { label: "HalfRing+Pipeline(6)", faulty: false, generate: halfring_pipeline },
     Method { label: "HalfRing+DimRotation", faulty: false, generate: halfring_dimrotation },
     Method { label: "FoldedRing+Pipeline(6)", faulty: true, generate: foldedring_pipeline },
     Method { label: "FoldedRing+DimRotation", faulty: true, generate: foldedring_dimrotation },
+    Method { label: "MATE", faulty: true, generate: mate },
+    Method { label: "MATEe", faulty: true, generate: matee },
 ];
 
 /// Bytes per npu of the study: 8 KiB to 2 GiB, every factor of 4.

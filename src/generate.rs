@@ -1,6 +1,7 @@
 //! `collsched generate`: runs the algorithm a spec names on the spec's instance.
 
-use crate::algorithms::{routed_all_to_all, torus_all_to_all, HardwareRouting, RingAlgorithm, Scheduler};
+use crate::algorithms::switched::{switched, Routing, SwitchedAlgorithm};
+use crate::algorithms::{routed_all_to_all, torus_all_to_all, torus_mate, HardwareRouting, RingAlgorithm, Scheduler};
 use crate::collective::CollectiveKind;
 use crate::error::{Error, Result};
 use crate::schedule::Schedule;
@@ -21,6 +22,12 @@ pub fn from_spec(spec: &Spec) -> Result<Schedule> {
     let inst = spec.instance()?;
     let t = &inst.topology;
     let c = &inst.collective;
+    if t.torus_shape().is_none() {
+        return switched_from_spec(&src, g, &inst);
+    }
+    if g.routing.is_some() {
+        return Err(Error::bad(format!("{src}: field `method.generate.routing`: routing policies apply to switched topologies, not to a torus")));
+    }
     let hardware = match g.algorithm.as_str() {
         "dor" => Some(HardwareRouting::Dor),
         "wfr" => Some(HardwareRouting::Wfr),
@@ -43,9 +50,6 @@ pub fn from_spec(spec: &Spec) -> Result<Schedule> {
             )))
         }
     };
-    if t.torus_shape().is_none() {
-        return Err(Error::bad(format!("{src}: algorithm \"{}\" runs on a torus; the topology is not one", g.algorithm)));
-    }
     if c.kind != CollectiveKind::AllToAll {
         return Err(Error::bad(format!("{src}: algorithm \"{}\" on a torus generates all_to_all, not {}", g.algorithm, c.kind)));
     }
@@ -53,7 +57,15 @@ pub fn from_spec(spec: &Spec) -> Result<Schedule> {
         (None | Some("sequential"), None) => Scheduler::Sequential,
         (Some("pipeline"), chunks) => Scheduler::Pipeline { chunks: chunks.unwrap_or(6) },
         (Some("dimrotation"), None) => Scheduler::DimRotation,
-        (Some(s @ ("mate" | "matee")), _) => return Err(Error::bad(format!("{src}: scheduler \"{s}\" is not available in this version yet"))),
+        (Some(s @ ("mate" | "matee")), None) => {
+            if algorithm != RingAlgorithm::HalfRing {
+                return Err(Error::bad(format!(
+                    "{src}: scheduler \"{s}\" runs HalfRing in the healthy rings: set `method.generate.algorithm` to \"halfring\""
+                )));
+            }
+            let schedule = torus_mate(t, c, s == "matee").map_err(|e| e.context(&src))?;
+            return check_pieces(&src, &inst, &g.algorithm, schedule);
+        }
         (Some(other), None) if !SCHEDULERS.contains(&other) => {
             return Err(Error::bad(format!("{src}: field `method.generate.scheduler` = \"{other}\": expected one of {}", SCHEDULERS.join(", "))))
         }
@@ -64,11 +76,37 @@ pub fn from_spec(spec: &Spec) -> Result<Schedule> {
         return Err(Error::bad(format!("{src}: field `method.generate.chunks` = 0: needs at least 1")));
     }
     let schedule = torus_all_to_all(t, c, algorithm, scheduler).map_err(|e| e.context(&src))?;
-    if inst.pieces_given && schedule.header.collective.pieces != c.pieces {
+    check_pieces(&src, &inst, &g.algorithm, schedule)
+}
+
+/// A spec that fixes `pieces` must agree with the granularity the algorithm chose.
+fn check_pieces(src: &str, inst: &crate::spec::Instance, algorithm: &str, schedule: Schedule) -> Result<Schedule> {
+    let chosen = schedule.header.collective.pieces;
+    if inst.pieces_given && chosen != inst.collective.pieces {
         return Err(Error::bad(format!(
-            "{src}: field `collective.pieces` = {}: {} with this scheduler cuts blocks into {} pieces; remove the field or set it to {}",
-            c.pieces, g.algorithm, schedule.header.collective.pieces, schedule.header.collective.pieces
+            "{src}: field `collective.pieces` = {}: {algorithm} with this scheduler cuts blocks into {chosen} pieces; remove the field or set it to {chosen}",
+            inst.collective.pieces
         )));
     }
     Ok(schedule)
+}
+
+/// A switched algorithm (pairwise, bruck, ring, ...) on a topology with switches.
+fn switched_from_spec(src: &str, g: &crate::spec::GenerateSpec, inst: &crate::spec::Instance) -> Result<Schedule> {
+    let names = ["pairwise", "bruck", "ring", "halving_doubling", "double_binary_tree", "recursive_doubling", "recursive_halving"];
+    let algorithm = SwitchedAlgorithm::parse(&g.algorithm).ok_or_else(|| {
+        Error::bad(format!("{src}: field `method.generate.algorithm` = \"{}\": on a switched topology expected one of {}", g.algorithm, names.join(", ")))
+    })?;
+    if let Some(s) = &g.scheduler {
+        return Err(Error::bad(format!(
+            "{src}: field `method.generate.scheduler` = \"{s}\": schedulers compose torus dimensions; leave it out on a switched topology"
+        )));
+    }
+    let routing = match g.routing.as_deref() {
+        None | Some("balanced") => Routing::Balanced,
+        Some("single_path") => Routing::SinglePath,
+        Some(other) => return Err(Error::bad(format!("{src}: field `method.generate.routing` = \"{other}\": expected single_path or balanced"))),
+    };
+    let schedule = switched(&inst.topology, &inst.collective, algorithm, routing).map_err(|e| e.context(src))?;
+    check_pieces(src, inst, &g.algorithm, schedule)
 }

@@ -10,15 +10,18 @@
 //!   dimension (Sequential, Pipeline, DimRotation).
 
 mod dims;
+mod mate;
 mod ring;
 mod routed;
 mod scheduler;
+pub mod switched;
 
 use crate::collective::{Collective, CollectiveKind};
 use crate::error::{Error, Result};
 use crate::schedule::{Schedule, ScheduleHeader};
 use crate::topology::{shape_json, NodeId, Topology};
 use dims::TorusPlan;
+pub use mate::torus_mate;
 pub use routed::{routed_all_to_all, HardwareRouting};
 
 /// The one-dimensional all-to-all every ring of a torus runs (ALGORITHMS.md, "Single ring").

@@ -206,7 +206,7 @@ fn print_report(r: &Report, header: &crate::schedule::ScheduleHeader) {
     }
     if let (Some(c), true) = (&r.cost, r.is_valid()) {
         println!(
-            "step-synchronous time {} (bandwidth term {} + latency term {}), all-to-all bandwidth {:.3} GB/s",
+            "step-synchronous time {} (bandwidth term {} + latency term {}), bandwidth (bytes per rank / time) {:.3} GB/s",
             format_ns(ns(&c.time_ns())),
             format_ns(ns(&c.bandwidth_ns())),
             format_ns(ns(&c.latency_ns())),
@@ -231,7 +231,11 @@ fn cost(schedule: PathBuf, model: &str, fifo: bool, svg: Option<&std::path::Path
         if json {
             println!("{}", json!({"model": "event", "link_sharing": sharing, "time_ns": e.time_ns, "algo_bandwidth_gbps": e.algo_bandwidth_gbps()}));
         } else {
-            println!("event-driven time ({sharing} link sharing) {}, all-to-all bandwidth {:.3} GB/s", format_ns(e.time_ns), e.algo_bandwidth_gbps());
+            println!(
+                "event-driven time ({sharing} link sharing) {}, bandwidth (bytes per rank / time) {:.3} GB/s",
+                format_ns(e.time_ns),
+                e.algo_bandwidth_gbps()
+            );
         }
         return Ok(ExitCode::Ok);
     }
@@ -268,7 +272,7 @@ fn cost(schedule: PathBuf, model: &str, fifo: bool, svg: Option<&std::path::Path
         );
     } else {
         println!(
-            "step-synchronous time {} (bandwidth term {}, latency term {}) over {} steps; all-to-all bandwidth {:.3} GB/s",
+            "step-synchronous time {} (bandwidth term {}, latency term {}) over {} steps; bandwidth (bytes per rank / time) {:.3} GB/s",
             format_ns(total),
             format_ns(ns(&c.bandwidth_ns())),
             format_ns(ns(&c.latency_ns())),

@@ -1,0 +1,174 @@
+//! Collectives on switched networks (fat trees, or any topology with switches), ALGORITHMS.md
+//! "Switched (fat-tree) algorithms".
+//!
+//! Three parts, one module each:
+//! - `plan`: the algorithms as logical steps of rank-to-rank flows (Pairwise, Bruck, Ring,
+//!   Halving-Doubling, Double Binary Tree, Recursive Doubling, Recursive Halving);
+//! - `route`: each flow becomes one transfer routed through the switches (or over a direct board
+//!   link), on its first shortest path or balanced so that no two transfers share a link;
+//! - `colour`: the König edge colouring the balanced router uses.
+
+mod colour;
+mod plan;
+mod route;
+#[cfg(test)]
+mod tests;
+
+use crate::collective::{Collective, CollectiveKind};
+use crate::error::{Error, Result};
+use crate::schedule::{Schedule, ScheduleHeader};
+use crate::topology::{shape_json, Topology};
+use plan::Plan;
+use route::Router;
+
+/// A collective algorithm for switched networks (ALGORITHMS.md, "Switched (fat-tree) algorithms").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SwitchedAlgorithm {
+    /// all_to_all: in step s = 1..p-1 rank i sends its block to rank i+s.
+    Pairwise,
+    /// all_to_all: ceil(log2 p) rounds; in round r blocks whose remaining distance has bit r set
+    /// move 2^r ranks on, forwarded through intermediate ranks.
+    Bruck,
+    /// all_reduce (reduce-scatter then all-gather), all_gather or reduce_scatter around the ranks
+    /// in order.
+    Ring,
+    /// all_reduce: recursive-halving reduce-scatter, then recursive-doubling all-gather (p a power
+    /// of two).
+    HalvingDoubling,
+    /// all_reduce: two complementary binary trees, each reducing then broadcasting half the data.
+    DoubleBinaryTree,
+    /// all_gather by exchanges at distances 1, 2, 4, ... (p a power of two).
+    RecursiveDoubling,
+    /// reduce_scatter by exchanges at distances p/2, p/4, ..., 1 (p a power of two).
+    RecursiveHalving,
+}
+
+impl SwitchedAlgorithm {
+    /// Every algorithm, in the order of ALGORITHMS.md.
+    pub const ALL: [SwitchedAlgorithm; 7] = [
+        SwitchedAlgorithm::Pairwise,
+        SwitchedAlgorithm::Bruck,
+        SwitchedAlgorithm::Ring,
+        SwitchedAlgorithm::HalvingDoubling,
+        SwitchedAlgorithm::DoubleBinaryTree,
+        SwitchedAlgorithm::RecursiveDoubling,
+        SwitchedAlgorithm::RecursiveHalving,
+    ];
+
+    /// The name used in spec and schedule files (`pairwise`, `bruck`, `ring`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SwitchedAlgorithm::Pairwise => "pairwise",
+            SwitchedAlgorithm::Bruck => "bruck",
+            SwitchedAlgorithm::Ring => "ring",
+            SwitchedAlgorithm::HalvingDoubling => "halving_doubling",
+            SwitchedAlgorithm::DoubleBinaryTree => "double_binary_tree",
+            SwitchedAlgorithm::RecursiveDoubling => "recursive_doubling",
+            SwitchedAlgorithm::RecursiveHalving => "recursive_halving",
+        }
+    }
+
+    /// Parses a file name of an algorithm.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|a| a.as_str() == s)
+    }
+
+    /// The collective kinds the algorithm generates.
+    pub fn kinds(self) -> &'static [CollectiveKind] {
+        use CollectiveKind::*;
+        match self {
+            SwitchedAlgorithm::Pairwise | SwitchedAlgorithm::Bruck => &[AllToAll],
+            SwitchedAlgorithm::Ring => &[AllGather, ReduceScatter, AllReduce],
+            SwitchedAlgorithm::HalvingDoubling | SwitchedAlgorithm::DoubleBinaryTree => &[AllReduce],
+            SwitchedAlgorithm::RecursiveDoubling => &[AllGather],
+            SwitchedAlgorithm::RecursiveHalving => &[ReduceScatter],
+        }
+    }
+
+    /// Whether the algorithm needs a power-of-two number of ranks.
+    fn needs_power_of_two(self) -> bool {
+        matches!(self, SwitchedAlgorithm::HalvingDoubling | SwitchedAlgorithm::RecursiveDoubling | SwitchedAlgorithm::RecursiveHalving)
+    }
+}
+
+/// How the transfers of a step are routed through the switches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Routing {
+    /// Every pair on its first shortest path (lowest-numbered next hop); transfers of a step
+    /// often share uplinks (a baseline, verified with contention allowed).
+    SinglePath,
+    /// Each flow of a step on its own spine (or core) where the tree allows it; steps that need
+    /// more than the tree carries at once are split into contention-free sub-steps.
+    Balanced,
+}
+
+impl Routing {
+    /// Both routings.
+    pub const ALL: [Routing; 2] = [Routing::SinglePath, Routing::Balanced];
+
+    /// The name used in spec and schedule files (`single_path`, `balanced`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Routing::SinglePath => "single_path",
+            Routing::Balanced => "balanced",
+        }
+    }
+
+    /// Parses a file name of a routing.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+}
+
+/// Generates the collective over `collective.ranks` (a group of any npus, in its order) on a fat
+/// tree (or any topology with switches).
+///
+/// Every rank-to-rank message is one transfer whose path goes through switches only (npu -> leaf
+/// [-> spine/aggregation [-> core -> aggregation] -> leaf] -> npu), or over the direct link when
+/// both npus sit on one board. `collective.pieces` is ignored: the algorithm chooses P (1, or 2
+/// for the double binary tree, whose two trees each carry one half of every block) and the
+/// returned schedule's collective uses it. Meta records the algorithm, the routing, P, the number
+/// of logical steps and the shape.
+///
+/// Errors: [`Error::bad`] for an algorithm that does not generate the collective's kind, a
+/// power-of-two algorithm on another number of ranks, or a topology without switches;
+/// [`Error::infeasible`] when failed links leave two ranks without a path through switches.
+pub fn switched(topology: &Topology, collective: &Collective, algorithm: SwitchedAlgorithm, routing: Routing) -> Result<Schedule> {
+    let kind = collective.kind;
+    if !algorithm.kinds().contains(&kind) {
+        let kinds: Vec<&str> = algorithm.kinds().iter().map(|k| k.as_str()).collect();
+        return Err(Error::bad(format!("switched: {} does not generate {kind} (it generates {})", algorithm.as_str(), kinds.join(", "))));
+    }
+    let p = collective.num_ranks();
+    if algorithm.needs_power_of_two() && !p.is_power_of_two() {
+        return Err(Error::bad(format!("switched: {} needs a power-of-two number of ranks, but p = {p}", algorithm.as_str())));
+    }
+    if topology.num_switches() == 0 {
+        return Err(Error::bad(format!("switched: {} is for topologies with switches, and this one has none", algorithm.as_str())));
+    }
+    let (pieces, plan): (u32, Plan) = match (algorithm, kind) {
+        (SwitchedAlgorithm::Pairwise, _) => (1, plan::pairwise(p)),
+        (SwitchedAlgorithm::Bruck, _) => (1, plan::bruck(p)),
+        (SwitchedAlgorithm::Ring, CollectiveKind::AllGather) => (1, plan::ring_all_gather(p)),
+        (SwitchedAlgorithm::Ring, CollectiveKind::ReduceScatter) => (1, plan::ring_reduce_scatter(p)),
+        (SwitchedAlgorithm::Ring, _) => (1, [plan::ring_reduce_scatter(p), plan::ring_all_gather(p)].concat()),
+        (SwitchedAlgorithm::HalvingDoubling, _) => (1, [plan::recursive_halving(p), plan::recursive_doubling(p)].concat()),
+        (SwitchedAlgorithm::DoubleBinaryTree, _) => (2, plan::double_binary_tree(p)),
+        (SwitchedAlgorithm::RecursiveDoubling, _) => (1, plan::recursive_doubling(p)),
+        (SwitchedAlgorithm::RecursiveHalving, _) => (1, plan::recursive_halving(p)),
+    };
+    let coll = Collective::new(kind, collective.ranks.clone(), collective.bytes_per_rank, pieces, collective.block_bytes.clone(), topology)?;
+    let mut router = Router::new(topology, &coll.ranks, routing);
+    let mut steps = Vec::new();
+    for flows in &plan {
+        steps.extend(router.route(flows)?);
+    }
+    let meta = serde_json::json!({
+        "algorithm": algorithm.as_str(),
+        "routing": routing.as_str(),
+        "pieces": pieces,
+        "logical_steps": plan.len(),
+        "shape": shape_json(topology),
+    });
+    Ok(Schedule { header: ScheduleHeader { topology: topology.clone(), collective: coll, meta: Some(meta) }, steps })
+}

@@ -1,0 +1,186 @@
+//! The switched algorithms as logical steps: in each step, which rank sends which pieces to which
+//! rank (rank indices), before any routing.
+
+use crate::collective::PieceId;
+use crate::schedule::Op;
+
+/// One rank-to-rank message of a logical step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Flow {
+    /// Sending rank index.
+    pub src: usize,
+    /// Receiving rank index.
+    pub dst: usize,
+    /// Copy or reduce.
+    pub op: Op,
+    /// Pieces carried.
+    pub pieces: Vec<PieceId>,
+}
+
+/// Logical steps, each a list of flows.
+pub(super) type Plan = Vec<Vec<Flow>>;
+
+fn flow(src: usize, dst: usize, op: Op, pieces: Vec<PieceId>) -> Flow {
+    Flow { src, dst, op, pieces }
+}
+
+fn block(x: usize, k: u32) -> PieceId {
+    PieceId::block(x as u32, k)
+}
+
+/// Pairwise all-to-all: in step s = 1..p-1 rank i sends its block for rank i+s.
+pub(super) fn pairwise(p: usize) -> Plan {
+    (1..p).map(|s| (0..p).map(|i| flow(i, (i + s) % p, Op::Copy, vec![PieceId::a2a(i as u32, ((i + s) % p) as u32, 0)])).collect()).collect()
+}
+
+/// Bruck all-to-all, store and forward: in round r every rank passes to rank +2^r each piece it
+/// holds whose remaining distance (destination - holder, mod p) has bit r set. Lower bits are
+/// cleared in earlier rounds, so after ceil(log2 p) rounds every piece is home. This is the
+/// index-rotated formulation without the local rotations, which move no data over links.
+pub(super) fn bruck(p: usize) -> Plan {
+    // where[i * p + j]: the rank that holds piece (i, j) now.
+    let mut held_at: Vec<usize> = (0..p * p).map(|x| x / p).collect();
+    let mut plan = Vec::new();
+    let mut r = 0;
+    while (1usize << r) < p {
+        let hop = 1usize << r;
+        let mut out: Vec<Vec<PieceId>> = vec![Vec::new(); p];
+        for i in 0..p {
+            for j in (0..p).filter(|&j| j != i) {
+                let at = held_at[i * p + j];
+                if ((j + p - at) % p) & hop != 0 {
+                    out[at].push(PieceId::a2a(i as u32, j as u32, 0));
+                    held_at[i * p + j] = (at + hop) % p;
+                }
+            }
+        }
+        plan.push(
+            out.into_iter()
+                .enumerate()
+                .filter(|(_, v)| !v.is_empty())
+                .map(|(x, mut v)| {
+                    v.sort();
+                    flow(x, (x + hop) % p, Op::Copy, v)
+                })
+                .collect(),
+        );
+        r += 1;
+    }
+    plan
+}
+
+/// Ring reduce-scatter: in step s = 0..p-2 rank i reduces block i-s-1 into rank i+1, so block j
+/// collects its contributions on the way from rank j+1 round to rank j.
+pub(super) fn ring_reduce_scatter(p: usize) -> Plan {
+    (0..p.saturating_sub(1)).map(|s| (0..p).map(|i| flow(i, (i + 1) % p, Op::Reduce, vec![block((i + 2 * p - s - 1) % p, 0)])).collect()).collect()
+}
+
+/// Ring all-gather from rank i holding block i: in step s = 0..p-2 rank i passes block i-s to
+/// rank i+1.
+pub(super) fn ring_all_gather(p: usize) -> Plan {
+    (0..p.saturating_sub(1)).map(|s| (0..p).map(|i| flow(i, (i + 1) % p, Op::Copy, vec![block((i + p - s) % p, 0)])).collect()).collect()
+}
+
+/// Recursive halving reduce-scatter (p a power of two): at distance d = p/2, ..., 1 rank i
+/// reduces into its partner i^d the half of its current range of 2d blocks that the partner
+/// keeps; the ranges shrink to block i at rank i.
+pub(super) fn recursive_halving(p: usize) -> Plan {
+    let mut plan = Vec::new();
+    let mut d = p / 2;
+    while d >= 1 {
+        plan.push(
+            (0..p)
+                .map(|i| {
+                    let partner = i ^ d;
+                    let base = i & !(2 * d - 1);
+                    let pieces = (base..base + 2 * d).filter(|b| b & d == partner & d).map(|b| block(b, 0)).collect();
+                    flow(i, partner, Op::Reduce, pieces)
+                })
+                .collect(),
+        );
+        d /= 2;
+    }
+    plan
+}
+
+/// Recursive doubling all-gather from rank i holding block i (p a power of two): at distance
+/// d = 1, 2, ..., p/2 rank i sends the d blocks it holds to its partner i^d.
+pub(super) fn recursive_doubling(p: usize) -> Plan {
+    let mut plan = Vec::new();
+    let mut d = 1;
+    while d < p {
+        plan.push((0..p).map(|i| flow(i, i ^ d, Op::Copy, (i & !(d - 1)..(i & !(d - 1)) + d).map(|b| block(b, 0)).collect())).collect());
+        d *= 2;
+    }
+    plan
+}
+
+/// A balanced binary tree over positions `lo..=hi` (root at the midpoint, in-order): fills the
+/// parent and depth of every position.
+fn midpoint_tree(lo: usize, hi: usize, parent: Option<usize>, depth: usize, parents: &mut [Option<usize>], depths: &mut [usize]) {
+    if lo > hi {
+        return;
+    }
+    let root = lo + (hi - lo) / 2;
+    parents[root] = parent;
+    depths[root] = depth;
+    if root > lo {
+        midpoint_tree(lo, root - 1, Some(root), depth + 1, parents, depths);
+    }
+    midpoint_tree(root + 1, hi, Some(root), depth + 1, parents, depths);
+}
+
+/// Double binary tree all-reduce with two pieces per block: tree 0 carries piece 0 of every
+/// block, tree 1 piece 1. Tree 1 is tree 0 with every position shifted by one rank, so most
+/// leaves of one tree are inner nodes of the other and the two trees' traffic is spread over
+/// different ranks. Each tree reduces towards its root level by level (deepest first), then
+/// broadcasts back down; both trees run in the same steps.
+pub(super) fn double_binary_tree(p: usize) -> Plan {
+    let mut parents = vec![None; p];
+    let mut depths = vec![0; p];
+    if p > 0 {
+        midpoint_tree(0, p - 1, None, 0, &mut parents, &mut depths);
+    }
+    let height = depths.iter().copied().max().unwrap_or(0);
+    let rank = |tree: u32, pos: usize| (pos + tree as usize) % p;
+    let all = |tree: u32| (0..p).map(|b| block(b, tree)).collect::<Vec<_>>();
+    let mut plan = Vec::new();
+    // Reduce: positions of depth `height - t` send to their parents in step t, after their own
+    // children (one level deeper) delivered in step t - 1.
+    for t in 0..height {
+        let mut step = Vec::new();
+        for tree in 0..2 {
+            for pos in (0..p).filter(|&x| depths[x] == height - t) {
+                let parent = parents[pos].expect("a non-root position has a parent");
+                step.push(flow(rank(tree, pos), rank(tree, parent), Op::Reduce, all(tree)));
+            }
+        }
+        plan.push(step);
+    }
+    // Broadcast: the fully reduced pieces go down one level per step.
+    for t in 0..height {
+        let mut step = Vec::new();
+        for tree in 0..2 {
+            for pos in (0..p).filter(|&x| depths[x] == t + 1) {
+                let parent = parents[pos].expect("a non-root position has a parent");
+                step.push(flow(rank(tree, parent), rank(tree, pos), Op::Copy, all(tree)));
+            }
+        }
+        plan.push(step);
+    }
+    plan.into_iter().map(merge).collect()
+}
+
+/// Merges the flows of one step that have the same sender, receiver and op into one (the two
+/// trees of the double binary tree can use the same edge in the same step), so that one transfer
+/// carries them.
+fn merge(step: Vec<Flow>) -> Vec<Flow> {
+    let mut out: Vec<Flow> = Vec::new();
+    for f in step {
+        match out.iter_mut().find(|g| (g.src, g.dst, g.op) == (f.src, f.dst, f.op)) {
+            Some(g) => g.pieces.extend(f.pieces),
+            None => out.push(f),
+        }
+    }
+    out
+}

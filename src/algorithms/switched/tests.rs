@@ -1,0 +1,186 @@
+use super::*;
+use crate::topology::{fat_tree, FatTreeParams, FaultPattern, NodeId};
+use crate::units::to_f64;
+use crate::verify::{verify_schedule, Report, Rule, VerifyOptions};
+
+/// The four reference trees: (levels, k, osr).
+const TREES: [(u32, usize, f64); 4] = [(2, 16, 1.0), (2, 8, 1.0), (2, 12, 2.0), (3, 8, 1.0)];
+
+fn tree(levels: u32, k: usize, osr: f64) -> Topology {
+    fat_tree(&FatTreeParams { levels, k, osr, npus: 64, board: Some(8), bandwidth_gbps: 400.0, latency_ns: 25.0, switch_latency_ns: 1000.0 }).unwrap()
+}
+
+/// TP groups (consecutive npus) and EP groups (half the npus, consecutive or strided, and all).
+fn groups() -> Vec<Vec<NodeId>> {
+    let mut g: Vec<Vec<NodeId>> = [2u32, 4, 8, 16].iter().map(|&n| (0..n).map(NodeId).collect()).collect();
+    g.push((32..64).map(NodeId).collect());
+    g.push((0..32).map(|i| NodeId(2 * i + 1)).collect());
+    g.push((0..64).map(NodeId).collect());
+    g
+}
+
+fn generate(t: &Topology, kind: CollectiveKind, ranks: &[NodeId], bytes: u64, a: SwitchedAlgorithm, r: Routing) -> Schedule {
+    let c = Collective::new(kind, ranks.to_vec(), bytes, 1, None, t).unwrap();
+    switched(t, &c, a, r).unwrap_or_else(|e| panic!("{} {} {kind} over {} ranks: {e}", a.as_str(), r.as_str(), ranks.len()))
+}
+
+fn verify(s: &Schedule, allow_contention: bool) -> Report {
+    verify_schedule(s, &VerifyOptions { allow_contention, ..Default::default() }).unwrap()
+}
+
+fn assert_valid(s: &Schedule, allow_contention: bool, what: &str) -> Report {
+    let report = verify(s, allow_contention);
+    let first: Vec<String> = report.findings.failures().iter().take(3).map(|d| d.to_string()).collect();
+    assert!(report.is_valid(), "{what}: {first:?}");
+    report
+}
+
+fn applies(a: SwitchedAlgorithm, p: usize) -> bool {
+    !a.needs_power_of_two() || p.is_power_of_two()
+}
+
+#[test]
+fn names_round_trip() {
+    for a in SwitchedAlgorithm::ALL {
+        assert_eq!(SwitchedAlgorithm::parse(a.as_str()), Some(a));
+    }
+    for r in Routing::ALL {
+        assert_eq!(Routing::parse(r.as_str()), Some(r));
+    }
+    assert_eq!(SwitchedAlgorithm::parse("double_binary_tree"), Some(SwitchedAlgorithm::DoubleBinaryTree));
+    assert_eq!(Routing::parse("single_path"), Some(Routing::SinglePath));
+    assert_eq!(SwitchedAlgorithm::parse("halfring"), None);
+}
+
+#[test]
+fn every_algorithm_and_routing_is_valid_on_the_reference_trees() {
+    for (levels, k, osr) in TREES {
+        let t = tree(levels, k, osr);
+        for ranks in groups() {
+            for a in SwitchedAlgorithm::ALL.into_iter().filter(|&a| applies(a, ranks.len())) {
+                for &kind in a.kinds() {
+                    for r in Routing::ALL {
+                        let s = generate(&t, kind, &ranks, 1 << 20, a, r);
+                        let what = format!("{levels}L-k{k}-osr{osr} {} {} {kind} over {} ranks", a.as_str(), r.as_str(), ranks.len());
+                        // Balanced schedules must not share a link; single-path ones may.
+                        assert_valid(&s, r == Routing::SinglePath, &what);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn groups_of_any_size_where_the_algorithm_allows() {
+    let t = tree(3, 8, 1.0);
+    for n in [3u32, 5, 6, 12, 24] {
+        let ranks: Vec<NodeId> = (0..n).map(|i| NodeId((i * 5) % 64)).collect();
+        for a in [SwitchedAlgorithm::Pairwise, SwitchedAlgorithm::Bruck, SwitchedAlgorithm::Ring, SwitchedAlgorithm::DoubleBinaryTree] {
+            for &kind in a.kinds() {
+                for r in Routing::ALL {
+                    let s = generate(&t, kind, &ranks, 1000, a, r);
+                    assert_valid(&s, r == Routing::SinglePath, &format!("{} {kind} over {n} ranks", a.as_str()));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn step_counts_follow_the_algorithms() {
+    // Single path never splits a logical step.
+    let t = tree(2, 16, 1.0);
+    let all: Vec<NodeId> = (0..64).map(NodeId).collect();
+    let steps = |kind, a| generate(&t, kind, &all, 1 << 20, a, Routing::SinglePath).steps.len();
+    assert_eq!(steps(CollectiveKind::AllToAll, SwitchedAlgorithm::Pairwise), 63);
+    assert_eq!(steps(CollectiveKind::AllToAll, SwitchedAlgorithm::Bruck), 6);
+    assert_eq!(steps(CollectiveKind::AllReduce, SwitchedAlgorithm::Ring), 126);
+    assert_eq!(steps(CollectiveKind::AllReduce, SwitchedAlgorithm::HalvingDoubling), 12);
+    assert_eq!(steps(CollectiveKind::AllGather, SwitchedAlgorithm::RecursiveDoubling), 6);
+    assert_eq!(steps(CollectiveKind::ReduceScatter, SwitchedAlgorithm::RecursiveHalving), 6);
+    // Double binary tree: 64 positions make a tree of height 6, reduced then broadcast.
+    let s = generate(&t, CollectiveKind::AllReduce, &all, 1 << 20, SwitchedAlgorithm::DoubleBinaryTree, Routing::SinglePath);
+    assert_eq!(s.steps.len(), 12);
+    assert_eq!(s.header.collective.pieces, 2);
+    let meta = s.header.meta.unwrap();
+    assert_eq!((meta["algorithm"].as_str(), meta["routing"].as_str(), meta["pieces"].as_u64()), (Some("double_binary_tree"), Some("single_path"), Some(2)));
+}
+
+#[test]
+fn single_path_pairwise_shares_uplinks_and_balanced_does_not() {
+    let all: Vec<NodeId> = (0..64).map(NodeId).collect();
+    for (levels, k, osr) in TREES {
+        let t = tree(levels, k, osr);
+        let single = generate(&t, CollectiveKind::AllToAll, &all, 1 << 20, SwitchedAlgorithm::Pairwise, Routing::SinglePath);
+        let report = verify(&single, false);
+        assert!(report.findings.failures_of(Rule::LinkSharing) > 0, "{levels}L-k{k}-osr{osr}");
+        let balanced = generate(&t, CollectiveKind::AllToAll, &all, 1 << 20, SwitchedAlgorithm::Pairwise, Routing::Balanced);
+        assert_eq!(verify(&balanced, false).findings.failures_of(Rule::LinkSharing), 0);
+        // A full-bisection tree carries every pairwise step at once. With osr 2 (8 npus, 4
+        // uplinks per leaf, the leaf one board) step s sends min(s, 64 - s, 8) flows out of each
+        // leaf, so the 55 steps with more than 4 take two sub-steps.
+        let expected = if osr == 1.0 { 63 } else { 63 + 55 };
+        assert_eq!(balanced.steps.len(), expected, "{levels}L-k{k}-osr{osr}");
+    }
+}
+
+#[test]
+fn pairwise_times_single_path_against_balanced() {
+    let all: Vec<NodeId> = (0..64).map(NodeId).collect();
+    for (levels, k, osr) in TREES {
+        let t = tree(levels, k, osr);
+        for bytes in [1u64 << 20, 64 << 20] {
+            let cost = |r| {
+                let s = generate(&t, CollectiveKind::AllToAll, &all, bytes, SwitchedAlgorithm::Pairwise, r);
+                let c = verify(&s, true).cost.unwrap();
+                (to_f64(&c.time_ns()), to_f64(&c.bandwidth_ns()))
+            };
+            let ((single, single_bw), (balanced, balanced_bw)) = (cost(Routing::SinglePath), cost(Routing::Balanced));
+            println!(
+                "pairwise EP=64 {}MiB {levels}L-k{k}-osr{osr}: single_path {single:.0} ns (bandwidth term {single_bw:.0}), balanced {balanced:.0} ns (bandwidth term {balanced_bw:.0})",
+                bytes >> 20
+            );
+            let tree = format!("{levels}L-k{k}-osr{osr}, {bytes} bytes");
+            assert!(balanced_bw < single_bw, "{tree}: balanced bandwidth term {balanced_bw} ns is not below single path {single_bw} ns");
+            // On an oversubscribed tree the sub-steps of balanced routing each pay the path
+            // latency again (3 switches of 1 us), which at 1 MiB costs more than the sharing it
+            // avoids; on full-bisection trees balanced routing never splits a step.
+            if osr == 1.0 || bytes >= 64 << 20 {
+                assert!(balanced < single, "{tree}: balanced {balanced} ns is not below single path {single} ns");
+            }
+        }
+    }
+}
+
+#[test]
+fn balanced_routing_works_around_failed_links() {
+    // A failed leaf-spine cable leaves the colouring router; first fit keeps every sub-step
+    // free of sharing and every path shortest among what is up.
+    for (levels, k, osr) in TREES {
+        let mut t = tree(levels, k, osr);
+        let shape = t.fat_tree_shape().unwrap().clone();
+        FaultPattern { cables: vec![(shape.leaf(0), shape.middle_switch(0))], ..Default::default() }.apply(&mut t).unwrap();
+        let all: Vec<NodeId> = (0..64).map(NodeId).collect();
+        for (a, kind) in [(SwitchedAlgorithm::Pairwise, CollectiveKind::AllToAll), (SwitchedAlgorithm::DoubleBinaryTree, CollectiveKind::AllReduce)] {
+            for r in Routing::ALL {
+                let s = generate(&t, kind, &all, 1 << 20, a, r);
+                assert_valid(&s, r == Routing::SinglePath, &format!("{levels}L-k{k}-osr{osr} {} {} with a failed cable", a.as_str(), r.as_str()));
+            }
+        }
+    }
+}
+
+#[test]
+fn wrong_kinds_and_sizes_are_refused() {
+    let t = tree(2, 16, 1.0);
+    let ranks: Vec<NodeId> = (0..6).map(NodeId).collect();
+    let c = Collective::new(CollectiveKind::AllReduce, ranks.clone(), 1 << 20, 1, None, &t).unwrap();
+    let e = switched(&t, &c, SwitchedAlgorithm::Pairwise, Routing::Balanced).unwrap_err();
+    assert!(e.message().contains("pairwise") && e.message().contains("all_reduce"), "{e}");
+    let e = switched(&t, &c, SwitchedAlgorithm::HalvingDoubling, Routing::Balanced).unwrap_err();
+    assert!(e.message().contains("halving_doubling") && e.message().contains("p = 6"), "{e}");
+    let c = Collective::new(CollectiveKind::AllGather, ranks, 1 << 20, 1, None, &t).unwrap();
+    let e = switched(&t, &c, SwitchedAlgorithm::RecursiveHalving, Routing::SinglePath).unwrap_err();
+    assert!(e.message().contains("recursive_halving") && e.message().contains("all_gather"), "{e}");
+}
