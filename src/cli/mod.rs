@@ -220,8 +220,10 @@ fn print_report(r: &Report, header: &crate::schedule::ScheduleHeader) {
 fn cost(schedule: PathBuf, model: &str, fifo: bool, svg: Option<&std::path::Path>, json: bool) -> Result<ExitCode> {
     if let Some(out) = svg {
         let s = crate::schedule::read_schedule_file(&schedule)?;
-        let title =
-            format!("{} ({})", schedule.display(), s.header.meta.as_ref().and_then(|m| m.get("algorithm")).and_then(|a| a.as_str()).unwrap_or("schedule"));
+        let meta = |k: &str| s.header.meta.as_ref().and_then(|m| m.get(k)).and_then(|a| a.as_str()).map(str::to_string);
+        let method = [meta("algorithm"), meta("scheduler")].into_iter().flatten().collect::<Vec<_>>().join(" + ");
+        let name = schedule.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let title = if method.is_empty() { name } else { format!("{method}: {name}") };
         let picture = crate::pictures::timeline_svg(&s, &title, 512);
         crate::io::write_atomic(out, |w| std::io::Write::write_all(w, picture.as_bytes()).map_err(crate::io::write_error(out)))?;
         eprintln!("wrote {}", out.display());
