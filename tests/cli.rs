@@ -230,3 +230,49 @@ fn cost_svg_is_written() {
     let o = run(&["cost", s(&path), "--fifo"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 }
+
+#[test]
+fn certificates_reject_a_changed_spec_or_schedule() {
+    let dir = tmp("proofs");
+    std::fs::create_dir_all(&dir).unwrap();
+    let spec = dir.join("ring.json");
+    std::fs::write(
+        &spec,
+        RING_SPEC.replace("\"pieces\": 1", "\"pieces\": 2").replace("}\n}", "},\n  \"method\": {\"generate\": {\"algorithm\": \"halfring\"}}\n}"),
+    )
+    .unwrap();
+    let sched = dir.join("ring.schedule.json");
+    let cert = dir.join("ring.cert.json");
+    let o = run(&["generate", s(&spec), "-o", s(&sched)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&["bound", s(&spec), "--certificate", s(&cert), "--schedule", s(&sched)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&["proof", "check", s(&dir.join("ring.cert.json"))]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("5 claims hold"), "{}", text(&o));
+    // A claimed bound above what its witness supports: rejected with the claim named.
+    let original = std::fs::read_to_string(&cert).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&original).unwrap();
+    let volume = v["claims"].as_array().unwrap().iter().find(|c| c["bound"] == "volume").unwrap()["value"].as_str().unwrap().to_string();
+    std::fs::write(&cert, original.replacen(&format!("\"value\": \"{volume}\""), r#""value": "1000000""#, 1)).unwrap();
+    let o = run(&["proof", "check", s(&cert)]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("(volume)"), "{}", text(&o));
+    std::fs::write(&cert, &original).unwrap();
+    // A schedule that changed: one step dropped.
+    let body = std::fs::read_to_string(&sched).unwrap();
+    let mut sv: serde_json::Value = serde_json::from_str(&body).unwrap();
+    sv["steps"].as_array_mut().unwrap().pop();
+    std::fs::write(&sched, serde_json::to_string(&sv).unwrap()).unwrap();
+    let o = run(&["proof", "check", s(&dir)]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("fails verification"), "{}", text(&o));
+    std::fs::write(&sched, body).unwrap();
+    // A spec that changed.
+    std::fs::write(&spec, std::fs::read_to_string(&spec).unwrap().replace("32.0", "64.0")).unwrap();
+    let o = run(&["proof", "check", s(&cert)]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("changed since the certificate was made"), "{}", text(&o));
+    let o = run(&["proof", "check", s(&dir.join("missing"))]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}

@@ -2,6 +2,10 @@
 //!
 //! Every bound here is computed exactly (rationals) from the instance alone: no solver.
 
+pub mod certificate;
+pub mod cut;
+pub mod flow;
+
 use crate::collective::{Collective, CollectiveKind};
 use crate::topology::{NodeId, Topology};
 use crate::units::{rational_from_decimal, Rational};

@@ -1,1 +1,319 @@
 //! The trusted certificate checker: re-derives every claimed lower bound from its witness with exact rational arithmetic, without any solver.
+//!
+//! It depends on nothing else of this crate (only std, serde_json and the num crates), so that a
+//! bug in the code that computes bounds cannot also hide in the code that checks them. A
+//! certificate carries the instance it speaks of (nodes, links, demands) and the checker reads
+//! nothing else; whoever calls it checks that this instance is the one of the spec (by comparing
+//! the `instance` object, and `spec_sha256` against the spec file's bytes).
+//!
+//! **Semantics of a claim.** A claim holds iff the value re-derived from its witness is at least
+//! the claimed value: a certificate may claim less than its witness proves (for example a value
+//! rounded down for display), never more. The schedule attachment is checked against the
+//! re-derived bounds: a schedule cannot be faster than a proven lower bound, and
+//! `"bandwidth_optimal": true` means its bandwidth time equals the best claimed bandwidth bound.
+//!
+//! The format (`"format": "collsched.certificate", "version": 1`):
+//!
+//! ```json
+//! {"format": "collsched.certificate", "version": 1, "spec_sha256": "9f86d0...",
+//!  "instance": {"nodes": 3, "npus": 3, "switch_latency_ns": "0",
+//!    "links": [{"src": 0, "dst": 1, "capacity": "32", "latency_ns": "100", "up": true}, ...],
+//!    "collective": {"kind": "all_to_all", "ranks": [0, 1, 2], "block_bytes": "1000/3"}},
+//!  "claims": [
+//!    {"bound": "steps", "value": "1", "witness": {"source": 0, "destination": 1}},
+//!    {"bound": "latency", "value": "100", "witness": {"source": 0, "destination": 1}},
+//!    {"bound": "volume", "value": "125/12"},
+//!    {"bound": "cut", "value": "125/12", "witness": {"nodes": [0], "into": false}},
+//!    {"bound": "flow", "value": "125/12", "witness": {"lengths": ["1", "1", "1", "1", "1", "1"]}}],
+//!  "schedule": {"bandwidth_ns": "125/12", "time_ns": "1325/12", "bandwidth_optimal": true}}
+//! ```
+//!
+//! Values are exact rationals written as `"7"`, `"25/2"` or `"12.5"`; capacities are bytes per
+//! ns (GB/s), times are ns, `steps` counts single hops. `collective` is, for all_to_all, either
+//! `block_bytes` (the same bytes between every ordered pair of distinct ranks) or `demands`
+//! (`[source node, destination node, "bytes"]` triples); for all_gather, reduce_scatter and
+//! all_reduce, `piece_bytes` and `pieces` (a block is `pieces` pieces).
+
+mod derive;
+mod instance;
+
+use instance::Instance;
+use num_bigint::BigInt;
+use num_rational::BigRational;
+use num_traits::{ToPrimitive, Zero};
+use serde::Deserialize;
+use std::fmt;
+use std::path::Path;
+
+/// The exact numbers of the checker.
+pub type Q = BigRational;
+
+/// The format name a certificate must carry.
+pub const FORMAT: &str = "collsched.certificate";
+/// The format version this checker reads.
+pub const VERSION: u32 = 1;
+
+/// One claim, re-derived.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClaimReport {
+    /// Position in the certificate's `claims` list (0-based).
+    pub index: usize,
+    /// `steps`, `latency`, `volume`, `cut` or `flow`.
+    pub bound: String,
+    /// The value the certificate claims (hops for steps, ns otherwise).
+    pub claimed: Q,
+    /// The value the witness proves.
+    pub derived: Q,
+}
+
+/// What a successful check established.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CheckReport {
+    /// The hex SHA-256 of the spec file the certificate says it was made from.
+    pub spec_sha256: String,
+    /// The instance exactly as the certificate states it (to compare with a spec's).
+    pub instance: serde_json::Value,
+    /// Every claim, each of which holds.
+    pub claims: Vec<ClaimReport>,
+    /// The best bandwidth bound proven (max of volume, cut and flow), if any was claimed.
+    pub bandwidth_bound: Option<Q>,
+    /// Whether a schedule attachment was present (and held).
+    pub schedule_checked: bool,
+    /// The spec's path relative to the certificate, when recorded.
+    pub spec: Option<String>,
+    /// The attached schedule: its file (relative to the certificate), bandwidth time and time
+    /// as claimed, when recorded.
+    pub schedule: Option<(Option<String>, Q, Q)>,
+}
+
+/// Why a certificate was rejected; the message says where (`claim 2 (flow): ...`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckError {
+    /// The failing claim's index, when a claim failed.
+    pub claim: Option<usize>,
+    /// The whole message.
+    pub message: String,
+}
+
+impl fmt::Display for CheckError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for CheckError {}
+
+fn fail(msg: impl Into<String>) -> CheckError {
+    CheckError { claim: None, message: msg.into() }
+}
+
+/// Parses an exact rational: `"7"`, `"-3"`, `"25/2"` or a decimal such as `"12.5"`.
+pub fn parse_q(text: &str) -> Result<Q, String> {
+    let t = text.trim();
+    let bad = || format!("`{text}` is not a rational (examples: \"7\", \"25/2\", \"12.5\")");
+    let int = |s: &str| -> Result<BigInt, String> {
+        if s.is_empty() || !s.trim_start_matches('-').bytes().all(|b| b.is_ascii_digit()) || s.trim_start_matches('-').is_empty() {
+            return Err(bad());
+        }
+        s.parse::<BigInt>().map_err(|_| bad())
+    };
+    if let Some((n, d)) = t.split_once('/') {
+        let d = int(d)?;
+        if d.is_zero() {
+            return Err(format!("`{text}`: zero denominator"));
+        }
+        return Ok(Q::new(int(n)?, d));
+    }
+    if let Some((i, f)) = t.split_once('.') {
+        if f.is_empty() || !f.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad());
+        }
+        let negative = i.starts_with('-');
+        let whole = Q::from_integer(if i == "-" || i.is_empty() { BigInt::zero() } else { int(i)? });
+        let frac = Q::new(f.parse::<BigInt>().map_err(|_| bad())?, num_traits::pow(BigInt::from(10), f.len()));
+        return Ok(if negative { whole - frac } else { whole + frac });
+    }
+    Ok(Q::from_integer(int(t)?))
+}
+
+/// A rational for messages: the decimal value, and the exact fraction when it is short.
+pub fn show_q(q: &Q) -> String {
+    if q.is_integer() {
+        return q.to_integer().to_string();
+    }
+    let approx = q.numer().to_f64().unwrap_or(f64::NAN) / q.denom().to_f64().unwrap_or(f64::NAN);
+    let exact = q.to_string();
+    if exact.len() <= 24 {
+        format!("{approx:.6} ({exact})")
+    } else {
+        format!("{approx:.6}")
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCertificate {
+    format: String,
+    version: u32,
+    spec_sha256: String,
+    /// Where the spec is, relative to the certificate (for the command that checks that the
+    /// spec still hashes to `spec_sha256`; the checker itself does not read it).
+    #[serde(default)]
+    spec: Option<String>,
+    instance: serde_json::Value,
+    claims: Vec<serde_json::Value>,
+    #[serde(default)]
+    schedule: Option<RawSchedule>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, tag = "bound", rename_all = "snake_case")]
+enum RawClaim {
+    Steps { value: String, witness: PairWitness },
+    Latency { value: String, witness: PairWitness },
+    Volume { value: String },
+    Cut { value: String, witness: CutWitness },
+    Flow { value: String, witness: FlowWitness },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PairWitness {
+    source: usize,
+    destination: usize,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CutWitness {
+    nodes: Vec<usize>,
+    #[serde(default)]
+    into: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FlowWitness {
+    lengths: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSchedule {
+    bandwidth_ns: String,
+    time_ns: String,
+    #[serde(default)]
+    bandwidth_optimal: bool,
+    /// The schedule file the times were measured on, relative to the certificate (re-costed by
+    /// the command around the checker).
+    #[serde(default)]
+    file: Option<String>,
+}
+
+/// Checks a certificate file.
+pub fn check_file(path: impl AsRef<Path>) -> Result<CheckReport, CheckError> {
+    let path = path.as_ref();
+    let text = std::fs::read_to_string(path).map_err(|e| fail(format!("{}: {e}", path.display())))?;
+    check_str(&text).map_err(|e| CheckError { message: format!("{}: {}", path.display(), e.message), ..e })
+}
+
+/// Checks a certificate given as JSON text: every claim must hold (see the module docs).
+pub fn check_str(text: &str) -> Result<CheckReport, CheckError> {
+    let raw: RawCertificate = serde_json::from_str(text).map_err(|e| fail(format!("not a certificate: {e}")))?;
+    if raw.format != FORMAT || raw.version != VERSION {
+        return Err(fail(format!("format `{}` version {}: this checker reads `{FORMAT}` version {VERSION}", raw.format, raw.version)));
+    }
+    if raw.spec_sha256.len() != 64 || !raw.spec_sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(fail("spec_sha256: expected 64 hex digits"));
+    }
+    let inst = Instance::from_json(&raw.instance).map_err(fail)?;
+    let mut claims = Vec::new();
+    let mut bandwidth: Option<(Q, Q)> = None; // (best derived, best claimed)
+    let mut latency_bound: Option<Q> = None;
+    for (index, value) in raw.claims.iter().enumerate() {
+        let name = value.get("bound").and_then(|b| b.as_str()).unwrap_or("?").to_string();
+        let at = |msg: String| CheckError { claim: Some(index), message: format!("claim {index} ({name}): {msg}") };
+        let claim: RawClaim = serde_json::from_value(value.clone()).map_err(|e| at(e.to_string()))?;
+        let (claimed_text, derived) = match &claim {
+            RawClaim::Steps { value, witness } | RawClaim::Latency { value, witness } => {
+                let (s, d) = (witness.source, witness.destination);
+                if s >= inst.nodes || d >= inst.nodes || !inst.is_required_pair(s, d) {
+                    return Err(at(format!("witness {s} -> {d}: the collective needs nothing of node {s} at node {d}")));
+                }
+                let r = if matches!(claim, RawClaim::Steps { .. }) { derive::steps(&inst, s, d) } else { derive::latency(&inst, s, d) };
+                (value, r.map_err(at)?)
+            }
+            RawClaim::Volume { value } => (value, derive::volume(&inst).map_err(at)?),
+            RawClaim::Cut { value, witness } => (value, derive::cut(&inst, &witness.nodes, witness.into).map_err(at)?),
+            RawClaim::Flow { value, witness } => {
+                let y = witness
+                    .lengths
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| parse_q(s).map_err(|e| at(format!("length of link {i}: {e}"))))
+                    .collect::<Result<Vec<_>, _>>()?;
+                (value, derive::flow(&inst, &y).map_err(at)?)
+            }
+        };
+        let claimed = parse_q(claimed_text).map_err(|e| at(format!("value: {e}")))?;
+        let unit = if matches!(claim, RawClaim::Steps { .. }) { " steps" } else { " ns" };
+        if derived < claimed {
+            return Err(at(format!("the witness supports {}{unit}, the claim is {}{unit}", show_q(&derived), show_q(&claimed))));
+        }
+        match claim {
+            RawClaim::Latency { .. } => latency_bound = Some(latency_bound.map_or(derived.clone(), |b| b.max(derived.clone()))),
+            RawClaim::Volume { .. } | RawClaim::Cut { .. } | RawClaim::Flow { .. } => {
+                bandwidth = Some(match bandwidth {
+                    Some((d, c)) => (d.max(derived.clone()), c.max(claimed.clone())),
+                    None => (derived.clone(), claimed.clone()),
+                })
+            }
+            RawClaim::Steps { .. } => {}
+        }
+        claims.push(ClaimReport { index, bound: name, claimed, derived });
+    }
+    let schedule_checked = raw.schedule.is_some();
+    if let Some(s) = &raw.schedule {
+        check_schedule(&s, bandwidth.as_ref(), latency_bound.as_ref())?;
+    }
+    let schedule = match &raw.schedule {
+        Some(sc) => Some((sc.file.clone(), parse_q(&sc.bandwidth_ns).map_err(fail)?, parse_q(&sc.time_ns).map_err(fail)?)),
+        None => None,
+    };
+    Ok(CheckReport {
+        spec_sha256: raw.spec_sha256,
+        instance: raw.instance,
+        claims,
+        bandwidth_bound: bandwidth.map(|(d, _)| d),
+        schedule_checked,
+        spec: raw.spec,
+        schedule,
+    })
+}
+
+/// A schedule's step-synchronous times against the proven bounds (MODEL.md section 6): its
+/// bandwidth time is at least every bandwidth bound, its time at least the best bandwidth bound
+/// plus the latency bound.
+fn check_schedule(s: &RawSchedule, bandwidth: Option<&(Q, Q)>, latency: Option<&Q>) -> Result<(), CheckError> {
+    let bw = parse_q(&s.bandwidth_ns).map_err(|e| fail(format!("schedule.bandwidth_ns: {e}")))?;
+    let time = parse_q(&s.time_ns).map_err(|e| fail(format!("schedule.time_ns: {e}")))?;
+    let floor = bandwidth.map_or_else(Q::zero, |(d, _)| d.clone()) + latency.cloned().unwrap_or_else(Q::zero);
+    if time < floor {
+        return Err(fail(format!("schedule: time {} ns is below the proven bandwidth + latency bound {} ns", show_q(&time), show_q(&floor))));
+    }
+    if let Some((derived, claimed)) = bandwidth {
+        if bw < *derived {
+            return Err(fail(format!("schedule: bandwidth time {} ns is below the proven bandwidth bound {} ns", show_q(&bw), show_q(derived))));
+        }
+        if s.bandwidth_optimal && bw != *claimed {
+            return Err(fail(format!(
+                "schedule: claims bandwidth-optimal, but its bandwidth time {} ns is not the best claimed bandwidth bound {} ns",
+                show_q(&bw),
+                show_q(claimed)
+            )));
+        }
+    } else if s.bandwidth_optimal {
+        return Err(fail("schedule: claims bandwidth-optimal, but the certificate claims no bandwidth bound"));
+    }
+    Ok(())
+}

@@ -1,6 +1,7 @@
 //! The command line (CLI.md): subcommands, their output, and their exit codes.
 
 mod flags;
+mod proof;
 
 pub use flags::SpecFlags;
 
@@ -65,6 +66,26 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Compute the lower bounds of MODEL.md section 6 (steps, latency, volume, cut, flow) and write their certificate.
+    #[command(
+        after_help = "Exit codes: 0, 2 bad input, 3 a rank cut off.\n\nExamples:\n  collsched bound specs/torus4x4x4_matee_one_cable.json\n  collsched bound specs/ring8_halfring.json --certificate proofs/ring8_halfring.cert.json --schedule out/ring8_halfring.json"
+    )]
+    Bound {
+        /// The spec.
+        spec: PathBuf,
+        /// Write the certificate here.
+        #[arg(long, value_name = "OUT")]
+        certificate: Option<PathBuf>,
+        /// Attach this schedule's step-synchronous times (and whether it is bandwidth-optimal).
+        #[arg(long)]
+        schedule: Option<PathBuf>,
+        /// Print as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Re-check certificates without any solver.
+    #[command(subcommand)]
+    Proof(ProofCommand),
     /// Run the torus study's comparison (methods x tori x sizes) and write Markdown, CSV and SVG plots.
     #[command(
         after_help = "Exit codes: 0 written, 2 bad input.\n\nExample:\n  collsched eval --out out/eval\n  collsched eval --tori 4x4,4x4x4 --out out/eval-small"
@@ -101,6 +122,20 @@ pub enum Command {
     },
 }
 
+/// `collsched proof ...`.
+#[derive(Debug, Subcommand)]
+pub enum ProofCommand {
+    /// Re-check certificates (files, or folders searched for *.json) with exact arithmetic: each
+    /// claimed bound against its witness, the spec against its hash and instance, an attached
+    /// schedule against its claimed cost.
+    #[command(after_help = "Exit codes: 0 all hold, 1 one fails, 2 unreadable.\n\nExample:\n  collsched proof check proofs/")]
+    Check {
+        /// Certificate files or folders.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+    },
+}
+
 /// Runs the command line and returns the exit code.
 pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
@@ -108,6 +143,8 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Cost { schedule, model, fifo, svg, json } => cost(schedule, &model, fifo, svg.as_deref(), json),
         Command::Generate { spec, flags, output, json } => generate(spec, flags, output, json),
         Command::Eval { tori, out } => eval(&tori, &out),
+        Command::Bound { spec, certificate, schedule, json } => proof::bound(&spec, certificate.as_deref(), schedule.as_deref(), json),
+        Command::Proof(ProofCommand::Check { paths }) => proof::proof_check(&paths),
     };
     match result {
         Ok(code) => code,

@@ -1,1 +1,8 @@
 //! Exports for runtimes and simulators: MSCCL XML and Chakra execution traces.
+//!
+//! Every export starts from the lowered [`crate::lower::Programs`], so what rule 6 checked is
+//! what a runtime runs.
+
+pub mod msccl;
+
+pub use msccl::{check_reader_rules, msccl_xml, simulate, ChunkValue, MscclOptions, Proto, SimResult};

@@ -6,11 +6,13 @@
 //! deadlock freedom, bound conformance) are added that way without touching the core pass.
 
 mod conformance;
+mod deadlock;
 mod diagnostic;
 mod routing;
 mod rules;
 
 pub use conformance::{Conformance, Expectations};
+pub use deadlock::{check_deadlock, DeadlockCheck};
 pub use routing::RoutingDeadlock;
 
 pub use diagnostic::{Diagnostic, Findings, Rule};

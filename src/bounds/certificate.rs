@@ -1,0 +1,245 @@
+//! Builds the certificate of an instance's bounds (MODEL.md section 6), in the format that
+//! [`crate::certify`] checks: the instance itself, and each bound with its witness.
+
+use super::cut::best_cut;
+use super::flow::{flow_bound, FlowOptions};
+use super::{bounds, latency_distances, single_hop_distances};
+use crate::collective::{Collective, CollectiveKind};
+use crate::error::Result;
+use crate::spec::{Instance, Spec};
+use crate::topology::{NodeId, Topology};
+use crate::units::{rational_from_decimal, Rational};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+fn q(r: Rational) -> String {
+    r.to_string()
+}
+
+fn decimal(x: f64) -> String {
+    q(rational_from_decimal(x).unwrap_or_default())
+}
+
+/// The `instance` object of a certificate: nodes (npus first), every link with its exact
+/// capacity, latency and state, and what the collective must move. Comparing it with a
+/// certificate's `instance` tells whether the certificate speaks of this spec's instance.
+pub fn instance_json(inst: &Instance) -> Value {
+    let t = &inst.topology;
+    let c = &inst.collective;
+    let links: Vec<Value> = t
+        .links()
+        .map(|(_, l)| json!({"src": l.src.0, "dst": l.dst.0, "capacity": decimal(l.bandwidth_gbps), "latency_ns": decimal(l.latency_ns), "up": l.up}))
+        .collect();
+    let ranks: Vec<u32> = c.ranks.iter().map(|r| r.0).collect();
+    let collective = match c.kind {
+        CollectiveKind::AllToAll if c.is_uniform() => json!({"kind": "all_to_all", "ranks": ranks, "block_bytes": q(c.block_size(0, 0))}),
+        CollectiveKind::AllToAll => {
+            let mut demands = Vec::new();
+            for i in 0..c.num_ranks() {
+                for j in (0..c.num_ranks()).filter(|&j| j != i) {
+                    let b = c.block_size(i, j);
+                    if b > Rational::from_integer(0) {
+                        demands.push(json!([c.ranks[i].0, c.ranks[j].0, q(b)]));
+                    }
+                }
+            }
+            json!({"kind": "all_to_all", "ranks": ranks, "demands": demands})
+        }
+        kind => json!({"kind": kind.as_str(), "ranks": ranks, "piece_bytes": q(c.piece_size_at(0)), "pieces": c.pieces}),
+    };
+    json!({"nodes": t.num_nodes(), "npus": t.num_npus(), "switch_latency_ns": decimal(t.switch_latency_ns()), "links": links, "collective": collective})
+}
+
+/// The farthest required (source, destination) pairs: by single hops and by latency.
+fn farthest_pairs(t: &Topology, c: &Collective) -> Option<((NodeId, NodeId), (NodeId, NodeId))> {
+    let r = c.num_ranks();
+    let mut hops: Option<(u32, (NodeId, NodeId))> = None;
+    let mut lat: Option<(Rational, (NodeId, NodeId))> = None;
+    for (si, &s) in c.ranks.iter().enumerate() {
+        let h = single_hop_distances(t, s);
+        let l = latency_distances(t, s);
+        for (di, &d) in c.ranks.iter().enumerate() {
+            // The same "needed" rule as `bounds`: a non-uniform all_to_all may leave blocks empty.
+            let needed = si != di && (c.kind != CollectiveKind::AllToAll || c.block_size(si, di) > Rational::from_integer(0));
+            if !needed || r < 2 {
+                continue;
+            }
+            if let Some(x) = h[d.index()] {
+                if hops.as_ref().is_none_or(|(b, _)| x > *b) {
+                    hops = Some((x, (s, d)));
+                }
+            }
+            if let Some(x) = l[d.index()] {
+                if lat.as_ref().is_none_or(|(b, _)| x > *b) {
+                    lat = Some((x, (s, d)));
+                }
+            }
+        }
+    }
+    Some((hops?.1, lat?.1))
+}
+
+/// The hex SHA-256 of a file's bytes (the certificate's `spec_sha256`).
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The certificate of the spec's instance (steps, latency, volume, best cut, flow), with the
+/// flow bound computed under default limits (60 s, 2% gap).
+pub fn certificate_for(spec: &Spec, spec_bytes: &[u8]) -> Result<Value> {
+    certificate_with(spec, spec_bytes, &FlowOptions::default())
+}
+
+/// [`certificate_for`] with explicit limits for the flow bound.
+pub fn certificate_with(spec: &Spec, spec_bytes: &[u8], flow: &FlowOptions) -> Result<Value> {
+    let inst = spec.instance()?;
+    Ok(certificate_of_instance(&inst, &sha256_hex(spec_bytes), flow))
+}
+
+/// The certificate of an instance already built; `spec_sha256` is the hex digest of its spec.
+pub fn certificate_of_instance(inst: &Instance, spec_sha256: &str, flow: &FlowOptions) -> Value {
+    let (t, c) = (&inst.topology, &inst.collective);
+    let b = bounds(t, c);
+    let mut claims = Vec::new();
+    if let Some(((hs, hd), (ls, ld))) = farthest_pairs(t, c) {
+        claims.push(json!({"bound": "steps", "value": b.steps.to_string(), "witness": {"source": hs.0, "destination": hd.0}}));
+        claims.push(json!({"bound": "latency", "value": q(b.latency_ns), "witness": {"source": ls.0, "destination": ld.0}}));
+    }
+    if let Some(v) = b.volume_ns {
+        claims.push(json!({"bound": "volume", "value": q(v)}));
+    }
+    if let Some(cut) = best_cut(t, c) {
+        let nodes: Vec<u32> = cut.nodes.iter().map(|n| n.0).collect();
+        claims.push(json!({"bound": "cut", "value": q(cut.value_ns), "witness": {"nodes": nodes, "into": cut.into}}));
+    }
+    if let Some(f) = flow_bound(t, c, flow) {
+        let lengths: Vec<String> = f.lengths.iter().map(|y| y.to_string()).collect();
+        claims.push(json!({"bound": "flow", "value": f.lower_ns.to_string(), "witness": {"lengths": lengths}}));
+    }
+    json!({
+        "format": "collsched.certificate",
+        "version": 1,
+        "spec_sha256": spec_sha256,
+        "instance": instance_json(inst),
+        "claims": claims,
+    })
+}
+
+/// The optional `schedule` attachment: a schedule's step-synchronous bandwidth time (latencies
+/// set to 0) and time, and whether it claims to be bandwidth-optimal.
+pub fn schedule_json(bandwidth_ns: Rational, time_ns: Rational, bandwidth_optimal: bool) -> Value {
+    json!({"bandwidth_ns": q(bandwidth_ns), "time_ns": q(time_ns), "bandwidth_optimal": bandwidth_optimal})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::certify::check_str;
+    use std::time::Duration;
+
+    fn quick() -> FlowOptions {
+        FlowOptions { time_limit: Duration::from_secs(20), target_gap: 0.01, max_phases: 1500, epsilon: 0.1 }
+    }
+
+    fn cert(spec_text: &str) -> Value {
+        let spec = Spec::parse(spec_text, "test").unwrap();
+        certificate_with(&spec, spec_text.as_bytes(), &quick()).unwrap()
+    }
+
+    fn claim_index(v: &Value, bound: &str) -> usize {
+        v["claims"].as_array().unwrap().iter().position(|c| c["bound"] == bound).unwrap()
+    }
+
+    fn rejected(v: &Value) -> String {
+        check_str(&v.to_string()).expect_err("tampered certificate accepted").message
+    }
+
+    const FAULTY: &str = r#"{"topology": {"torus": {"dims": [4, 4, 4], "bandwidth_gbps": 32.0, "latency_ns": 100.0}},
+        "faults": {"cables": [[[0, 0, 0], [1, 0, 0]]]}, "collective": {"kind": "all_to_all", "bytes_per_rank": "1MiB"}}"#;
+
+    #[test]
+    fn produced_certificates_check() {
+        let specs = [
+            FAULTY,
+            r#"{"topology": {"torus": {"dims": [5], "bandwidth_gbps": 12.5, "latency_ns": 100.0}}, "collective": {"kind": "all_to_all", "bytes_per_rank": 1000}}"#,
+            r#"{"topology": {"torus": {"dims": [4, 4], "bandwidth_gbps": 32.0, "latency_ns": 100.0}}, "collective": {"kind": "all_gather", "bytes_per_rank": "1MiB", "pieces": 2}}"#,
+            r#"{"topology": {"torus": {"dims": [4, 4], "bandwidth_gbps": 32.0, "latency_ns": 100.0}}, "collective": {"kind": "all_reduce", "bytes_per_rank": "1MiB"}}"#,
+            r#"{"topology": {"torus": {"dims": [3], "bandwidth_gbps": 32.0, "latency_ns": 100.0}}, "collective": {"kind": "all_to_all", "block_bytes": [[0, 5, 7], [1, 0, 0], [9, 9, 0]]}}"#,
+            r#"{"topology": {"fat_tree": {"levels": 2, "k": 4, "osr": 1.0, "npus": 8, "bandwidth_gbps": 400.0, "latency_ns": 25.0, "switch_latency_ns": 1000.0}},
+                "collective": {"kind": "reduce_scatter", "bytes_per_rank": 8000}}"#,
+        ];
+        for s in specs {
+            let v = cert(s);
+            let report = check_str(&v.to_string()).unwrap_or_else(|e| panic!("{s}: {e}"));
+            assert_eq!(report.spec_sha256, sha256_hex(s.as_bytes()));
+            assert_eq!(report.instance, instance_json(&Spec::parse(s, "t").unwrap().instance().unwrap()));
+            for c in &report.claims {
+                assert_eq!(c.claimed, c.derived, "{s}: claim {} ({}) is not tight", c.index, c.bound);
+            }
+        }
+    }
+
+    #[test]
+    fn tampering_is_rejected_with_the_reason() {
+        let v = cert(FAULTY);
+        let flow = claim_index(&v, "flow");
+        let cut = claim_index(&v, "cut");
+
+        // Raising the longest link's length changes the distances and the denominator: the
+        // witness then supports a different (lower) value than claimed.
+        let mut t = v.clone();
+        let lengths = t["claims"][flow]["witness"]["lengths"].as_array_mut().unwrap();
+        let (i, _) = lengths.iter().enumerate().max_by_key(|(_, y)| y.as_str().unwrap().parse::<u64>().unwrap()).unwrap();
+        lengths[i] = json!("99999999999999");
+        let msg = rejected(&t);
+        assert!(msg.starts_with(&format!("claim {flow} (flow): the witness supports")), "{msg}");
+
+        // Moving one node out of the best cut's set.
+        let mut t = v.clone();
+        t["claims"][cut]["witness"]["nodes"].as_array_mut().unwrap().pop();
+        let msg = rejected(&t);
+        assert!(msg.starts_with(&format!("claim {cut} (cut): the witness supports")), "{msg}");
+
+        // Claiming a little more than proven.
+        let mut t = v.clone();
+        let claimed = crate::certify::parse_q(t["claims"][flow]["value"].as_str().unwrap()).unwrap();
+        t["claims"][flow]["value"] = json!((claimed * crate::certify::Q::new(1001.into(), 1000.into())).to_string());
+        let msg = rejected(&t);
+        assert!(msg.contains("(flow): the witness supports"), "{msg}");
+
+        // A faster link makes every bandwidth bound smaller than claimed.
+        let mut t = v.clone();
+        t["instance"]["links"][5]["capacity"] = json!("64");
+        let msg = rejected(&t);
+        assert!(msg.contains("the witness supports"), "{msg}");
+
+        // A schedule that would beat the proven bound, and one that claims optimality it lacks.
+        let report = check_str(&v.to_string()).unwrap();
+        let best = report.bandwidth_bound.unwrap();
+        let mut t = v.clone();
+        let below = &best - crate::certify::Q::new(1.into(), 1000.into());
+        t["schedule"] = json!({"bandwidth_ns": below.to_string(), "time_ns": "1000000000"});
+        let msg = rejected(&t);
+        assert!(msg.contains("below the proven bandwidth bound"), "{msg}");
+        let mut t = v.clone();
+        let above = &best + crate::certify::Q::new(1.into(), 1000.into());
+        t["schedule"] = json!({"bandwidth_ns": above.to_string(), "time_ns": "1000000000", "bandwidth_optimal": true});
+        let msg = rejected(&t);
+        assert!(msg.contains("not the best claimed bandwidth bound"), "{msg}");
+        t["schedule"]["bandwidth_optimal"] = json!(false);
+        assert!(check_str(&t.to_string()).is_ok());
+    }
+
+    #[test]
+    fn healthy_torus_schedule_is_certified_optimal() {
+        let s = r#"{"topology": {"torus": {"dims": [4, 4], "bandwidth_gbps": 32.0, "latency_ns": 100.0}}, "collective": {"kind": "all_to_all", "bytes_per_rank": "1MiB"}}"#;
+        let mut v = cert(s);
+        let inst = Spec::parse(s, "t").unwrap().instance().unwrap();
+        let volume = bounds(&inst.topology, &inst.collective).volume_ns.unwrap();
+        v["schedule"] = schedule_json(volume, volume + Rational::from_integer(10_000), true);
+        let report = check_str(&v.to_string()).unwrap();
+        assert!(report.schedule_checked);
+        let flow = &report.claims[claim_index(&v, "flow")];
+        assert_eq!(flow.derived, report.bandwidth_bound.unwrap());
+    }
+}

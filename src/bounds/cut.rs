@@ -1,0 +1,175 @@
+//! Cut bounds (MODEL.md section 6): for a node set U, the bytes that must leave U over the
+//! capacity of the up links leaving U (or, reversed, the bytes that must enter U).
+//!
+//! Any U gives a valid bound; we evaluate the sets that matter on the families we build: torus
+//! bisections along every dimension and rotation, the sets next to failed cables, single npus,
+//! and fat-tree subtrees (leaves, pods). The rule for what must cross is the one the checker
+//! (`certify`) applies; see [`crossing_bytes`].
+
+use crate::collective::{Collective, CollectiveKind};
+use crate::topology::{LinkClass, NodeId, Topology};
+use crate::units::{rational_from_decimal, Rational};
+use num_traits::Zero;
+
+/// A cut bound with its witness.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CutBound {
+    /// The bound, ns.
+    pub value_ns: Rational,
+    /// The node set U, in increasing id order.
+    pub nodes: Vec<NodeId>,
+    /// False: bytes leaving U over links leaving U; true: bytes entering U over links entering U.
+    pub into: bool,
+    /// Which family of cuts U comes from (`dim0 bisection`, `failed cable end`, ...).
+    pub label: String,
+}
+
+/// Bytes that must leave the node set `u` (membership flags), by the collective's rule.
+///
+/// - all_to_all: the blocks from ranks inside to ranks outside (each crosses a link leaving U).
+/// - all_gather: with a >= 1 ranks inside and b >= 1 outside, each inside rank's block is needed
+///   outside and exists only inside at the start: a blocks cross.
+/// - reduce_scatter: each outside rank's block must end there reduced over all ranks, including
+///   the a >= 1 inside ones, whose contributions exist only inside; values of different pieces
+///   are never combined, so one value of each piece of those b blocks crosses: b blocks.
+/// - all_reduce: the same for all R blocks, each needed (reduced) outside: R blocks.
+pub fn crossing_bytes(c: &Collective, u: &[bool]) -> Rational {
+    let inside: Vec<bool> = c.ranks.iter().map(|r| u[r.index()]).collect();
+    let a = inside.iter().filter(|&&x| x).count() as i128;
+    let b = inside.len() as i128 - a;
+    let block = Rational::new(c.bytes_per_rank as i128, c.num_ranks() as i128);
+    match c.kind {
+        CollectiveKind::AllToAll if c.is_uniform() => block * Rational::from_integer(a * b),
+        CollectiveKind::AllToAll => {
+            let mut sum = Rational::zero();
+            for (i, _) in inside.iter().enumerate().filter(|(_, &x)| x) {
+                for (j, _) in inside.iter().enumerate().filter(|(_, &x)| !x) {
+                    sum += c.block_size(i, j);
+                }
+            }
+            sum
+        }
+        CollectiveKind::AllGather if b >= 1 => block * Rational::from_integer(a),
+        CollectiveKind::ReduceScatter if a >= 1 => block * Rational::from_integer(b),
+        CollectiveKind::AllReduce if a >= 1 && b >= 1 => block * Rational::from_integer(a + b),
+        _ => Rational::zero(),
+    }
+}
+
+/// The cut bound of one node set; `None` when no up link leaves it (or nothing must cross).
+pub fn cut_value(t: &Topology, c: &Collective, nodes: &[NodeId], into: bool) -> Option<Rational> {
+    let mut u = vec![into; t.num_nodes()];
+    for n in nodes {
+        u[n.index()] = !into;
+    }
+    let crossing = crossing_bytes(c, &u);
+    let capacity: Rational = t
+        .links()
+        .filter(|(_, l)| l.up && u[l.src.index()] && !u[l.dst.index()])
+        .map(|(_, l)| rational_from_decimal(l.bandwidth_gbps).unwrap_or_default())
+        .sum();
+    (!capacity.is_zero() && !crossing.is_zero()).then(|| crossing / capacity)
+}
+
+/// The node sets worth trying on this topology, each with a label.
+pub fn candidate_cuts(t: &Topology) -> Vec<(String, Vec<NodeId>)> {
+    let mut sets: Vec<(String, Vec<NodeId>)> = Vec::new();
+    // A single npu: what it alone must send or receive, over its own links.
+    for n in 0..t.num_npus() as u32 {
+        sets.push(("single npu".into(), vec![NodeId(n)]));
+    }
+    if let Some(s) = t.torus_shape() {
+        for dim in 0..s.ndims() {
+            let n = s.dims[dim];
+            let arcs: Vec<Vec<usize>> = if s.is_ring(dim) {
+                // Bisections of a ring: every rotation of an arc of floor(n/2) (and ceil(n/2) when
+                // odd, which differs in which side holds more ranks).
+                let mut lens = vec![n / 2];
+                if n % 2 == 1 {
+                    lens.push(n / 2 + 1);
+                }
+                lens.iter().flat_map(|&len| (0..n).map(move |r| (0..len).map(|k| (r + k) % n).collect())).collect()
+            } else {
+                // A mesh line (or a dimension of 2): every prefix.
+                (1..n).map(|k| (0..k).collect()).collect()
+            };
+            for arc in arcs {
+                let mut in_arc = vec![false; n];
+                arc.iter().for_each(|&k| in_arc[k] = true);
+                let nodes: Vec<NodeId> = (0..s.num_nodes() as u32).map(NodeId).filter(|&v| in_arc[s.coord_in(v, dim)]).collect();
+                sets.push((format!("dim{dim} bisection"), nodes));
+            }
+        }
+        // Next to a failed cable: the half of the faulty ring that starts after the failure,
+        // whose traffic towards the other half lost one of its two exits.
+        for (_, l) in t.links().filter(|(_, l)| !l.up) {
+            let LinkClass::TorusDim { dim, positive } = l.class else { continue };
+            let dim = dim as usize;
+            let n = s.dims[dim];
+            let start = s.coord_in(l.dst, dim);
+            let half: Vec<NodeId> =
+                (0..(n / 2).max(1)).map(|k| s.with_coord(l.dst, dim, if positive { (start + k) % n } else { (start + n - k) % n })).collect();
+            sets.push(("half of a faulty ring".into(), half));
+        }
+    }
+    if let Some(f) = t.fat_tree_shape() {
+        // A leaf and the npus below it: their traffic to the rest leaves over the uplinks only.
+        for leaf in 0..f.leaves {
+            let mut nodes: Vec<NodeId> = (0..f.npus as u32).map(NodeId).filter(|&v| f.leaf_of(v) == leaf).collect();
+            nodes.push(f.leaf(leaf));
+            sets.push(("leaf subtree".into(), nodes));
+        }
+        if f.levels == 3 {
+            // A pod: its ToRs, aggregation switches and npus; traffic out uses the core links.
+            let pods = f.leaves / f.up.max(1);
+            for pod in 0..pods {
+                let mut nodes: Vec<NodeId> = (0..f.npus as u32).map(NodeId).filter(|&v| f.pod_of_leaf(f.leaf_of(v)) == pod).collect();
+                nodes.extend((pod * f.up..(pod + 1) * f.up).flat_map(|i| [f.leaf(i), f.middle_switch(i)]));
+                nodes.sort();
+                sets.push(("pod".into(), nodes));
+            }
+        }
+    }
+    sets
+}
+
+/// The best cut bound over [`candidate_cuts`], both directions; `None` if no cut bounds anything.
+pub fn best_cut(t: &Topology, c: &Collective) -> Option<CutBound> {
+    let mut best: Option<CutBound> = None;
+    for (label, nodes) in candidate_cuts(t) {
+        for into in [false, true] {
+            if let Some(v) = cut_value(t, c, &nodes, into) {
+                if best.as_ref().is_none_or(|b| v > b.value_ns) {
+                    best = Some(CutBound { value_ns: v, nodes: nodes.clone(), into, label: label.clone() });
+                }
+            }
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::{torus, TorusParams};
+
+    #[test]
+    fn ring_bisection_matches_closed_form() {
+        // Even ring of n, uniform all_to_all of S per rank: a half sends (n/2)^2 blocks of S/n
+        // over 2 links: S n / (8 b) = the volume bound.
+        let t = torus(&TorusParams::uniform(&[8], 32.0, 0.0)).unwrap();
+        let c = Collective::new(CollectiveKind::AllToAll, t.node_ids().collect(), 1 << 20, 1, None, &t).unwrap();
+        let best = best_cut(&t, &c).unwrap();
+        assert_eq!(best.value_ns, Rational::new(8 * (1 << 20), 8 * 32));
+        assert_eq!(best.nodes.len(), 4);
+    }
+
+    #[test]
+    fn all_gather_single_node_cut() {
+        // One npu must receive R-1 blocks over its 2 incoming links.
+        let t = torus(&TorusParams::uniform(&[4], 10.0, 0.0)).unwrap();
+        let c = Collective::new(CollectiveKind::AllGather, t.node_ids().collect(), 4000, 1, None, &t).unwrap();
+        assert_eq!(cut_value(&t, &c, &[NodeId(0)], true), Some(Rational::new(3000, 20)));
+        assert_eq!(cut_value(&t, &c, &[NodeId(0)], false), Some(Rational::new(1000, 20)));
+    }
+}

@@ -1,0 +1,461 @@
+//! The flow bound for all_to_all (MODEL.md section 6): the maximum concurrent flow, approached
+//! from both sides by multiplicative weights (Garg-Konemann, Fleischer).
+//!
+//! Lengths `y_e >= 0` on the links give a lower bound on the time of any routing:
+//! `sum_demands bytes x y-distance / sum_e capacity_e y_e`. A routing of every demand gives an
+//! upper bound on the optimal (fluid) time: its most loaded link's bytes over capacity. The
+//! method keeps a weight per link (the "experts"), routes every demand on shortest paths under
+//! the current lengths (one shortest-path tree per source, which is also exactly what the lower
+//! bound of those lengths needs), and raises the weight of each link exponentially in its load.
+//! The averaged routings converge to the optimum from above, the best lengths from below.
+//!
+//! The lengths are computed in floating point, then rounded to integers, and the bound they give
+//! is recomputed exactly; so the certified value never depends on floating point. Lengths 1
+//! everywhere give exactly the volume bound, and lengths 1 on the links crossing a cut give
+//! exactly that cut's bound; both are candidates, so the result is never below either.
+
+use super::cut::best_cut;
+use crate::collective::{Collective, CollectiveKind};
+use crate::topology::Topology;
+use crate::units::{rational_from_decimal, to_f64, Rational};
+use num_bigint::BigInt;
+use num_rational::BigRational;
+use num_traits::{ToPrimitive, Zero};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::time::{Duration, Instant};
+
+/// Limits of the flow computation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlowOptions {
+    /// Stop after this long.
+    pub time_limit: Duration,
+    /// Stop once `upper / lower - 1` is at most this (0.02 = 2%).
+    pub target_gap: f64,
+    /// Stop after this many phases (one phase routes every demand once).
+    pub max_phases: usize,
+    /// Step of the weight update: larger moves faster, smaller converges closer.
+    pub epsilon: f64,
+}
+
+impl Default for FlowOptions {
+    fn default() -> Self {
+        FlowOptions { time_limit: Duration::from_secs(60), target_gap: 0.02, max_phases: 1_000_000, epsilon: 0.1 }
+    }
+}
+
+/// Why the computation stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlowStop {
+    /// The gap reached the target.
+    GapReached,
+    /// The time limit.
+    TimeLimit,
+    /// The phase limit.
+    PhaseLimit,
+    /// Nothing has to move (or nothing can be improved: the bound is 0).
+    Trivial,
+}
+
+/// Where the lengths of a flow bound come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlowWitness {
+    /// Every length 1: the volume bound.
+    Volume,
+    /// Length 1 on the links crossing the best cut ([`super::cut::best_cut`]), else 0: the cut
+    /// bound, which the flow bound dominates.
+    Cut,
+    /// The lengths found by multiplicative weights.
+    Weights,
+}
+
+/// The result: a certified lower bound with its witness, and the best routing's time.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlowBound {
+    /// The certified lower bound on time, ns (exact: recomputed from `lengths`).
+    pub lower_ns: BigRational,
+    /// The witness: an integer length per link (down links 0).
+    pub lengths: Vec<u64>,
+    /// Where the witness comes from.
+    pub witness: FlowWitness,
+    /// The time of the best fractional routing found, ns: the optimum lies in
+    /// `[lower_ns, upper_ns]`.
+    pub upper_ns: f64,
+    /// `upper_ns / lower_ns - 1`.
+    pub gap: f64,
+    /// Phases run.
+    pub phases: usize,
+    /// Why it stopped.
+    pub stop: FlowStop,
+    /// Time spent.
+    pub elapsed: Duration,
+}
+
+/// The up links in a compact form, and the demands grouped by source.
+struct Net {
+    n: usize,
+    /// Per node, `(link index, destination)` over up links.
+    adj: Vec<Vec<(usize, usize)>>,
+    cap: Vec<f64>,
+    up: Vec<bool>,
+    /// `(source node, [(destination node, bytes)])`.
+    sources: Vec<(usize, Vec<(usize, f64)>)>,
+}
+
+impl Net {
+    fn new(t: &Topology, c: &Collective) -> Net {
+        let mut adj = vec![Vec::new(); t.num_nodes()];
+        for (id, l) in t.links().filter(|(_, l)| l.up) {
+            adj[l.src.index()].push((id.index(), l.dst.index()));
+        }
+        let cap = t.links().map(|(_, l)| l.bandwidth_gbps).collect();
+        let up = t.links().map(|(_, l)| l.up).collect();
+        let sources = (0..c.num_ranks())
+            .map(|i| {
+                let row = (0..c.num_ranks()).filter(|&j| j != i).map(|j| (c.ranks[j].index(), to_f64(&c.block_size(i, j)))).filter(|&(_, b)| b > 0.0);
+                (c.ranks[i].index(), row.collect::<Vec<_>>())
+            })
+            .filter(|(_, row)| !row.is_empty())
+            .collect();
+        Net { n: t.num_nodes(), adj, cap, up, sources }
+    }
+}
+
+/// Reusable Dijkstra buffers.
+struct Tree {
+    dist: Vec<f64>,
+    pred: Vec<usize>,
+    order: Vec<usize>,
+    acc: Vec<f64>,
+    done: Vec<bool>,
+}
+
+impl Tree {
+    fn new(n: usize) -> Tree {
+        Tree { dist: vec![f64::INFINITY; n], pred: vec![usize::MAX; n], order: Vec::with_capacity(n), acc: vec![0.0; n], done: vec![false; n] }
+    }
+
+    /// Shortest-path tree from `s` under lengths `y`.
+    fn grow(&mut self, net: &Net, y: &[f64], s: usize) {
+        self.dist.iter_mut().for_each(|d| *d = f64::INFINITY);
+        self.done.iter_mut().for_each(|d| *d = false);
+        self.order.clear();
+        self.dist[s] = 0.0;
+        self.pred[s] = usize::MAX;
+        // Non-negative floats order like their bit patterns, which makes them heap keys.
+        let mut heap = BinaryHeap::from([Reverse((0u64, s))]);
+        while let Some(Reverse((_, v))) = heap.pop() {
+            if std::mem::replace(&mut self.done[v], true) {
+                continue;
+            }
+            self.order.push(v);
+            let dv = self.dist[v];
+            for &(l, w) in &net.adj[v] {
+                let nd = dv + y[l];
+                if nd < self.dist[w] {
+                    self.dist[w] = nd;
+                    self.pred[w] = l;
+                    heap.push(Reverse((nd.to_bits(), w)));
+                }
+            }
+        }
+    }
+
+    /// Routes `row` on the tree: `(link, bytes)` for every link it loads, into `out`.
+    fn route(&mut self, row: &[(usize, f64)], src_of: &[usize], out: &mut Vec<(usize, f64)>) {
+        out.clear();
+        for &(d, b) in row {
+            self.acc[d] += b;
+        }
+        // Leaves first: each node passes what its subtree needs to its parent link.
+        for &v in self.order.iter().rev() {
+            let a = std::mem::replace(&mut self.acc[v], 0.0);
+            let l = self.pred[v];
+            if a > 0.0 && l != usize::MAX {
+                out.push((l, a));
+                self.acc[src_of[l]] += a;
+            }
+        }
+    }
+
+    /// `sum over demands of bytes x distance` under lengths `y`: the numerator of their bound.
+    fn weighted_distance(&mut self, net: &Net, y: &[f64]) -> f64 {
+        let mut sum = 0.0;
+        for (s, row) in &net.sources {
+            self.grow(net, y, *s);
+            sum += row.iter().map(|&(d, b)| b * self.dist[d]).sum::<f64>();
+        }
+        sum
+    }
+}
+
+/// The exact bound of integer lengths (`None` unless all_to_all, or if every length is 0 on
+/// the up links): `sum bytes x distance / sum capacity x length`.
+pub fn exact_length_bound(t: &Topology, c: &Collective, lengths: &[u64]) -> Option<BigRational> {
+    if c.kind != CollectiveKind::AllToAll || lengths.len() != t.num_links() {
+        return None;
+    }
+    let big = |r: Rational| BigRational::new(BigInt::from(*r.numer()), BigInt::from(*r.denom()));
+    let denominator: BigRational = t
+        .links()
+        .filter(|(_, l)| l.up)
+        .map(|(id, l)| big(rational_from_decimal(l.bandwidth_gbps).unwrap_or_default()) * BigRational::from_integer(lengths[id.index()].into()))
+        .sum();
+    if denominator.is_zero() {
+        return None;
+    }
+    let mut adj = vec![Vec::new(); t.num_nodes()];
+    for (id, l) in t.links().filter(|(_, l)| l.up) {
+        adj[l.src.index()].push((id.index(), l.dst.index()));
+    }
+    let mut numerator = BigRational::zero();
+    for i in 0..c.num_ranks() {
+        let dist = int_dijkstra(&adj, lengths, c.ranks[i].index());
+        if c.is_uniform() {
+            // Same bytes everywhere: add distances as integers, multiply once.
+            let sum: u128 = (0..c.num_ranks()).filter(|&j| j != i).map(|j| dist[c.ranks[j].index()].unwrap_or(0) as u128).sum();
+            numerator += big(c.block_size(i, (i + 1) % c.num_ranks())) * BigRational::from_integer(sum.into());
+        } else {
+            for j in (0..c.num_ranks()).filter(|&j| j != i) {
+                numerator += big(c.block_size(i, j)) * BigRational::from_integer(dist[c.ranks[j].index()].unwrap_or(0).into());
+            }
+        }
+    }
+    Some(numerator / denominator)
+}
+
+fn int_dijkstra(adj: &[Vec<(usize, usize)>], len: &[u64], s: usize) -> Vec<Option<u64>> {
+    let mut dist: Vec<Option<u64>> = vec![None; adj.len()];
+    dist[s] = Some(0);
+    let mut heap = BinaryHeap::from([Reverse((0u64, s))]);
+    while let Some(Reverse((d, v))) = heap.pop() {
+        if dist[v].is_some_and(|x| x < d) {
+            continue;
+        }
+        for &(l, w) in &adj[v] {
+            let nd = d + len[l];
+            if dist[w].is_none_or(|x| nd < x) {
+                dist[w] = Some(nd);
+                heap.push(Reverse((nd, w)));
+            }
+        }
+    }
+    dist
+}
+
+/// How often (in phases) the lower bound is evaluated: each evaluation costs three phases' worth
+/// of shortest paths (current lengths, and two averages).
+const EVAL_EVERY: usize = 4;
+
+/// Rounds float lengths to integers with `2^40` as the largest: fine enough that the rounding
+/// costs far less than the method's own gap, small enough that distances fit in `u64`.
+fn integer_lengths(y: &[f64], up: &[bool]) -> Vec<u64> {
+    let max = y.iter().zip(up).filter(|(_, &u)| u).map(|(v, _)| *v).fold(0.0f64, f64::max);
+    y.iter().zip(up).map(|(v, &u)| if u && max > 0.0 { (v / max * (1u64 << 40) as f64).round() as u64 } else { 0 }).collect()
+}
+
+/// Computes the flow bound of an all_to_all (`None` for other kinds: pieces may be copied or
+/// combined there, so point-to-point demands overstate what must move).
+pub fn flow_bound(t: &Topology, c: &Collective, opts: &FlowOptions) -> Option<FlowBound> {
+    if c.kind != CollectiveKind::AllToAll {
+        return None;
+    }
+    let start = Instant::now();
+    let ones: Vec<u64> = t.links().map(|(_, l)| u64::from(l.up)).collect();
+    let volume = exact_length_bound(t, c, &ones).unwrap_or_else(BigRational::zero);
+    let volume_f = volume.to_f64().unwrap_or(0.0);
+    let net = Net::new(t, c);
+    let m = net.cap.len();
+    let src_of: Vec<usize> = t.links().map(|(_, l)| l.src.index()).collect();
+    let trivial = |v: BigRational| FlowBound {
+        lower_ns: v,
+        lengths: ones.clone(),
+        witness: FlowWitness::Volume,
+        upper_ns: volume_f,
+        gap: 0.0,
+        phases: 0,
+        stop: FlowStop::Trivial,
+        elapsed: start.elapsed(),
+    };
+    if volume_f <= 0.0 || net.sources.is_empty() {
+        return Some(trivial(volume));
+    }
+    // Weights p_e over links, kept as lengths y_e = p_e / c_e (so that sum_e c_e y_e = sum_e p_e).
+    let mut y: Vec<f64> = (0..m).map(|e| if net.up[e] { 1.0 / net.cap[e] } else { 0.0 }).collect();
+    // Sums of the phases' loads: since the start, and since the last power-of-two phase (early
+    // phases route badly; dropping them is still a valid average of full routings).
+    let mut load = vec![0.0f64; m];
+    let mut sum_all = vec![0.0f64; m];
+    let mut sum_window = vec![0.0f64; m];
+    // Averages of the normalized weights, likewise: the lower bound is concave in the weights,
+    // so an average is at least as good as the average iterate; it is what the method's
+    // guarantee speaks of, while a single iterate wobbles.
+    let mut pbar_all = vec![0.0f64; m];
+    let mut pbar_window = vec![0.0f64; m];
+    let (mut window_start, mut next_window) = (0usize, 1usize);
+    // The best cut as lengths (1 on the links crossing it): on a faulty torus a bisection next
+    // to the failure is often (nearly) the optimum, which the weights approach only slowly.
+    let cut = best_cut(t, c).map(|b| {
+        let mut u = vec![b.into; t.num_nodes()];
+        b.nodes.iter().for_each(|n| u[n.index()] = !b.into);
+        t.links().map(|(_, l)| u64::from(l.up && u[l.src.index()] && !u[l.dst.index()])).collect::<Vec<u64>>()
+    });
+    let mut seeds: Vec<(BigRational, Vec<u64>, FlowWitness)> = vec![(volume.clone(), ones.clone(), FlowWitness::Volume)];
+    if let Some(v) = cut.as_ref().and_then(|y| exact_length_bound(t, c, y)) {
+        seeds.push((v, cut.unwrap_or_default(), FlowWitness::Cut));
+    }
+    let mut best_lower = seeds.iter().map(|s| s.0.to_f64().unwrap_or(0.0)).fold(0.0, f64::max);
+    let mut best_y: Option<Vec<f64>> = None;
+    let mut best_upper = f64::INFINITY;
+    let mut tree = Tree::new(net.n);
+    let mut touched = Vec::new();
+    let mut phases = 0;
+    let stop = loop {
+        if phases + 1 == next_window {
+            sum_window.iter_mut().for_each(|x| *x = 0.0);
+            pbar_window.iter_mut().for_each(|x| *x = 0.0);
+            window_start = phases;
+            next_window *= 2;
+        }
+        load.iter_mut().for_each(|x| *x = 0.0);
+        // One source at a time, each on shortest paths under the current lengths, raising the
+        // lengths of what it used at once: later sources avoid the links just loaded, which
+        // keeps each step small (a source carries about 1/R of the traffic).
+        for (s, row) in &net.sources {
+            tree.grow(&net, &y, *s);
+            tree.route(row, &src_of, &mut touched);
+            for &(l, a) in &touched {
+                load[l] += a;
+                y[l] *= (opts.epsilon * a / net.cap[l] / volume_f).exp();
+            }
+        }
+        let psum: f64 = y.iter().zip(&net.cap).map(|(v, c)| v * c).sum();
+        // Keep the lengths in range; the bound does not depend on their scale.
+        y.iter_mut().for_each(|v| *v /= psum);
+        for e in 0..m {
+            let p = y[e] * net.cap[e];
+            pbar_all[e] += p;
+            pbar_window[e] += p;
+        }
+        phases += 1;
+        let mut worst_all = 0.0f64;
+        let mut worst_window = 0.0f64;
+        for e in (0..m).filter(|&e| net.up[e]) {
+            sum_all[e] += load[e];
+            sum_window[e] += load[e];
+            worst_all = worst_all.max(sum_all[e] / net.cap[e]);
+            worst_window = worst_window.max(sum_window[e] / net.cap[e]);
+        }
+        let mut candidates: Vec<Vec<f64>> = Vec::new();
+        if phases % EVAL_EVERY == 0 {
+            // The current lengths and the averaged weights. (Lengths read off the averaged
+            // routing, steeply weighted towards its most loaded links, were tried and never won.)
+            candidates.push(y.clone());
+            candidates.extend([&pbar_window, &pbar_all].map(|pb| pb.iter().zip(&net.cap).map(|(p, c)| p / c).collect()));
+        }
+        for cand in candidates {
+            // Floating point here; the best is certified exactly at the end.
+            let total: f64 = cand.iter().zip(&net.cap).map(|(v, c)| v * c).sum();
+            let lower = tree.weighted_distance(&net, &cand) / total;
+            if lower > best_lower {
+                best_lower = lower;
+                best_y = Some(cand);
+            }
+        }
+        best_upper = best_upper.min(worst_all / phases as f64).min(worst_window / (phases - window_start) as f64);
+        if best_upper / best_lower - 1.0 <= opts.target_gap {
+            break FlowStop::GapReached;
+        }
+        if phases >= opts.max_phases {
+            break FlowStop::PhaseLimit;
+        }
+        if start.elapsed() >= opts.time_limit {
+            break FlowStop::TimeLimit;
+        }
+    };
+    // Certify: the best float lengths, rounded, recomputed exactly; keep the volume or cut
+    // witness if it is at least as good.
+    if let Some(ints) = best_y.map(|yb| integer_lengths(&yb, &net.up)) {
+        if let Some(v) = exact_length_bound(t, c, &ints) {
+            seeds.push((v, ints, FlowWitness::Weights));
+        }
+    }
+    // The first of the best: volume before cut before weights, the simplest witness on a tie.
+    let best = seeds.iter().map(|s| &s.0).max().cloned().unwrap_or_else(BigRational::zero);
+    let (lower_ns, lengths, witness) = seeds.into_iter().find(|s| s.0 == best).expect("the volume seed is always there");
+    let lower_f = lower_ns.to_f64().unwrap_or(f64::NAN);
+    Some(FlowBound { upper_ns: best_upper, gap: best_upper / lower_f - 1.0, lower_ns, lengths, witness, phases, stop, elapsed: start.elapsed() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bounds::bounds;
+    use crate::topology::{torus, NodeId, TorusParams};
+
+    fn a2a(t: &Topology) -> Collective {
+        Collective::new(CollectiveKind::AllToAll, t.node_ids().collect(), 1 << 20, 1, None, t).unwrap()
+    }
+
+    fn quick() -> FlowOptions {
+        FlowOptions { time_limit: Duration::from_secs(20), target_gap: 0.01, max_phases: 1500, epsilon: 0.1 }
+    }
+
+    fn big(r: Rational) -> BigRational {
+        BigRational::new((*r.numer()).into(), (*r.denom()).into())
+    }
+
+    #[test]
+    fn healthy_flow_bound_is_the_volume_bound() {
+        for dims in [&[5][..], &[8], &[4, 4], &[3, 3, 3], &[4, 4, 4]] {
+            let t = torus(&TorusParams::uniform(dims, 32.0, 100.0)).unwrap();
+            let c = a2a(&t);
+            let f = flow_bound(&t, &c, &quick()).unwrap();
+            assert_eq!(f.lower_ns, big(bounds(&t, &c).volume_ns.unwrap()), "{dims:?}");
+            assert!(f.gap < 0.05, "{dims:?}: gap {}", f.gap);
+        }
+    }
+
+    #[test]
+    fn faulty_torus_flow_bound_beats_volume() {
+        let mut t = torus(&TorusParams::uniform(&[4, 4, 4], 32.0, 100.0)).unwrap();
+        for (a, b) in [(0, 1), (1, 0)] {
+            t.set_down(t.link_between(NodeId(a), NodeId(b)).unwrap());
+        }
+        let c = a2a(&t);
+        let f = flow_bound(&t, &c, &quick()).unwrap();
+        let volume = big(bounds(&t, &c).volume_ns.unwrap());
+        assert!(f.witness != FlowWitness::Volume && f.lower_ns > volume, "flow {} vs volume {}", f.lower_ns, volume);
+        // In units of block bytes per unit capacity the LP optimum is 33.03 (healthy: 32).
+        let unit = (1u64 << 20) as f64 / 64.0 / 32.0;
+        let lower = f.lower_ns.to_f64().unwrap() / unit;
+        assert!(lower <= 33.04 && f.upper_ns / unit >= 33.02, "lower {lower}, upper {}", f.upper_ns / unit);
+    }
+
+    /// The 8x8x8 measurement of the report (release, about 5 minutes):
+    /// `cargo test --release --lib flow_8x8x8 -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn flow_8x8x8_faulty() {
+        let mut t = torus(&TorusParams::uniform(&[8, 8, 8], 32.0, 100.0)).unwrap();
+        for (a, b) in [(0, 1), (1, 0)] {
+            t.set_down(t.link_between(NodeId(a), NodeId(b)).unwrap());
+        }
+        let c = a2a(&t);
+        let opts = FlowOptions { time_limit: Duration::from_secs(300), target_gap: 0.02, max_phases: usize::MAX, epsilon: 0.1 };
+        let f = flow_bound(&t, &c, &opts).unwrap();
+        let unit = (1u64 << 20) as f64 / 512.0 / 32.0;
+        let volume = big(bounds(&t, &c).volume_ns.unwrap()).to_f64().unwrap();
+        eprintln!(
+            "8x8x8 faulty: volume {:.4}, flow lower {:.4} ({:?}), upper {:.4} (units), gap {:.4}, {} phases, {:?}, {:?}",
+            volume / unit,
+            f.lower_ns.to_f64().unwrap() / unit,
+            f.witness,
+            f.upper_ns / unit,
+            f.gap,
+            f.phases,
+            f.stop,
+            f.elapsed
+        );
+    }
+}

@@ -1,0 +1,190 @@
+//! Re-derives each bound from the instance and a witness (MODEL.md section 6, the "check"
+//! column). Each function returns the value the witness proves; the caller compares it with the
+//! claim.
+
+use super::instance::{BlockKind, Demands, Instance};
+use super::Q;
+use num_bigint::BigInt;
+use num_traits::{One, Signed, Zero};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+/// Single-hop distance from `s` to `d`: a hop leaves an npu, passes through switches only, and
+/// ends at an npu, because a store-and-forward step can only store at npus.
+pub(crate) fn steps(inst: &Instance, s: usize, d: usize) -> Result<Q, String> {
+    let adj = inst.up_adjacency();
+    let mut dist: Vec<Option<u64>> = vec![None; inst.nodes];
+    dist[s] = Some(0);
+    let mut queue = VecDeque::from([s]);
+    while let Some(n) = queue.pop_front() {
+        let here = dist[n].unwrap_or(0);
+        // Everything reachable from n through switches only is one hop away.
+        let mut stack = vec![n];
+        let mut seen = vec![false; inst.nodes];
+        while let Some(x) = stack.pop() {
+            for &(_, y) in &adj[x] {
+                if y < inst.npus {
+                    if dist[y].is_none() {
+                        dist[y] = Some(here + 1);
+                        queue.push_back(y);
+                    }
+                } else if !std::mem::replace(&mut seen[y], true) {
+                    stack.push(y);
+                }
+            }
+        }
+    }
+    dist[d].map(|h| Q::from_integer(h.into())).ok_or_else(|| format!("node {d} cannot be reached from node {s} over up links"))
+}
+
+/// Shortest path latency from `s` to `d`: link latencies plus the switch latency for every switch
+/// passed through (MODEL.md section 5).
+pub(crate) fn latency(inst: &Instance, s: usize, d: usize) -> Result<Q, String> {
+    let adj = inst.up_adjacency();
+    let mut dist: Vec<Option<Q>> = vec![None; inst.nodes];
+    dist[s] = Some(Q::zero());
+    let mut heap = BinaryHeap::from([Reverse((Q::zero(), s))]);
+    while let Some(Reverse((dn, n))) = heap.pop() {
+        if dist[n].as_ref().is_some_and(|x| *x < dn) {
+            continue;
+        }
+        for &(l, y) in &adj[n] {
+            let mut nd = &dn + &inst.links[l].latency_ns;
+            if y >= inst.npus {
+                nd += &inst.switch_latency_ns;
+            }
+            if dist[y].as_ref().is_none_or(|x| nd < *x) {
+                dist[y] = Some(nd.clone());
+                heap.push(Reverse((nd, y)));
+            }
+        }
+    }
+    dist[d].clone().ok_or_else(|| format!("node {d} cannot be reached from node {s} over up links"))
+}
+
+/// Integer shortest distances from `s` under integer link lengths (`None` for down links).
+fn int_distances(inst: &Instance, adj: &[Vec<(usize, usize)>], len: &[BigInt], s: usize) -> Vec<Option<BigInt>> {
+    let mut dist: Vec<Option<BigInt>> = vec![None; inst.nodes];
+    dist[s] = Some(BigInt::zero());
+    let mut heap = BinaryHeap::from([Reverse((BigInt::zero(), s))]);
+    while let Some(Reverse((dn, n))) = heap.pop() {
+        if dist[n].as_ref().is_some_and(|x| *x < dn) {
+            continue;
+        }
+        for &(l, y) in &adj[n] {
+            let nd = &dn + &len[l];
+            if dist[y].as_ref().is_none_or(|x| nd < *x) {
+                dist[y] = Some(nd.clone());
+                heap.push(Reverse((nd, y)));
+            }
+        }
+    }
+    dist
+}
+
+/// `sum over demands of bytes x distance under len`, over `sum over up links of capacity x len`,
+/// with `len` given as integers over a common denominator (which cancels).
+fn length_bound(inst: &Instance, len: &[BigInt], what: &str) -> Result<Q, String> {
+    let by_source = inst.demands_by_source().ok_or_else(|| format!("the {what} bound treats pieces as point-to-point demands: all_to_all only"))?;
+    let adj = inst.up_adjacency();
+    let denominator = inst.links.iter().zip(len).filter(|(l, _)| l.up).fold(Q::zero(), |acc, (l, y)| acc + &l.capacity * Q::from_integer(y.clone()));
+    if !denominator.is_positive() {
+        return Err(format!("the {what} lengths give every up link length 0"));
+    }
+    let mut numerator = Q::zero();
+    for (s, row) in by_source {
+        let dist = int_distances(inst, &adj, len, s);
+        for (d, bytes) in row {
+            if bytes.is_zero() {
+                continue;
+            }
+            let dd = dist[d].clone().ok_or_else(|| format!("node {d} cannot be reached from node {s} over up links"))?;
+            numerator += bytes * Q::from_integer(dd);
+        }
+    }
+    Ok(numerator / denominator)
+}
+
+/// The volume bound: every byte crosses at least its hop distance in links (length 1 each).
+pub(crate) fn volume(inst: &Instance) -> Result<Q, String> {
+    let ones = vec![BigInt::one(); inst.links.len()];
+    length_bound(inst, &ones, "volume")
+}
+
+/// The flow (LP dual) bound of lengths `y`: any y >= 0 gives a lower bound, because a routing
+/// that finishes in time T puts at most `capacity x T` bytes on each link, so
+/// `sum_e capacity_e y_e T >= sum_e y_e load_e >= sum_demands bytes x y-distance`.
+pub(crate) fn flow(inst: &Instance, y: &[Q]) -> Result<Q, String> {
+    if y.len() != inst.links.len() {
+        return Err(format!("the witness has {} lengths for {} links", y.len(), inst.links.len()));
+    }
+    if let Some(i) = y.iter().position(|v| v.is_negative()) {
+        return Err(format!("length of link {i} is negative"));
+    }
+    // Scale to integers: the bound is a ratio of two expressions linear in y, so a common factor
+    // cancels, and integer Dijkstra avoids a gcd per addition.
+    let lcm = y.iter().fold(BigInt::one(), |acc, v| {
+        let g = gcd(acc.clone(), v.denom().clone());
+        acc / g * v.denom()
+    });
+    let ints: Vec<BigInt> = y.iter().map(|v| v.numer() * (&lcm / v.denom())).collect();
+    length_bound(inst, &ints, "flow")
+}
+
+fn gcd(mut a: BigInt, mut b: BigInt) -> BigInt {
+    while !b.is_zero() {
+        let r = &a % &b;
+        a = std::mem::replace(&mut b, r);
+    }
+    a.abs()
+}
+
+/// Bytes that must leave `u` (a node set, as membership flags), by the collective's rule.
+///
+/// - all_to_all: the sum of demands from inside to outside (each must cross a link leaving u).
+/// - all_gather: with a >= 1 ranks inside and b >= 1 outside, every inside rank's block is needed
+///   outside and exists only inside at the start, so a copy of each of its pieces crosses: a blocks.
+/// - reduce_scatter: every outside rank's block must end there reduced over all ranks, including
+///   the a >= 1 inside ones, whose contributions exist only inside; pieces of different blocks are
+///   never combined, so at least one value of each piece of those b blocks crosses: b blocks.
+/// - all_reduce: the same argument for all R blocks (each is needed reduced outside): R blocks.
+pub(crate) fn cut_crossing(inst: &Instance, u: &[bool]) -> Q {
+    let a = inst.ranks.iter().filter(|&&r| u[r]).count() as i64;
+    let b = inst.ranks.len() as i64 - a;
+    match &inst.demands {
+        Demands::UniformAllToAll(bytes) => bytes * Q::from_integer((a * b).into()),
+        Demands::AllToAll(list) => list.iter().filter(|(s, d, _)| u[*s] && !u[*d]).fold(Q::zero(), |acc, (_, _, x)| acc + x),
+        Demands::Blocks { kind, block_bytes } => {
+            let blocks = match kind {
+                BlockKind::AllGather if b >= 1 => a,
+                BlockKind::ReduceScatter if a >= 1 => b,
+                BlockKind::AllReduce if a >= 1 && b >= 1 => a + b,
+                _ => 0,
+            };
+            block_bytes * Q::from_integer(blocks.into())
+        }
+    }
+}
+
+/// The cut bound of node set `nodes`: bytes that must leave it over the capacity of the up links
+/// leaving it. With `into`, the same for the complement (bytes that must enter the set).
+pub(crate) fn cut(inst: &Instance, nodes: &[usize], into: bool) -> Result<Q, String> {
+    let mut u = vec![false; inst.nodes];
+    for &n in nodes {
+        if n >= inst.nodes {
+            return Err(format!("the cut names node {n}, but there are {} nodes", inst.nodes));
+        }
+        if std::mem::replace(&mut u[n], true) {
+            return Err(format!("the cut names node {n} twice"));
+        }
+    }
+    if into {
+        u.iter_mut().for_each(|x| *x = !*x);
+    }
+    let crossing = cut_crossing(inst, &u);
+    let capacity = inst.links.iter().filter(|l| l.up && u[l.src] && !u[l.dst]).fold(Q::zero(), |acc, l| acc + &l.capacity);
+    if capacity.is_zero() {
+        return if crossing.is_zero() { Ok(Q::zero()) } else { Err("no up link crosses the cut, yet bytes must cross it: the instance is infeasible".into()) };
+    }
+    Ok(crossing / capacity)
+}

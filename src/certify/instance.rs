@@ -1,0 +1,202 @@
+//! The instance a certificate speaks of, read from its own JSON and checked for sense.
+//!
+//! This is deliberately a second, independent description of a network and a collective: the
+//! checker must not trust the code that built the certificate, so it reads only numbers.
+
+use super::{parse_q, Q};
+use num_traits::Signed;
+use serde::Deserialize;
+
+/// A directed link as the checker sees it.
+#[derive(Clone, Debug)]
+pub(crate) struct Link {
+    pub src: usize,
+    pub dst: usize,
+    /// Bytes per ns (GB/s).
+    pub capacity: Q,
+    pub latency_ns: Q,
+    pub up: bool,
+}
+
+/// What must move, per collective kind.
+#[derive(Clone, Debug)]
+pub(crate) enum Demands {
+    /// all_to_all with the same bytes from every rank to every other rank.
+    UniformAllToAll(Q),
+    /// all_to_all as explicit `(source node, destination node, bytes)` triples.
+    AllToAll(Vec<(usize, usize, Q)>),
+    /// all_gather, reduce_scatter or all_reduce: every block is `pieces x piece_bytes`.
+    Blocks { kind: BlockKind, block_bytes: Q },
+}
+
+/// The collectives that reason about sets rather than point-to-point demands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BlockKind {
+    AllGather,
+    ReduceScatter,
+    AllReduce,
+}
+
+/// A source node and its `(destination node, bytes)` demands.
+pub(crate) type SourceDemands = (usize, Vec<(usize, Q)>);
+
+/// The whole instance: nodes `0..npus` are npus, the rest switches (MODEL.md section 1).
+#[derive(Clone, Debug)]
+pub(crate) struct Instance {
+    pub nodes: usize,
+    pub npus: usize,
+    pub switch_latency_ns: Q,
+    pub links: Vec<Link>,
+    pub ranks: Vec<usize>,
+    pub demands: Demands,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawInstance {
+    nodes: usize,
+    npus: usize,
+    switch_latency_ns: String,
+    links: Vec<RawLink>,
+    collective: RawCollective,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLink {
+    src: usize,
+    dst: usize,
+    capacity: String,
+    latency_ns: String,
+    up: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCollective {
+    kind: String,
+    ranks: Vec<usize>,
+    #[serde(default)]
+    block_bytes: Option<String>,
+    #[serde(default)]
+    demands: Option<Vec<(usize, usize, String)>>,
+    #[serde(default)]
+    piece_bytes: Option<String>,
+    #[serde(default)]
+    pieces: Option<u32>,
+}
+
+impl Instance {
+    /// Reads and checks the `instance` object.
+    pub fn from_json(v: &serde_json::Value) -> Result<Instance, String> {
+        let raw: RawInstance = serde_json::from_value(v.clone()).map_err(|e| format!("instance: {e}"))?;
+        if raw.npus == 0 || raw.npus > raw.nodes {
+            return Err(format!("instance: npus = {} must be in 1..={} (nodes)", raw.npus, raw.nodes));
+        }
+        let switch_latency_ns = nonneg(&raw.switch_latency_ns, "instance.switch_latency_ns")?;
+        let mut links = Vec::with_capacity(raw.links.len());
+        for (i, l) in raw.links.iter().enumerate() {
+            if l.src >= raw.nodes || l.dst >= raw.nodes || l.src == l.dst {
+                return Err(format!("instance.links[{i}]: {} -> {} is not a link between two distinct nodes of 0..{}", l.src, l.dst, raw.nodes));
+            }
+            let capacity = parse_q(&l.capacity).map_err(|e| format!("instance.links[{i}].capacity: {e}"))?;
+            // A zero capacity would make a link free in the volume and flow bounds' denominators
+            // and infinite in a cut: neither means anything physical.
+            if !capacity.is_positive() {
+                return Err(format!("instance.links[{i}].capacity = {}: must be > 0", l.capacity));
+            }
+            let latency_ns = nonneg(&l.latency_ns, &format!("instance.links[{i}].latency_ns"))?;
+            links.push(Link { src: l.src, dst: l.dst, capacity, latency_ns, up: l.up });
+        }
+        let c = raw.collective;
+        let mut is_rank = vec![false; raw.nodes];
+        for (i, &r) in c.ranks.iter().enumerate() {
+            if r >= raw.npus {
+                return Err(format!("instance.collective.ranks[{i}] = {r}: not an npu (npus are 0..{})", raw.npus));
+            }
+            if std::mem::replace(&mut is_rank[r], true) {
+                return Err(format!("instance.collective.ranks[{i}] = {r}: listed twice"));
+            }
+        }
+        let demands = match (c.kind.as_str(), c.block_bytes, c.demands, c.piece_bytes, c.pieces) {
+            ("all_to_all", Some(b), None, None, None) => Demands::UniformAllToAll(nonneg(&b, "instance.collective.block_bytes")?),
+            ("all_to_all", None, Some(list), None, None) => {
+                let mut out = Vec::with_capacity(list.len());
+                for (i, (s, d, b)) in list.iter().enumerate() {
+                    // Demands speak of ranks only: a demand from or to a non-rank would be an
+                    // instance that the spec's collective does not describe.
+                    if *s >= raw.nodes || *d >= raw.nodes || !is_rank[*s] || !is_rank[*d] || s == d {
+                        return Err(format!("instance.collective.demands[{i}]: {s} -> {d} is not a pair of distinct ranks"));
+                    }
+                    out.push((*s, *d, nonneg(b, &format!("instance.collective.demands[{i}]"))?));
+                }
+                Demands::AllToAll(out)
+            }
+            (kind @ ("all_gather" | "reduce_scatter" | "all_reduce"), None, None, Some(pb), Some(p)) => {
+                let kind = match kind {
+                    "all_gather" => BlockKind::AllGather,
+                    "reduce_scatter" => BlockKind::ReduceScatter,
+                    _ => BlockKind::AllReduce,
+                };
+                Demands::Blocks { kind, block_bytes: nonneg(&pb, "instance.collective.piece_bytes")? * Q::from_integer(p.into()) }
+            }
+            (kind, ..) => {
+                return Err(format!(
+                    "instance.collective: kind `{kind}` needs `block_bytes` or `demands` (all_to_all), or `piece_bytes` and `pieces` (all_gather, reduce_scatter, all_reduce)"
+                ))
+            }
+        };
+        Ok(Instance { nodes: raw.nodes, npus: raw.npus, switch_latency_ns, links, ranks: c.ranks, demands })
+    }
+
+    /// The up links leaving each node: `(link index, destination)`.
+    pub fn up_adjacency(&self) -> Vec<Vec<(usize, usize)>> {
+        let mut adj = vec![Vec::new(); self.nodes];
+        for (i, l) in self.links.iter().enumerate() {
+            if l.up {
+                adj[l.src].push((i, l.dst));
+            }
+        }
+        adj
+    }
+
+    /// The point-to-point demands grouped by source node, `None` unless all_to_all.
+    pub fn demands_by_source(&self) -> Option<Vec<SourceDemands>> {
+        match &self.demands {
+            Demands::UniformAllToAll(b) => {
+                Some(self.ranks.iter().map(|&s| (s, self.ranks.iter().filter(|&&d| d != s).map(|&d| (d, b.clone())).collect())).collect())
+            }
+            Demands::AllToAll(list) => {
+                let mut by: Vec<Vec<(usize, Q)>> = vec![Vec::new(); self.nodes];
+                for (s, d, b) in list {
+                    by[*s].push((*d, b.clone()));
+                }
+                Some(by.into_iter().enumerate().filter(|(_, v)| !v.is_empty()).collect())
+            }
+            Demands::Blocks { .. } => None,
+        }
+    }
+
+    /// Whether something of rank `s` is needed at rank `d` (the pair is a legitimate witness of
+    /// the steps and latency bounds).
+    pub fn is_required_pair(&self, s: usize, d: usize) -> bool {
+        if s == d || !self.ranks.contains(&s) || !self.ranks.contains(&d) {
+            return false;
+        }
+        match &self.demands {
+            Demands::UniformAllToAll(b) => b.is_positive(),
+            Demands::AllToAll(list) => list.iter().any(|(a, z, b)| *a == s && *z == d && b.is_positive()),
+            // Every block kind needs something of every rank at every other rank: all_gather its
+            // block, reduce_scatter its contribution to the destination's block, all_reduce both.
+            Demands::Blocks { block_bytes, .. } => block_bytes.is_positive(),
+        }
+    }
+}
+
+fn nonneg(text: &str, field: &str) -> Result<Q, String> {
+    let q = parse_q(text).map_err(|e| format!("{field}: {e}"))?;
+    if q.is_negative() {
+        return Err(format!("{field} = {text}: must be >= 0"));
+    }
+    Ok(q)
+}

@@ -1,0 +1,165 @@
+//! `collsched bound` and `collsched proof check`: writing certificates, and re-checking them
+//! with the independent checker plus the checks that tie a certificate to its files (the spec
+//! still hashes the same and describes the same instance; an attached schedule still costs what
+//! the certificate says).
+
+use crate::bounds::certificate::{certificate_for, instance_json, schedule_json, sha256_hex};
+use crate::error::{Error, ExitCode, Result};
+use crate::spec::Spec;
+use crate::units::to_f64;
+use crate::verify::{verify_schedule, VerifyOptions};
+use serde_json::{json, Value};
+use std::path::{Component, Path, PathBuf};
+
+/// `target` relative to the folder `base` (both made absolute first).
+fn relative(target: &Path, base: &Path) -> String {
+    let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let (t, b) = (abs(target), abs(base));
+    let tc: Vec<Component> = t.components().collect();
+    let bc: Vec<Component> = b.components().collect();
+    let common = tc.iter().zip(&bc).take_while(|(x, y)| x == y).count();
+    let mut out = PathBuf::new();
+    for _ in common..bc.len() {
+        out.push("..");
+    }
+    for c in &tc[common..] {
+        out.push(c);
+    }
+    out.to_string_lossy().into_owned()
+}
+
+/// Computes the bounds of a spec, prints them, and writes the certificate when asked.
+pub fn bound(spec_path: &Path, certificate: Option<&Path>, schedule: Option<&Path>, json_out: bool) -> Result<ExitCode> {
+    let bytes = std::fs::read(spec_path).map_err(|e| Error::bad(format!("{}: cannot read: {e}", spec_path.display())))?;
+    let spec = Spec::load(spec_path)?;
+    let inst = spec.instance()?;
+    let mut cert = certificate_for(&spec, &bytes)?;
+    let report = crate::certify::check_str(&cert.to_string()).map_err(|e| Error::bad(format!("internal: the certificate we built does not check: {e}")))?;
+    let best = report.bandwidth_bound.clone();
+    if let Some(sched_path) = schedule {
+        let s = crate::schedule::read_schedule_file(sched_path)?;
+        let r = verify_schedule(&s, &VerifyOptions::default())?;
+        if !r.is_valid() {
+            return Err(Error::bad(format!("{}: the schedule fails verification: {}", sched_path.display(), r.findings.failures()[0])));
+        }
+        let c = r.cost.expect("verification computes the cost");
+        let optimal = best.as_ref().is_some_and(|b| crate::certify::parse_q(&c.bandwidth_ns().to_string()).is_ok_and(|x| &x == b));
+        let mut attach = schedule_json(c.bandwidth_ns(), c.time_ns(), optimal);
+        if let Some(out) = certificate {
+            attach["file"] = json!(relative(sched_path, out.parent().unwrap_or(Path::new("."))));
+        }
+        cert["schedule"] = attach;
+    }
+    if let Some(out) = certificate {
+        cert["spec"] = json!(relative(spec_path, out.parent().unwrap_or(Path::new("."))));
+        crate::certify::check_str(&cert.to_string()).map_err(|e| Error::bad(format!("the schedule does not meet the bounds: {e}")))?;
+        let text = serde_json::to_string_pretty(&cert).expect("json");
+        crate::io::write_atomic(out, |w| std::io::Write::write_all(w, text.as_bytes()).map_err(crate::io::write_error(out)))?;
+        eprintln!("wrote {}", out.display());
+    }
+    let claims: Vec<Value> = cert["claims"].as_array().cloned().unwrap_or_default();
+    if json_out {
+        println!("{}", json!({"spec_sha256": cert["spec_sha256"], "claims": claims, "schedule": cert.get("schedule")}));
+    } else {
+        println!("lower bounds for {} over {} ranks:", inst.collective.kind, inst.collective.num_ranks());
+        for c in &claims {
+            let v = crate::certify::parse_q(c["value"].as_str().unwrap_or("0")).map(|q| crate::certify::show_q(&q)).unwrap_or_default();
+            let unit = if c["bound"] == "steps" { "steps" } else { "ns" };
+            println!("  {:<8} {v} {unit}", c["bound"].as_str().unwrap_or("?"));
+        }
+        if let Some(s) = cert.get("schedule") {
+            println!("  schedule: bandwidth term {} ns, time {} ns, bandwidth-optimal: {}", s["bandwidth_ns"], s["time_ns"], s["bandwidth_optimal"]);
+        }
+    }
+    Ok(ExitCode::Ok)
+}
+
+/// Every certificate file under the paths (folders are searched for `*.json`).
+fn certificate_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let mut entries: Vec<PathBuf> =
+                std::fs::read_dir(p).map_err(|e| Error::bad(format!("{}: cannot read: {e}", p.display())))?.filter_map(|e| e.ok().map(|e| e.path())).collect();
+            entries.sort();
+            for e in entries {
+                if e.is_dir() {
+                    out.extend(certificate_files(&[e])?);
+                } else if e.extension().is_some_and(|x| x == "json") {
+                    out.push(e);
+                }
+            }
+        } else if p.exists() {
+            out.push(p.clone());
+        } else {
+            return Err(Error::bad(format!("{}: cannot read: no such file or folder", p.display())));
+        }
+    }
+    Ok(out)
+}
+
+/// Checks one certificate and the files it names; returns a one-line summary.
+fn check_one(path: &Path) -> std::result::Result<String, String> {
+    let report = crate::certify::check_file(path).map_err(|e| e.message)?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut notes = Vec::new();
+    if let Some(rel) = &report.spec {
+        let spec_path = dir.join(rel);
+        let bytes = std::fs::read(&spec_path).map_err(|e| format!("{}: spec {}: cannot read: {e}", path.display(), spec_path.display()))?;
+        if sha256_hex(&bytes) != report.spec_sha256 {
+            return Err(format!("{}: the spec {} changed since the certificate was made (its SHA-256 differs)", path.display(), spec_path.display()));
+        }
+        let inst = Spec::load(&spec_path).and_then(|s| s.instance()).map_err(|e| format!("{}: {e}", path.display()))?;
+        if instance_json(&inst) != report.instance {
+            return Err(format!("{}: the certificate's instance is not the one {} describes", path.display(), spec_path.display()));
+        }
+        notes.push(format!("spec {rel}"));
+    }
+    if let Some((Some(rel), bw, time)) = &report.schedule {
+        let sched_path = dir.join(rel);
+        let s = crate::schedule::read_schedule_file(&sched_path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let r = verify_schedule(&s, &VerifyOptions::default()).map_err(|e| format!("{}: {e}", path.display()))?;
+        if !r.is_valid() {
+            return Err(format!("{}: the attached schedule {} fails verification: {}", path.display(), sched_path.display(), r.findings.failures()[0]));
+        }
+        let c = r.cost.expect("verification computes the cost");
+        let q = |x: crate::units::Rational| crate::certify::parse_q(&x.to_string()).unwrap_or_default();
+        if &q(c.bandwidth_ns()) != bw || &q(c.time_ns()) != time {
+            return Err(format!(
+                "{}: the attached schedule {} no longer costs what the certificate claims (bandwidth term {} ns, time {} ns)",
+                path.display(),
+                sched_path.display(),
+                to_f64(&c.bandwidth_ns()),
+                to_f64(&c.time_ns())
+            ));
+        }
+        notes.push(format!("schedule {rel}"));
+    }
+    let best = report.bandwidth_bound.as_ref().map(|b| format!(", bandwidth bound {}", crate::certify::show_q(b))).unwrap_or_default();
+    Ok(format!(
+        "{}: {} claims hold{best}{}",
+        path.display(),
+        report.claims.len(),
+        if notes.is_empty() { String::new() } else { format!(" ({})", notes.join(", ")) }
+    ))
+}
+
+/// `proof check PATH...`.
+pub fn proof_check(paths: &[PathBuf]) -> Result<ExitCode> {
+    let files = certificate_files(paths)?;
+    if files.is_empty() {
+        return Err(Error::bad("no certificate found under the given paths"));
+    }
+    let mut failed = 0;
+    for f in &files {
+        match check_one(f) {
+            Ok(line) => println!("ok   {line}"),
+            Err(why) => {
+                failed += 1;
+                println!("FAIL {why}");
+            }
+        }
+    }
+    println!("{} certificates, {} hold, {failed} fail", files.len(), files.len() - failed);
+    Ok(if failed == 0 { ExitCode::Ok } else { ExitCode::RuleFailed })
+}
