@@ -274,7 +274,7 @@ pub fn check_str(text: &str) -> Result<CheckReport, CheckError> {
     }
     let schedule_checked = raw.schedule.is_some();
     if let Some(s) = &raw.schedule {
-        check_schedule(&s, bandwidth.as_ref(), latency_bound.as_ref())?;
+        check_schedule(s, bandwidth.as_ref(), latency_bound.as_ref())?;
     }
     let schedule = match &raw.schedule {
         Some(sc) => Some((sc.file.clone(), parse_q(&sc.bandwidth_ns).map_err(fail)?, parse_q(&sc.time_ns).map_err(fail)?)),
