@@ -276,3 +276,34 @@ fn certificates_reject_a_changed_spec_or_schedule() {
     let o = run(&["proof", "check", s(&dir.join("missing"))]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 }
+
+#[test]
+fn export_msccl_xml_and_rule_6_in_verify() {
+    let out = tmp("xml-src.json");
+    let o = run(&["generate", "--torus", "4x4", "--fail", "(0,0)-(1,0)", "--algorithm", "foldedring", "--scheduler", "dimrotation", "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let dir = tmp("xml");
+    let o = run(&["export", s(&out), "--to", "msccl-xml", "-o", s(&dir)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("reader rules pass") && text(&o).contains("rule 6 holds"), "{}", text(&o));
+    let xml = std::fs::read_to_string(dir.join("xml-src.xml")).unwrap();
+    assert!(xml.contains("<algo") && xml.contains("coll=\"alltoall\""), "{}", &xml[..200.min(xml.len())]);
+    let o = run(&["export", s(&out), "--to", "chakra-et", "-o", s(&dir)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let o = run(&["verify", s(&out), "--rule6-limit", "10"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("rule 6 deadlock freedom: NOT CHECKED"), "{}", text(&o));
+    let spec = tmp("dl.spec.json");
+    std::fs::write(
+        &spec,
+        r#"{"topology": {"torus": {"dims": [4, 4], "bandwidth_gbps": 32.0, "latency_ns": 100.0}},
+            "faults": {"cables": [[[0, 0], [1, 0]]]},
+            "collective": {"kind": "all_to_all", "bytes_per_rank": "1MiB"},
+            "expect": {"deadlock_free": true}}"#,
+    )
+    .unwrap();
+    let o = run(&["verify", s(&out), "--spec", s(&spec)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&["verify", s(&out), "--spec", s(&spec), "--rule6-limit", "10"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+}
