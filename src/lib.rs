@@ -42,6 +42,7 @@ pub mod lower;
 pub mod pictures;
 pub mod schedule;
 pub mod spec;
+pub mod synth;
 pub mod topology;
 pub mod units;
 pub mod verify;

@@ -307,3 +307,43 @@ fn export_msccl_xml_and_rule_6_in_verify() {
     let o = run(&["verify", s(&out), "--spec", s(&spec), "--rule6-limit", "10"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
 }
+
+#[test]
+fn synthesize_finds_certified_schedules_and_names_cut_off_ranks() {
+    let out = tmp("synth.json");
+    let o = run(&["synthesize", "--torus", "5", "--fail", "0-1", "--objective", "steps", "-o", s(&out), "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["steps_status"], "optimal (certified)", "{v}");
+    let o = run(&["verify", s(&out)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // A faulty 4x4x4 at 8 MiB: the portfolio beats every hand-written schedule on this instance.
+    let o = run(&["synthesize", "--torus", "4x4x4", "--fail", "(0,0,0)-(1,0,0)", "--bytes", "8MiB", "-o", s(&out), "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["gap_to_certified_bound"].as_f64().unwrap() < 0.10, "{v}");
+    let synth_ns = v["time_ns"].as_f64().unwrap();
+    let mate = tmp("matee.json");
+    let o = run(&[
+        "generate",
+        "--torus",
+        "4x4x4",
+        "--fail",
+        "(0,0,0)-(1,0,0)",
+        "--bytes",
+        "8MiB",
+        "--algorithm",
+        "halfring",
+        "--scheduler",
+        "matee",
+        "-o",
+        s(&mate),
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let m: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(synth_ns < m["time_ns"].as_f64().unwrap(), "synthesized {synth_ns} ns vs MATEe {}", m["time_ns"]);
+    let o = run(&["synthesize", "--torus", "4", "--fail", "0-1", "--fail", "2-3", "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(text(&o).contains("is cut off"), "{}", text(&o));
+}

@@ -3,6 +3,7 @@
 mod export;
 mod flags;
 mod proof;
+mod synth;
 
 pub use flags::SpecFlags;
 
@@ -84,6 +85,33 @@ pub enum Command {
         /// Attach this schedule's step-synchronous times (and whether it is bandwidth-optimal).
         #[arg(long)]
         schedule: Option<PathBuf>,
+        /// Print as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Solve for a contention-free schedule for the spec's topology, faults and collective; print
+    /// the bound, the gap and whether optimality is certified.
+    #[command(
+        after_help = "Exit codes: 0 found, 2 bad input, 3 infeasible (which rank is cut off), 4 time limit reached (best found written, gap printed).\n\nExamples:\n  collsched synthesize specs/torus4x4x4_matee_one_cable.json -o out/synth.json\n  collsched synthesize --torus 5 --fail 0-1 --objective steps -o out/ring5.json"
+    )]
+    Synthesize {
+        /// The spec; or build one with the flags below.
+        spec: Option<PathBuf>,
+        /// Shorthand flags that build a spec.
+        #[command(flatten)]
+        flags: SpecFlags,
+        /// Where to write the schedule.
+        #[arg(short, long, default_value = "out/synthesized.json")]
+        output: PathBuf,
+        /// `time`: the best step-synchronous time at the spec's size; `steps`: the fewest steps.
+        #[arg(long, default_value = "time", value_parser = ["time", "steps"])]
+        objective: String,
+        /// auto, ilp (microlp) or smt (z3); default the spec's `method.synthesize.solver` or auto.
+        #[arg(long)]
+        solver: Option<String>,
+        /// Seconds for the exact search (default the spec's time_limit_s, or 60).
+        #[arg(long)]
+        time_limit: Option<f64>,
         /// Print as JSON.
         #[arg(long)]
         json: bool,
@@ -173,6 +201,11 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Eval { tori, out } => eval(&tori, &out),
         Command::Bound { spec, certificate, schedule, json } => proof::bound(&spec, certificate.as_deref(), schedule.as_deref(), json),
         Command::Proof(ProofCommand::Check { paths }) => proof::proof_check(&paths),
+        Command::Synthesize { spec, flags, output, objective, solver, time_limit, json } => match load_spec(spec.as_deref(), &flags) {
+            Ok(Some(spec)) => synth::synthesize(&spec, &output, &objective, solver.as_deref(), time_limit, json),
+            Ok(None) => Ok(ExitCode::Ok),
+            Err(e) => Err(e),
+        },
         Command::Export { schedule, to, output, channels, legacy } => export::export(&schedule, &to, &output, channels, legacy),
     };
     match result {

@@ -1,0 +1,247 @@
+//! Tests of the synthesizer: backends agree, schedules verify, limits and faults are reported.
+
+use super::encoding::{Demand, Reach, TimeExpanded};
+use super::hops::HopGraph;
+use super::*;
+use crate::topology::{fat_tree, torus, FatTreeParams, NodeId, TorusParams};
+
+/// Per-solve cap in tests: every instance here answers in well under a second.
+const TEST_LIMIT: Duration = Duration::from_secs(5);
+
+fn a2a(t: &Topology, pieces: u32) -> Collective {
+    Collective::new(CollectiveKind::AllToAll, (0..t.num_npus() as u32).map(NodeId).collect(), 1 << 20, pieces, None, t).unwrap()
+}
+
+fn fail_cable(t: &mut Topology, a: u32, b: u32) {
+    for (x, y) in [(a, b), (b, a)] {
+        let l = t.link_between(NodeId(x), NodeId(y)).unwrap();
+        t.set_down(l);
+    }
+}
+
+fn torus_of(dims: &[usize], fault: bool) -> Topology {
+    let mut t = torus(&TorusParams::uniform(dims, 32.0, 100.0)).unwrap();
+    if fault {
+        fail_cable(&mut t, 0, 1);
+    }
+    t
+}
+
+/// The exact search alone (no heuristic incumbent): the first feasible horizon from the bound,
+/// with its verified schedule and the time spent.
+pub(super) fn fewest_exact(t: &Topology, c: &Collective, solver: Solver, limit: Duration) -> Option<(u32, Schedule, Duration)> {
+    let started = Instant::now();
+    let hops = HopGraph::new(t);
+    let demand = Demand::all_to_all(c, t.num_npus());
+    let reach = Reach::new(&hops, &demand);
+    let lower = steps_lower_bound(t, c);
+    for horizon in lower..lower + 6 {
+        let left = limit.checked_sub(started.elapsed())?;
+        let mut backend = solver.backend(0);
+        let program = TimeExpanded::encode(backend.as_mut(), &hops, &demand, &reach, horizon);
+        match backend.solve(left) {
+            Outcome::Sat(model) => {
+                let s = checked(t, c, program.decode(&model), backend.name(), lower).unwrap();
+                assert_eq!(s.steps.len() as u32, horizon, "the optimum has no idle step");
+                return Some((horizon, s, started.elapsed()));
+            }
+            Outcome::Unsat => continue,
+            Outcome::Unknown(_) => return None,
+        }
+    }
+    None
+}
+
+#[test]
+fn ilp_and_smt_agree_on_small_rings_and_a_torus() {
+    let mut cases: Vec<(String, Topology)> = Vec::new();
+    for fault in [false, true] {
+        for n in 3..=6 {
+            cases.push((format!("ring {n} fault {fault}"), torus_of(&[n], fault)));
+        }
+        cases.push((format!("3x3 fault {fault}"), torus_of(&[3, 3], fault)));
+    }
+    for (name, t) in cases {
+        let c = a2a(&t, 1);
+        let (ilp, _, _) = fewest_exact(&t, &c, Solver::Ilp, TEST_LIMIT).unwrap_or_else(|| panic!("{name}: ilp gave no answer"));
+        let (smt, _, _) = fewest_exact(&t, &c, Solver::Smt, TEST_LIMIT).unwrap_or_else(|| panic!("{name}: smt gave no answer"));
+        assert_eq!(ilp, smt, "{name}");
+        let full = synthesize_steps(&t, &c, &SynthOptions { time_limit: TEST_LIMIT, ..SynthOptions::default() }).unwrap();
+        assert_eq!(full.steps_found, Some(ilp), "{name}: {:?}", full.status);
+        assert!(matches!(full.status, SynthStatus::Optimal { .. }), "{name}: {:?}", full.status);
+    }
+}
+
+#[test]
+fn both_backends_prove_one_step_below_the_bound_infeasible() {
+    for (t, pieces) in [(torus_of(&[5], false), 1), (torus_of(&[4], true), 1), (torus_of(&[3, 3], true), 1), (torus_of(&[4], false), 2)] {
+        let c = a2a(&t, pieces);
+        let hops = HopGraph::new(&t);
+        let demand = Demand::all_to_all(&c, t.num_npus());
+        let reach = Reach::new(&hops, &demand);
+        let below = steps_lower_bound(&t, &c) - 1;
+        for solver in [Solver::Ilp, Solver::Smt] {
+            let mut backend = solver.backend(0);
+            TimeExpanded::encode(backend.as_mut(), &hops, &demand, &reach, below);
+            assert_eq!(backend.solve(TEST_LIMIT), Outcome::Unsat, "{solver:?}, {below} steps");
+        }
+    }
+}
+
+#[test]
+fn both_backends_take_integers_and_booleans() {
+    for solver in [Solver::Ilp, Solver::Smt] {
+        let mut b = solver.backend(0);
+        let (x, y, z) = (b.add_int_var(0, 2), b.add_int_var(-1, 3), b.add_bool());
+        // x + y + 2z = 7 with x <= 2, y <= 3 forces z = 1 and x + y = 5.
+        b.add_linear_eq(&[(x, 1), (y, 1), (z, 2)], 7);
+        b.add_linear_le(&[(y, 1), (x, -1)], 1);
+        match b.solve(TEST_LIMIT) {
+            Outcome::Sat(m) => assert_eq!((m.value(x), m.value(y), m.value(z)), (2, 3, 1), "{solver:?}"),
+            o => panic!("{solver:?}: {o:?}"),
+        }
+    }
+    let mut b = Solver::Smt.backend(0);
+    let z = b.add_bool();
+    b.add_linear_eq(&[(z, 1)], 1);
+    b.add_linear_le(&[(z, 1)], 0);
+    assert_eq!(b.solve(TEST_LIMIT), Outcome::Unsat);
+}
+
+#[test]
+fn ring_of_four_is_proven_optimal() {
+    for pieces in [1, 2] {
+        let t = torus_of(&[4], false);
+        let c = a2a(&t, pieces);
+        let r = synthesize_steps(&t, &c, &SynthOptions { time_limit: TEST_LIMIT, ..SynthOptions::default() }).unwrap();
+        assert!(matches!(r.status, SynthStatus::Optimal { .. }), "{:?}", r.status);
+        assert_eq!(r.steps_found, Some(2 * pieces));
+        assert_eq!(r.steps_lower_bound, 2 * pieces);
+        let s = r.schedule.unwrap();
+        assert!(verify_schedule(&s, &VerifyOptions::default()).unwrap().is_valid());
+        assert_eq!(s.piece_hops(), 16 * pieces as usize);
+    }
+}
+
+#[test]
+fn a_line_needs_the_solver_or_the_cut() {
+    // A ring of 4 with a failed cable is a line: its middle link must carry 4 pieces.
+    let t = torus_of(&[4], true);
+    let c = a2a(&t, 1);
+    for solver in [Solver::Ilp, Solver::Smt] {
+        let r = synthesize_steps(&t, &c, &SynthOptions { solver, time_limit: TEST_LIMIT, max_steps: None }).unwrap();
+        assert_eq!(r.steps_found, Some(4), "{solver:?}");
+        assert!(matches!(r.status, SynthStatus::Optimal { .. }));
+    }
+}
+
+#[test]
+fn a_rank_cut_off_is_infeasible() {
+    let mut t = torus_of(&[4], false);
+    fail_cable(&mut t, 1, 2);
+    fail_cable(&mut t, 2, 3);
+    let r = synthesize_steps(&t, &a2a(&t, 1), &SynthOptions::default()).unwrap();
+    match r.status {
+        SynthStatus::Infeasible(why) => assert!(why.contains("rank 2"), "{why}"),
+        s => panic!("{s:?}"),
+    }
+    assert!(r.schedule.is_none());
+}
+
+#[test]
+fn max_steps_below_the_bound_is_infeasible() {
+    let t = torus_of(&[6], false);
+    let r = synthesize_steps(&t, &a2a(&t, 1), &SynthOptions { max_steps: Some(2), ..SynthOptions::default() }).unwrap();
+    assert!(matches!(r.status, SynthStatus::Infeasible(_)), "{:?}", r.status);
+}
+
+#[test]
+fn the_heuristic_handles_a_faulty_cube_and_a_fat_tree() {
+    let mut cube = torus_of(&[4, 4, 4], true);
+    fail_cable(&mut cube, 21, 25);
+    let mut tree =
+        fat_tree(&FatTreeParams { levels: 2, k: 4, osr: 1.0, npus: 8, board: None, bandwidth_gbps: 400.0, latency_ns: 25.0, switch_latency_ns: 1000.0 })
+            .unwrap();
+    // A leaf-spine cable of leaf 0 (node 8) down: npus 0 and 1 keep one way up.
+    let spine = NodeId(12);
+    fail_cable(&mut tree, 8, spine.0);
+    for (name, t) in [("faulty 4x4x4", cube), ("faulty 2-level fat tree", tree)] {
+        let c = a2a(&t, 1);
+        let r = synthesize_steps(&t, &c, &SynthOptions { time_limit: Duration::from_secs(2), ..SynthOptions::default() }).unwrap();
+        let s = r.schedule.as_ref().unwrap_or_else(|| panic!("{name}: {:?}", r.status));
+        assert!(verify_schedule(s, &VerifyOptions::default()).unwrap().is_valid(), "{name}");
+        assert!(r.steps_found.unwrap() >= r.steps_lower_bound, "{name}");
+        assert!(r.gap().unwrap() < 0.5, "{name}: {} steps, bound {}", r.steps_found.unwrap(), r.steps_lower_bound);
+    }
+}
+
+#[test]
+fn fat_tree_hops_go_through_switches() {
+    let t = fat_tree(&FatTreeParams { levels: 2, k: 4, osr: 1.0, npus: 8, board: None, bandwidth_gbps: 400.0, latency_ns: 25.0, switch_latency_ns: 1000.0 })
+        .unwrap();
+    let g = HopGraph::new(&t);
+    // Same leaf: one 2-link path; other leaves: one 4-link path per spine (2 spines).
+    assert_eq!(g.hops.len(), 8 * (1 + 6 * 2));
+    assert!(g.hops.iter().all(|h| h.path.len() == 2 || h.path.len() == 4));
+}
+
+/// Prints the times of the exact search (run with `--ignored --nocapture` in release;
+/// `SYNTH_LIMIT` seconds per backend and instance, `SYNTH_ONLY` a prefix of the instance names).
+#[test]
+#[ignore]
+fn measure_exact_search() {
+    let limit = Duration::from_secs(std::env::var("SYNTH_LIMIT").ok().and_then(|s| s.parse().ok()).unwrap_or(60));
+    let mut cases: Vec<(String, Topology)> = Vec::new();
+    for fault in [false, true] {
+        for n in 4..=8 {
+            cases.push((format!("ring {n}{}", if fault { " -1 cable" } else { "" }), torus_of(&[n], fault)));
+        }
+        for d in [3, 4] {
+            cases.push((format!("{d}x{d}{}", if fault { " -1 cable" } else { "" }), torus_of(&[d, d], fault)));
+        }
+    }
+    let only = std::env::var("SYNTH_ONLY").unwrap_or_default();
+    for (name, t) in cases.into_iter().filter(|(name, _)| name.starts_with(&only)) {
+        let c = a2a(&t, 1);
+        let hops = HopGraph::new(&t);
+        let demand = Demand::all_to_all(&c, t.num_npus());
+        let reach = Reach::new(&hops, &demand);
+        let lower = steps_lower_bound(&t, &c);
+        let vars = reach.variables(&hops, &demand, lower);
+        for solver in [Solver::Ilp, Solver::Smt] {
+            let started = Instant::now();
+            let found = fewest_exact(&t, &c, solver, limit);
+            match found {
+                Some((steps, _, time)) => println!("{name:16} bound {lower:2} vars@bound {vars:5} {solver:?}: {steps} steps in {:.2} s", time.as_secs_f64()),
+                None => println!("{name:16} bound {lower:2} vars@bound {vars:5} {solver:?}: no answer in {:.0} s", started.elapsed().as_secs_f64()),
+            }
+        }
+    }
+}
+
+/// Prints the heuristic's gaps on faulty tori.
+#[test]
+#[ignore]
+fn measure_heuristic_gaps() {
+    let mut tree =
+        fat_tree(&FatTreeParams { levels: 2, k: 4, osr: 1.0, npus: 8, board: None, bandwidth_gbps: 400.0, latency_ns: 25.0, switch_latency_ns: 1000.0 })
+            .unwrap();
+    fail_cable(&mut tree, 8, 12);
+    let mut cases: Vec<(String, Topology)> = vec![("2L k4 fat tree, leaf0-spine0 down".into(), tree)];
+    for dims in [vec![4, 4], vec![5, 5], vec![4, 4, 4]] {
+        for fault in [false, true] {
+            cases.push((format!("{dims:?}{}", if fault { " -1 cable" } else { "" }), torus_of(&dims, fault)));
+        }
+    }
+    for (name, t) in cases {
+        let c = a2a(&t, 1);
+        let started = Instant::now();
+        let hops = HopGraph::new(&t);
+        let demand = Demand::all_to_all(&c, t.num_npus());
+        let steps = super::heuristic::route_and_pack(&hops, &demand, t.num_links());
+        let s = checked(&t, &c, steps, "heuristic", 0).unwrap();
+        let lower = steps_lower_bound(&t, &c);
+        let gap = (s.steps.len() as f64 / lower as f64 - 1.0) * 100.0;
+        println!("{name}: heuristic {} steps, bound {lower}, gap {gap:.1}% ({:.2} s)", s.steps.len(), started.elapsed().as_secs_f64());
+    }
+}
