@@ -241,3 +241,52 @@ mod tests {
         assert!(svg_plot("t", &rows, &study_sizes()).contains("<polyline"));
     }
 }
+
+/// The fat-tree table: the four reference trees (64 npus, boards of 8, 400 GB/s, 25 ns links,
+/// 1000 ns per switch), EP groups of 32 and 64 npus, 1 MiB per npu, pairwise and bruck under
+/// both routing policies, priced in both models (the event-driven one prices the contention of
+/// single-path routing by sharing link bandwidth). Writes `fat_tree.md` and `fat_tree.csv`.
+pub fn fat_tree_study(dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<String> {
+    use crate::algorithms::switched::{switched, Routing, SwitchedAlgorithm};
+    use crate::topology::{fat_tree, FatTreeParams};
+    let trees = [("2L-k16-osr1", 2, 16, 1.0), ("2L-k8-osr1", 2, 8, 1.0), ("2L-k12-osr2", 2, 12, 2.0), ("3L-k8-osr1", 3, 8, 1.0)];
+    let mut md = String::from(
+        "## All-to-all on the reference fat trees (1 MiB per npu)\n\nTimes in us: event-driven (step-synchronous in brackets); rule 2 = link shares found by the verifier.\n\n| tree | EP | algorithm | routing | steps | event-driven | step-synchronous | rule 2 shares |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    let mut csv = String::from("tree,ep,algorithm,routing,steps,event_ns,sync_ns,link_shares\n");
+    for (name, levels, k, osr) in trees {
+        let t = fat_tree(&FatTreeParams { levels, k, osr, npus: 64, board: Some(8), bandwidth_gbps: 400.0, latency_ns: 25.0, switch_latency_ns: 1000.0 })?;
+        for ep in [32usize, 64] {
+            let ranks = (64 - ep..64).map(|i| crate::topology::NodeId(i as u32)).collect();
+            let c = Collective::new(CollectiveKind::AllToAll, ranks, 1 << 20, 1, None, &t)?;
+            for algorithm in [SwitchedAlgorithm::Pairwise, SwitchedAlgorithm::Bruck] {
+                for routing in [Routing::SinglePath, Routing::Balanced] {
+                    progress(&format!("{name} EP={ep} {} {}", algorithm.as_str(), routing.as_str()));
+                    let s = switched(&t, &c, algorithm, routing)?;
+                    let r = verify_schedule(&s, &VerifyOptions { allow_contention: true, ..Default::default() })?;
+                    if !r.is_valid() {
+                        return Err(Error::bad(format!("{name}: {} fails verification: {}", algorithm.as_str(), r.findings.failures()[0])));
+                    }
+                    let sync = to_f64(&r.cost.expect("verification computes the cost").time_ns());
+                    let event = crate::cost::event_cost(&s, false)?.time_ns;
+                    let shares = r.findings.warnings_of(crate::verify::Rule::LinkSharing);
+                    let _ = writeln!(
+                        md,
+                        "| {name} | {ep} | {} | {} | {} | {:.1} | ({:.1}) | {shares} |",
+                        algorithm.as_str(),
+                        routing.as_str(),
+                        s.steps.len(),
+                        event / 1e3,
+                        sync / 1e3
+                    );
+                    let _ = writeln!(csv, "{name},{ep},{},{},{},{event:.1},{sync:.1},{shares}", algorithm.as_str(), routing.as_str(), s.steps.len());
+                }
+            }
+        }
+    }
+    for (file, text) in [("fat_tree.md", &md), ("fat_tree.csv", &csv)] {
+        let path = dir.join(file);
+        crate::io::write_atomic(&path, |w| std::io::Write::write_all(w, text.as_bytes()).map_err(crate::io::write_error(&path)))?;
+    }
+    Ok(md)
+}

@@ -148,9 +148,13 @@ pub enum Command {
         /// Tori to compare, comma-separated (default: the study's 5x5, 5x5x5, 5x5x5x5).
         #[arg(long, default_value = "5x5,5x5x5,5x5x5x5")]
         tori: String,
-        /// Folder for torus.md, torus.csv and the plots.
+        /// Folder for torus.md, torus.csv, fat_tree.md, fat_tree.csv and the plots.
         #[arg(long, default_value = "out/eval")]
         out: PathBuf,
+        /// Also run the fat-tree table (the four reference trees, EP 32 and 64, pairwise and
+        /// bruck under both routings, event-driven and step-synchronous).
+        #[arg(long)]
+        fat_trees: bool,
     },
     /// Print a schedule's step-synchronous cost: time, bandwidth, per-link and per-dimension use.
     #[command(
@@ -198,7 +202,7 @@ pub fn run(cli: Cli) -> ExitCode {
         }
         Command::Cost { schedule, model, fifo, svg, json } => cost(schedule, &model, fifo, svg.as_deref(), json),
         Command::Generate { spec, flags, output, json } => generate(spec, flags, output, json),
-        Command::Eval { tori, out } => eval(&tori, &out),
+        Command::Eval { tori, out, fat_trees } => eval(&tori, &out, fat_trees),
         Command::Bound { spec, certificate, schedule, json } => proof::bound(&spec, certificate.as_deref(), schedule.as_deref(), json),
         Command::Proof(ProofCommand::Check { paths }) => proof::proof_check(&paths),
         Command::Synthesize { spec, flags, output, objective, solver, time_limit, json } => match load_spec(spec.as_deref(), &flags) {
@@ -491,7 +495,7 @@ fn generate(spec_path: Option<PathBuf>, flags: SpecFlags, output: Option<PathBuf
     Ok(ExitCode::Ok)
 }
 
-fn eval(tori: &str, out: &std::path::Path) -> Result<ExitCode> {
+fn eval(tori: &str, out: &std::path::Path, fat_trees: bool) -> Result<ExitCode> {
     let all: Vec<Vec<usize>> = tori
         .split(',')
         .map(|t| t.trim().split('x').map(|d| d.parse::<usize>().map_err(|_| Error::bad(format!("--tori {tori}: `{t}` is not like 5x5x5")))).collect())
@@ -505,5 +509,9 @@ fn eval(tori: &str, out: &std::path::Path) -> Result<ExitCode> {
     let md = crate::eval::torus_study(&all, &crate::eval::TORUS_METHODS, out, &mut progress)?;
     println!("{md}");
     eprintln!("wrote {}/torus.md, torus.csv and one SVG per torus", out.display());
+    if fat_trees {
+        println!("{}", crate::eval::fat_tree_study(out, &mut progress)?);
+        eprintln!("wrote {}/fat_tree.md and fat_tree.csv", out.display());
+    }
     Ok(ExitCode::Ok)
 }
