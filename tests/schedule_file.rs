@@ -178,3 +178,23 @@ fn oversized_headers_are_refused_not_allocated() {
     let e = collsched::verify::verify_schedule(&huge, &Default::default()).unwrap_err();
     assert!(e.message().contains("GiB"), "{e}");
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn certificate_and_xml_readers_never_panic(data in proptest::collection::vec(any::<u8>(), 0..300), flip in 0usize..3000, byte in any::<u8>()) {
+        let text = String::from_utf8_lossy(&data).into_owned();
+        let _ = collsched::certify::check_str(&text);
+        let _ = collsched::export::check_reader_rules(&text);
+        let _ = collsched::export::simulate(&text);
+        // A real certificate and a real XML file with one byte changed.
+        let s = &examples()[0];
+        let programs = collsched::lower::lower(s, &Default::default()).unwrap();
+        let mut xml = collsched::export::msccl_xml(&programs, &Default::default()).unwrap().into_bytes();
+        if flip < xml.len() { xml[flip] = byte; }
+        let xml = String::from_utf8_lossy(&xml).into_owned();
+        let _ = collsched::export::check_reader_rules(&xml);
+        let _ = collsched::export::simulate(&xml);
+    }
+}
