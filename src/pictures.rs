@@ -169,4 +169,117 @@ mod tests {
         let svg = timeline_svg(&dr, "HalfRing+DimRotation on 4x4x4", 512);
         assert!(svg.starts_with("<svg") && svg.contains("dim2 (128 links)"));
     }
+
+    #[test]
+    fn topology_pictures_mark_failed_links() {
+        let mut t = torus(&TorusParams::uniform(&[4, 4, 2], 32.0, 0.0)).unwrap();
+        let fault = crate::topology::FaultPattern { cables: vec![(crate::topology::NodeId(0), crate::topology::NodeId(1))], ..Default::default() };
+        fault.apply(&mut t).unwrap();
+        let svg = topology_svg(&t, "4x4x2");
+        assert_eq!(svg.matches("#d62728").count(), 1, "one failed cable drawn once");
+        let ft = crate::topology::fat_tree(&crate::topology::FatTreeParams {
+            levels: 3,
+            k: 8,
+            osr: 1.0,
+            npus: 64,
+            board: None,
+            bandwidth_gbps: 1.0,
+            latency_ns: 0.0,
+            switch_latency_ns: 0.0,
+        })
+        .unwrap();
+        assert_eq!(topology_svg(&ft, "3L").matches("<circle").count(), 64 + 48);
+    }
+}
+
+/// The topology with its failed links marked in red: a torus as its 2-D planes side by side
+/// (dimensions beyond the second are laid out as a row of planes), any other network in layers
+/// (npus at the bottom, then switches by id).
+pub fn topology_svg(t: &crate::topology::Topology, title: &str) -> String {
+    use crate::topology::NodeId;
+    let n = t.num_nodes();
+    let mut pos = vec![(0.0f64, 0.0f64); n];
+    let (w, h);
+    if let Some(s) = t.torus_shape() {
+        let dx = s.dims.first().copied().unwrap_or(1);
+        let dy = s.dims.get(1).copied().unwrap_or(1);
+        let planes: usize = s.dims.iter().skip(2).product::<usize>().max(1);
+        let gap = 60.0;
+        let cell = 46.0;
+        let plane_w = cell * dx as f64 + gap;
+        for id in 0..n {
+            let c = s.coord(NodeId(id as u32));
+            let plane = id / (dx * dy);
+            pos[id] = (40.0 + plane as f64 * plane_w + cell * c[0] as f64, 60.0 + cell * c.get(1).copied().unwrap_or(0) as f64);
+        }
+        w = 40.0 + planes as f64 * plane_w;
+        h = 100.0 + cell * dy as f64;
+    } else {
+        let npus = t.num_npus();
+        let switches: Vec<usize> = (npus..n).collect();
+        let layer_of = |i: usize| -> usize {
+            if i < npus {
+                0
+            } else {
+                // Switches one hop from an npu are layer 1, their other neighbours layer 2, ...
+                let d = t.hop_distances(NodeId(i as u32));
+                (0..npus).filter_map(|p| d[p]).min().unwrap_or(1) as usize
+            }
+        };
+        let layers: Vec<usize> = (0..n).map(layer_of).collect();
+        let top = layers.iter().copied().max().unwrap_or(0);
+        let widest = (0..=top).map(|l| layers.iter().filter(|&&x| x == l).count()).max().unwrap_or(1);
+        w = 80.0 + 22.0 * widest as f64;
+        h = 120.0 + 110.0 * top as f64;
+        for l in 0..=top {
+            let members: Vec<usize> = (0..n).filter(|&i| layers[i] == l).collect();
+            let step = (w - 80.0) / members.len().max(1) as f64;
+            for (k, &i) in members.iter().enumerate() {
+                pos[i] = (40.0 + step * (k as f64 + 0.5), h - 50.0 - 110.0 * l as f64);
+            }
+        }
+        let _ = switches;
+    }
+    let mut out = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w:.0}\" height=\"{h:.0}\" font-family=\"sans-serif\" font-size=\"10\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"{:.0}\" y=\"20\" font-size=\"14\" text-anchor=\"middle\">{title}</text>\n",
+        w / 2.0
+    );
+    let mut drawn = std::collections::HashSet::new();
+    for (id, l) in t.links() {
+        let key = (l.src.0.min(l.dst.0), l.src.0.max(l.dst.0));
+        let down = !l.up || t.link_between(l.dst, l.src).is_some_and(|r| !t.link(r).up);
+        if !drawn.insert(key) && !down {
+            continue;
+        }
+        let (a, b) = (pos[l.src.index()], pos[l.dst.index()]);
+        let wraps = (a.0 - b.0).abs() > 60.0 || (a.1 - b.1).abs() > 60.0;
+        let (color, width) = if down { ("#d62728", 3.0) } else { ("#9aa6b2", 1.0) };
+        if wraps && t.torus_shape().is_some() {
+            // A wrap-around cable: a short stub out of each end, so the grid stays readable.
+            let reach = if down { -18.0 } else { -10.0 };
+            let (ux, uy) = ((b.0 - a.0).signum() * reach, (b.1 - a.1).signum() * reach);
+            let _ = writeln!(out, "<line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"{color}\" stroke-width=\"{width}\" stroke-dasharray=\"3 2\"><title>{}</title></line>", a.0, a.1, a.0 + ux, a.1 + uy, t.describe_link(id));
+        } else {
+            let _ = writeln!(
+                out,
+                "<line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"{color}\" stroke-width=\"{width}\"><title>{}</title></line>",
+                a.0,
+                a.1,
+                b.0,
+                b.1,
+                t.describe_link(id)
+            );
+        }
+    }
+    for id in t.node_ids() {
+        let (x, y) = pos[id.index()];
+        let node = t.node(id);
+        let fill = if t.is_npu(id) { "#1f77b4" } else { "#ff7f0e" };
+        let _ = writeln!(out, "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"5\" fill=\"{fill}\"><title>{} ({})</title></circle>", node.name, id);
+        if t.torus_shape().is_some() && t.num_nodes() <= 128 {
+            let _ = writeln!(out, "<text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\" fill=\"#555\">{}</text>", y + 15.0, node.name);
+        }
+    }
+    out.push_str("</svg>\n");
+    out
 }

@@ -68,6 +68,9 @@ pub enum Command {
         /// Where to write the schedule (default: `out/SPEC_NAME.json`).
         #[arg(short, long)]
         output: Option<PathBuf>,
+        /// Also draw the topology with its failed links marked.
+        #[arg(long, value_name = "OUT.svg")]
+        topology_svg: Option<PathBuf>,
         /// Print the summary as JSON.
         #[arg(long)]
         json: bool,
@@ -201,7 +204,7 @@ pub fn run(cli: Cli) -> ExitCode {
             verify(schedule, spec, json, max_diagnostics, peak_holdings, rule6_limit)
         }
         Command::Cost { schedule, model, fifo, svg, json } => cost(schedule, &model, fifo, svg.as_deref(), json),
-        Command::Generate { spec, flags, output, json } => generate(spec, flags, output, json),
+        Command::Generate { spec, flags, output, topology_svg, json } => generate(spec, flags, output, topology_svg, json),
         Command::Eval { tori, out, fat_trees } => eval(&tori, &out, fat_trees),
         Command::Bound { spec, certificate, schedule, json } => proof::bound(&spec, certificate.as_deref(), schedule.as_deref(), json),
         Command::Proof(ProofCommand::Check { paths }) => proof::proof_check(&paths),
@@ -455,9 +458,15 @@ fn load_spec(path: Option<&std::path::Path>, flags: &SpecFlags) -> Result<Option
     Ok(Some(spec))
 }
 
-fn generate(spec_path: Option<PathBuf>, flags: SpecFlags, output: Option<PathBuf>, json: bool) -> Result<ExitCode> {
+fn generate(spec_path: Option<PathBuf>, flags: SpecFlags, output: Option<PathBuf>, topology_svg: Option<PathBuf>, json: bool) -> Result<ExitCode> {
     let Some(spec) = load_spec(spec_path.as_deref(), &flags)? else { return Ok(ExitCode::Ok) };
     let schedule = crate::generate::from_spec(&spec)?;
+    if let Some(out) = &topology_svg {
+        let title = spec.description.clone().unwrap_or_else(|| "topology".into());
+        let picture = crate::pictures::topology_svg(&schedule.header.topology, &title.chars().take(90).collect::<String>());
+        crate::io::write_atomic(out, |w| std::io::Write::write_all(w, picture.as_bytes()).map_err(crate::io::write_error(out)))?;
+        eprintln!("wrote {}", out.display());
+    }
     let out = output.unwrap_or_else(|| {
         let stem = spec_path.as_ref().and_then(|p| p.file_stem()).map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "schedule".into());
         PathBuf::from("out").join(format!("{stem}.json"))
