@@ -224,24 +224,6 @@ pub fn torus_study(all_dims: &[Vec<usize>], methods: &[Method], dir: &Path, prog
     Ok(md)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn large_message_speedups_match_the_closed_forms() {
-        let rows = torus_rows(&[5, 5], &TORUS_METHODS[..4], &mut |_| {}).unwrap();
-        let big = 1u64 << 40;
-        let speedup = |i: usize| rows[0].time_ns(big) / rows[i].time_ns(big);
-        // ALGORITHMS.md: Ring+DimRotation 7/6, HalfRing+DimRotation 1.94 on a 5x5 torus.
-        assert!((speedup(1) - 7.0 / 6.0).abs() < 1e-3, "{}", speedup(1));
-        assert!((speedup(3) - 35.0 / 18.0).abs() < 1e-3, "{}", speedup(3));
-        let (md, csv) = tables(&[5, 5], &rows, &study_sizes());
-        assert!(md.contains("HalfRing+DimRotation") && csv.lines().count() == 1 + 4 * 10);
-        assert!(svg_plot("t", &rows, &study_sizes()).contains("<polyline"));
-    }
-}
-
 /// The fat-tree table: the four reference trees (64 npus, boards of 8, 400 GB/s, 25 ns links,
 /// 1000 ns per switch), EP groups of 32 and 64 npus, 1 MiB per npu, pairwise and bruck under
 /// both routing policies, priced in both models (the event-driven one prices the contention of
@@ -289,4 +271,22 @@ pub fn fat_tree_study(dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<Stri
         crate::io::write_atomic(&path, |w| std::io::Write::write_all(w, text.as_bytes()).map_err(crate::io::write_error(&path)))?;
     }
     Ok(md)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn large_message_speedups_match_the_closed_forms() {
+        let rows = torus_rows(&[5, 5], &TORUS_METHODS[..4], &mut |_| {}).unwrap();
+        let big = 1u64 << 40;
+        let speedup = |i: usize| rows[0].time_ns(big) / rows[i].time_ns(big);
+        // ALGORITHMS.md: Ring+DimRotation 7/6, HalfRing+DimRotation 1.94 on a 5x5 torus.
+        assert!((speedup(1) - 7.0 / 6.0).abs() < 1e-3, "{}", speedup(1));
+        assert!((speedup(3) - 35.0 / 18.0).abs() < 1e-3, "{}", speedup(3));
+        let (md, csv) = tables(&[5, 5], &rows, &study_sizes());
+        assert!(md.contains("HalfRing+DimRotation") && csv.lines().count() == 1 + 4 * 10);
+        assert!(svg_plot("t", &rows, &study_sizes()).contains("<polyline"));
+    }
 }

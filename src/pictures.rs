@@ -147,51 +147,6 @@ pub fn group_utilization(schedule: &Schedule) -> BTreeMap<String, f64> {
     acc.into_iter().map(|(k, (b, n))| (k, if total > 0.0 { b / (n as f64 * total) } else { 0.0 })).collect()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::algorithms::{torus_all_to_all, RingAlgorithm, Scheduler};
-    use crate::collective::{Collective, CollectiveKind};
-    use crate::topology::{torus, TorusParams};
-
-    #[test]
-    fn dimrotation_has_no_bubbles_and_pipeline_does() {
-        let t = torus(&TorusParams::uniform(&[4, 4, 4], 32.0, 0.0)).unwrap();
-        let c = Collective::new(CollectiveKind::AllToAll, t.node_ids().collect(), 1 << 20, 1, None, &t).unwrap();
-        let dr = torus_all_to_all(&t, &c, RingAlgorithm::HalfRing, Scheduler::DimRotation).unwrap();
-        let pl = torus_all_to_all(&t, &c, RingAlgorithm::HalfRing, Scheduler::Pipeline { chunks: 6 }).unwrap();
-        let u_dr = group_utilization(&dr);
-        let u_pl = group_utilization(&pl);
-        for dim in ["dim0", "dim1", "dim2"] {
-            assert!((u_dr[dim] - 1.0).abs() < 1e-9, "{dim}: {}", u_dr[dim]);
-            assert!(u_pl[dim] < 0.95, "{dim}: {}", u_pl[dim]);
-        }
-        let svg = timeline_svg(&dr, "HalfRing+DimRotation on 4x4x4", 512);
-        assert!(svg.starts_with("<svg") && svg.contains("dim2 (128 links)"));
-    }
-
-    #[test]
-    fn topology_pictures_mark_failed_links() {
-        let mut t = torus(&TorusParams::uniform(&[4, 4, 2], 32.0, 0.0)).unwrap();
-        let fault = crate::topology::FaultPattern { cables: vec![(crate::topology::NodeId(0), crate::topology::NodeId(1))], ..Default::default() };
-        fault.apply(&mut t).unwrap();
-        let svg = topology_svg(&t, "4x4x2");
-        assert_eq!(svg.matches("#d62728").count(), 1, "one failed cable drawn once");
-        let ft = crate::topology::fat_tree(&crate::topology::FatTreeParams {
-            levels: 3,
-            k: 8,
-            osr: 1.0,
-            npus: 64,
-            board: None,
-            bandwidth_gbps: 1.0,
-            latency_ns: 0.0,
-            switch_latency_ns: 0.0,
-        })
-        .unwrap();
-        assert_eq!(topology_svg(&ft, "3L").matches("<circle").count(), 64 + 48);
-    }
-}
-
 /// The topology with its failed links marked in red: a torus as its 2-D planes side by side
 /// (dimensions beyond the second are laid out as a row of planes), any other network in layers
 /// (npus at the bottom, then switches by id).
@@ -248,7 +203,7 @@ pub fn topology_svg(t: &crate::topology::Topology, title: &str) -> String {
     for (id, l) in t.links() {
         let key = (l.src.0.min(l.dst.0), l.src.0.max(l.dst.0));
         let down = !l.up || t.link_between(l.dst, l.src).is_some_and(|r| !t.link(r).up);
-        if !drawn.insert(key) && !down {
+        if !drawn.insert(key) {
             continue;
         }
         let (a, b) = (pos[l.src.index()], pos[l.dst.index()]);
@@ -282,4 +237,49 @@ pub fn topology_svg(t: &crate::topology::Topology, title: &str) -> String {
     }
     out.push_str("</svg>\n");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algorithms::{torus_all_to_all, RingAlgorithm, Scheduler};
+    use crate::collective::{Collective, CollectiveKind};
+    use crate::topology::{torus, TorusParams};
+
+    #[test]
+    fn dimrotation_has_no_bubbles_and_pipeline_does() {
+        let t = torus(&TorusParams::uniform(&[4, 4, 4], 32.0, 0.0)).unwrap();
+        let c = Collective::new(CollectiveKind::AllToAll, t.node_ids().collect(), 1 << 20, 1, None, &t).unwrap();
+        let dr = torus_all_to_all(&t, &c, RingAlgorithm::HalfRing, Scheduler::DimRotation).unwrap();
+        let pl = torus_all_to_all(&t, &c, RingAlgorithm::HalfRing, Scheduler::Pipeline { chunks: 6 }).unwrap();
+        let u_dr = group_utilization(&dr);
+        let u_pl = group_utilization(&pl);
+        for dim in ["dim0", "dim1", "dim2"] {
+            assert!((u_dr[dim] - 1.0).abs() < 1e-9, "{dim}: {}", u_dr[dim]);
+            assert!(u_pl[dim] < 0.95, "{dim}: {}", u_pl[dim]);
+        }
+        let svg = timeline_svg(&dr, "HalfRing+DimRotation on 4x4x4", 512);
+        assert!(svg.starts_with("<svg") && svg.contains("dim2 (128 links)"));
+    }
+
+    #[test]
+    fn topology_pictures_mark_failed_links() {
+        let mut t = torus(&TorusParams::uniform(&[4, 4, 2], 32.0, 0.0)).unwrap();
+        let fault = crate::topology::FaultPattern { cables: vec![(crate::topology::NodeId(0), crate::topology::NodeId(1))], ..Default::default() };
+        fault.apply(&mut t).unwrap();
+        let svg = topology_svg(&t, "4x4x2");
+        assert_eq!(svg.matches("#d62728").count(), 1, "one failed cable drawn once");
+        let ft = crate::topology::fat_tree(&crate::topology::FatTreeParams {
+            levels: 3,
+            k: 8,
+            osr: 1.0,
+            npus: 64,
+            board: None,
+            bandwidth_gbps: 1.0,
+            latency_ns: 0.0,
+            switch_latency_ns: 0.0,
+        })
+        .unwrap();
+        assert_eq!(topology_svg(&ft, "3L").matches("<circle").count(), 64 + 48);
+    }
 }
