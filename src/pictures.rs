@@ -162,16 +162,15 @@ pub fn topology_svg(t: &crate::topology::Topology, title: &str) -> String {
         let gap = 60.0;
         let cell = 46.0;
         let plane_w = cell * dx as f64 + gap;
-        for id in 0..n {
+        for (id, p) in pos.iter_mut().enumerate() {
             let c = s.coord(NodeId(id as u32));
             let plane = id / (dx * dy);
-            pos[id] = (40.0 + plane as f64 * plane_w + cell * c[0] as f64, 60.0 + cell * c.get(1).copied().unwrap_or(0) as f64);
+            *p = (40.0 + plane as f64 * plane_w + cell * c[0] as f64, 60.0 + cell * c.get(1).copied().unwrap_or(0) as f64);
         }
         w = 40.0 + planes as f64 * plane_w;
         h = 100.0 + cell * dy as f64;
     } else {
         let npus = t.num_npus();
-        let switches: Vec<usize> = (npus..n).collect();
         let layer_of = |i: usize| -> usize {
             if i < npus {
                 0
@@ -193,7 +192,6 @@ pub fn topology_svg(t: &crate::topology::Topology, title: &str) -> String {
                 pos[i] = (40.0 + step * (k as f64 + 0.5), h - 50.0 - 110.0 * l as f64);
             }
         }
-        let _ = switches;
     }
     let mut out = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w:.0}\" height=\"{h:.0}\" font-family=\"sans-serif\" font-size=\"10\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"{:.0}\" y=\"20\" font-size=\"14\" text-anchor=\"middle\">{title}</text>\n",
