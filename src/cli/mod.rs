@@ -4,6 +4,7 @@ mod export;
 mod flags;
 mod proof;
 mod synth;
+mod xml;
 
 pub use flags::SpecFlags;
 
@@ -260,6 +261,9 @@ impl<C: crate::verify::Check> crate::verify::Check for Bounded<C> {
 }
 
 fn verify(schedule: PathBuf, spec_path: Option<PathBuf>, json: bool, max_diagnostics: usize, peak_holdings: bool, rule6_limit: u64) -> Result<ExitCode> {
+    if schedule.extension().is_some_and(|e| e == "xml") {
+        return xml::verify_xml(&schedule, spec_path.as_deref(), json);
+    }
     let spec = spec_path.as_deref().map(Spec::load).transpose()?;
     let instance = spec.as_ref().map(|s| s.instance()).transpose()?;
     let expect = spec.as_ref().map(|s| s.expect.clone()).unwrap_or_default();

@@ -4,5 +4,7 @@
 //! what a runtime runs.
 
 pub mod msccl;
+pub mod msccl_import;
 
 pub use msccl::{check_reader_rules, msccl_xml, simulate, ChunkValue, MscclOptions, Proto, SimResult};
+pub use msccl_import::{full_mesh, import_msccl};
