@@ -347,3 +347,26 @@ fn synthesize_finds_certified_schedules_and_names_cut_off_ranks() {
     assert_eq!(o.status.code(), Some(3), "{}", text(&o));
     assert!(text(&o).contains("is cut off"), "{}", text(&o));
 }
+
+#[test]
+fn verify_reads_msccl_xml() {
+    let out = tmp("xmlv.json");
+    let o = run(&["generate", "--torus", "4", "--algorithm", "halfring", "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let dir = tmp("xmlv");
+    let o = run(&["export", s(&out), "--to", "msccl-xml", "-o", s(&dir)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let xml = dir.join("xmlv.xml");
+    let o = run(&["verify", s(&xml)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("valid:"), "{}", text(&o));
+    // A send whose receive was deleted: the runtime would hang or lose data.
+    let body = std::fs::read_to_string(&xml).unwrap();
+    let at = body.find("type=\"r\"").unwrap();
+    let start = body[..at].rfind("<step").unwrap();
+    let end = at + body[at..].find("/>").unwrap() + 2;
+    std::fs::write(&xml, format!("{}{}", &body[..start], &body[end..])).unwrap();
+    let o = run(&["verify", s(&xml)]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("INVALID"), "{}", text(&o));
+}
