@@ -21,8 +21,8 @@ fn candidates(channels: Option<usize>) -> Vec<LowerOptions> {
 
 /// Runs the export.
 pub fn export(schedule: &Path, to: &str, dir: &Path, channels: Option<usize>, legacy: bool) -> Result<ExitCode> {
-    if to != "msccl-xml" {
-        return Err(Error::bad(format!("--to {to}: this version exports msccl-xml (Chakra traces are not written yet)")));
+    if to != "msccl-xml" && to != "chakra-et" {
+        return Err(Error::bad(format!("--to {to}: expected msccl-xml or chakra-et")));
     }
     let s = crate::schedule::read_schedule_file(schedule)?;
     let report = crate::verify::verify_schedule(&s, &Default::default())?;
@@ -30,6 +30,9 @@ pub fn export(schedule: &Path, to: &str, dir: &Path, channels: Option<usize>, le
         return Err(Error::bad(format!("{}: the schedule fails verification, nothing to export: {}", schedule.display(), report.findings.failures()[0])));
     }
     let stem = schedule.file_stem().map(|x| x.to_string_lossy().into_owned()).unwrap_or_else(|| "schedule".into());
+    if to == "chakra-et" {
+        return chakra(&s, dir, &stem, channels);
+    }
     let opts = MscclOptions { name: stem.clone(), legacy_coll_names: legacy, ..Default::default() };
     let mut last_problems = Vec::new();
     for lower_opts in candidates(channels) {
@@ -65,4 +68,43 @@ pub fn export(schedule: &Path, to: &str, dir: &Path, channels: Option<usize>, le
         if channels.is_some() { "the channel count given" } else { "1 to 8 channels" },
         last_problems.first().cloned().unwrap_or_default()
     )))
+}
+
+/// Chakra execution traces for ASTRA-sim: one file per rank and the system-file snippet. Prints
+/// the bytes all sends carry, which a decoder can check the files against.
+fn chakra(s: &crate::schedule::Schedule, dir: &Path, stem: &str, channels: Option<usize>) -> Result<ExitCode> {
+    let opts = LowerOptions { channels: channels.unwrap_or(1).max(1), ..Default::default() };
+    let programs = lower(s, &opts)?;
+    if let Some(d) = check_deadlock(&programs).first() {
+        return Err(Error::bad(format!("the lowered programs fail rule 6: {d}")));
+    }
+    let traces = crate::export::chakra_traces(&programs, s)?;
+    std::fs::create_dir_all(dir).map_err(crate::io::write_error(dir))?;
+    crate::export::write_chakra(dir, stem, &programs, s)?;
+    let mut bytes: i64 = 0;
+    for (_, data) in &traces {
+        let (_, nodes) = crate::export::decode_chakra(data)?;
+        for n in nodes.iter().filter(|n| n.r#type == 5) {
+            bytes += n.attr.iter().find(|a| a.name == "comm_size").and_then(|a| a.as_i64()).unwrap_or(0);
+        }
+    }
+    // What the schedule itself moves: every transfer is one message of its pieces, rounded up to
+    // whole bytes as the exporter rounds.
+    let c = &s.header.collective;
+    let expected: i64 = s
+        .steps
+        .iter()
+        .flat_map(|st| &st.transfers)
+        .map(|tr| tr.pieces.iter().filter_map(|p| c.piece_index(p)).map(|i| c.piece_size_at(i)).sum::<crate::units::Rational>().ceil().to_integer() as i64)
+        .sum();
+    if bytes != expected {
+        return Err(Error::bad(format!("the traces' sends carry {bytes} bytes but the schedule's transfers carry {expected}")));
+    }
+    println!(
+        "wrote {}/{stem}.<rank>.et for {} ranks and {}/{stem}.system.json; sends carry {bytes} bytes in all, as the schedule's transfers do",
+        dir.display(),
+        traces.len(),
+        dir.display()
+    );
+    Ok(ExitCode::Ok)
 }

@@ -128,7 +128,7 @@ pub enum Command {
     Export {
         /// The schedule file.
         schedule: PathBuf,
-        /// The format: msccl-xml.
+        /// The format: msccl-xml, or chakra-et (one trace per rank for ASTRA-sim).
         #[arg(long, value_name = "FORMAT")]
         to: String,
         /// The folder to write into.
