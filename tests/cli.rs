@@ -289,6 +289,9 @@ fn export_msccl_xml_and_rule_6_in_verify() {
     let xml = std::fs::read_to_string(dir.join("xml-src.xml")).unwrap();
     assert!(xml.contains("<algo") && xml.contains("coll=\"alltoall\""), "{}", &xml[..200.min(xml.len())]);
     let o = run(&["export", s(&out), "--to", "chakra-et", "-o", s(&dir)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(dir.join("xml-src.0.et").exists() && dir.join("xml-src.system.json").exists());
+    let o = run(&["export", s(&out), "--to", "nccl", "-o", s(&dir)]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     let o = run(&["verify", s(&out), "--rule6-limit", "10"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
