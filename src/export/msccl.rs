@@ -842,7 +842,7 @@ fn expect_outputs(algo: &Algo, outputs: &[Vec<Option<ChunkValue>>], errors: &mut
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::lower::tests::torus_schedules;
     use crate::lower::{lower, ChannelSpread, LowerOptions, ThreadblockLayout};
@@ -863,7 +863,7 @@ mod tests {
     }
 
     /// Ring reduce-scatter, all-gather, and all-reduce (the two in sequence) on a ring of n.
-    fn ring_schedule(kind: CollectiveKind, n: usize) -> crate::schedule::Schedule {
+    pub(crate) fn ring_schedule(kind: CollectiveKind, n: usize) -> crate::schedule::Schedule {
         use crate::collective::{Collective, PieceId};
         use crate::schedule::{Op, Schedule, ScheduleHeader, Step, Transfer};
         use crate::topology::NodeId;

@@ -491,29 +491,10 @@ mod tests {
         }
     }
 
-    /// Ring reduce-scatter, all-gather and all-reduce on a ring of 4 (two pieces per block).
-    fn ring_schedule(kind: CollectiveKind) -> Schedule {
-        let n = 4;
-        let t = torus_with(&[n], &[]);
-        let c = Collective::new(kind, t.node_ids().collect(), 4096, 2, None, &t).unwrap();
-        let link = |r: usize| t.link_between(NodeId(r as u32), NodeId(((r + 1) % n) as u32)).unwrap();
-        let block = |b: usize| (0..2).map(|k| PieceId::block(b as u32, k)).collect::<Vec<_>>();
-        let reduce: Vec<Step> =
-            (0..n - 1).map(|s| Step { transfers: (0..n).map(|r| Transfer::hop(link(r), Op::Reduce, block((r + 2 * n - 1 - s) % n))).collect() }).collect();
-        let gather: Vec<Step> =
-            (0..n - 1).map(|s| Step { transfers: (0..n).map(|r| Transfer::hop(link(r), Op::Copy, block((r + n - s) % n))).collect() }).collect();
-        let steps = match kind {
-            CollectiveKind::ReduceScatter => reduce,
-            CollectiveKind::AllGather => gather,
-            _ => reduce.into_iter().chain(gather).collect(),
-        };
-        Schedule { header: ScheduleHeader { topology: t, collective: c, meta: None }, steps }
-    }
-
     #[test]
     fn ring_gather_and_reductions_round_trip() {
         for kind in [CollectiveKind::AllGather, CollectiveKind::ReduceScatter, CollectiveKind::AllReduce] {
-            let s = ring_schedule(kind);
+            let s = crate::export::msccl::tests::ring_schedule(kind, 4);
             let xml = msccl_xml(&lower(&s, &LowerOptions::default()).unwrap(), &MscclOptions::default()).unwrap();
             for topo in [Some(&s.header.topology), None] {
                 let back = import_msccl(&xml, topo).unwrap_or_else(|e| panic!("{kind}: {e}"));
