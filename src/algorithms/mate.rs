@@ -56,17 +56,7 @@ const MAX_PARTS_PER_CHUNK: usize = 12;
 /// plane offers a detour to.
 pub fn torus_mate(topology: &Topology, collective: &Collective, enhanced: bool) -> Result<Schedule> {
     let name = if enhanced { "matee" } else { "mate" };
-    let shape = topology.torus_shape().ok_or_else(|| Error::bad(format!("{name}: the topology is not a torus")))?;
-    if collective.kind != CollectiveKind::AllToAll {
-        return Err(Error::bad(format!("{name}: the collective is {}, not all_to_all", collective.kind)));
-    }
-    let all_npus = collective.ranks.len() == topology.num_npus() && collective.ranks.iter().enumerate().all(|(i, r)| r.index() == i);
-    if !all_npus {
-        return Err(Error::bad(format!(
-            "{name}: collective.ranks must be every npu in id order (0..{}); a subset or another order is not supported",
-            topology.num_npus()
-        )));
-    }
+    let shape = super::torus_all_to_all_shape(topology, collective, name)?;
     let torus = Torus::new(topology, shape)?;
     let choice = choose(&torus, enhanced);
     let (chunks, phases) = place(Scheduler::DimRotation, torus.dims.len())?;

@@ -81,6 +81,23 @@ impl Scheduler {
     }
 }
 
+/// The torus of an all-to-all that the torus generators can run: a torus topology, and the
+/// collective an all_to_all over every npu in id order. `name` prefixes the error messages.
+pub fn torus_all_to_all_shape<'t>(topology: &'t Topology, collective: &Collective, name: &str) -> Result<&'t crate::topology::TorusShape> {
+    let shape = topology.torus_shape().ok_or_else(|| Error::bad(format!("{name}: the topology is not a torus")))?;
+    if collective.kind != CollectiveKind::AllToAll {
+        return Err(Error::bad(format!("{name}: the collective is {}, not all_to_all", collective.kind)));
+    }
+    let all_npus = collective.ranks.len() == topology.num_npus() && collective.ranks.iter().enumerate().all(|(i, r)| r.index() == i);
+    if !all_npus {
+        return Err(Error::bad(format!(
+            "{name}: collective.ranks must be every npu in id order (0..{}); a subset or another order is not supported",
+            topology.num_npus()
+        )));
+    }
+    Ok(shape)
+}
+
 /// Generates an all-to-all on a torus topology (faults already applied as down links).
 ///
 /// `collective` gives ranks (must be ALL npus of the torus, in id order), bytes_per_rank and
@@ -94,17 +111,7 @@ impl Scheduler {
 /// all-to-all over every npu in id order, or a pipeline of 0 chunks; [`Error::infeasible`] when a
 /// line has a failed cable or a ring has two or more (the message names it and its cables).
 pub fn torus_all_to_all(topology: &Topology, collective: &Collective, algorithm: RingAlgorithm, scheduler: Scheduler) -> Result<Schedule> {
-    let shape = topology.torus_shape().ok_or_else(|| Error::bad("torus all-to-all: the topology is not a torus"))?;
-    if collective.kind != CollectiveKind::AllToAll {
-        return Err(Error::bad(format!("torus all-to-all: the collective is {}, not all_to_all", collective.kind)));
-    }
-    let all_npus = collective.ranks.len() == topology.num_npus() && collective.ranks.iter().enumerate().all(|(i, r)| r.index() == i);
-    if !all_npus {
-        return Err(Error::bad(format!(
-            "torus all-to-all: collective.ranks must be every npu in id order (0..{}); a subset or another order is not supported",
-            topology.num_npus()
-        )));
-    }
+    let shape = torus_all_to_all_shape(topology, collective, "torus all-to-all")?;
     let plan = TorusPlan::new(topology, shape, algorithm)?;
     let (chunks, phases) = scheduler::place(scheduler, plan.dims.len())?;
     let halves = if plan.splits_blocks() { 2 } else { 1 };

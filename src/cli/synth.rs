@@ -66,7 +66,7 @@ pub fn synthesize(spec: &Spec, output: &Path, objective: &str, solver: Option<&s
     if let Some(s) = report.schedule.clone() {
         candidates.push(("fewest steps (solver)".into(), s));
     }
-    if objective == "time" && t.torus_shape().is_some() && c.ranks.len() == t.num_npus() && c.ranks.iter().enumerate().all(|(i, r)| r.index() == i) {
+    if objective == "time" && crate::algorithms::torus_all_to_all_shape(t, c, "synthesize").is_ok() {
         let faulty = !t.down_links().is_empty();
         let mut add = |name: &str, s: Result<Schedule>| {
             if let Ok(s) = s {
