@@ -60,12 +60,21 @@ pub(crate) struct TorusPlan {
 }
 
 /// Whether both directions of the cable between two nodes are up.
-fn cable_up(topo: &Topology, a: NodeId, b: NodeId) -> bool {
+/// Whether both directions of the cable between two nodes are up.
+pub(super) fn cable_up(topo: &Topology, a: NodeId, b: NodeId) -> bool {
     let up = |x, y| topo.link_between(x, y).is_some_and(|l| topo.link(l).up);
     up(a, b) && up(b, a)
 }
 
-fn names(topo: &Topology, nodes: &[NodeId]) -> String {
+/// The failed cables of a line of nodes: cable c joins positions c and c + 1 (mod n on a ring).
+pub(super) fn down_cables(topo: &Topology, nodes: &[NodeId], ring: bool) -> Vec<usize> {
+    let n = nodes.len();
+    let cables = if ring { n } else { n - 1 };
+    (0..cables).filter(|&c| !cable_up(topo, nodes[c], nodes[(c + 1) % n])).collect()
+}
+
+/// The nodes' names, for messages.
+pub(super) fn names(topo: &Topology, nodes: &[NodeId]) -> String {
     nodes.iter().map(|&n| topo.node(n).name.as_str()).collect::<Vec<_>>().join(" ")
 }
 
@@ -85,9 +94,7 @@ impl TorusPlan {
             let mut lines = Vec::new();
             for start in (0..shape.num_nodes() as u32).map(NodeId).filter(|&v| shape.coord_in(v, dim) == 0) {
                 let nodes = shape.line(start, dim);
-                // Cable c joins positions c and c + 1 (mod n on a ring).
-                let cables = if ring { n } else { n - 1 };
-                let down: Vec<usize> = (0..cables).filter(|&c| !cable_up(topo, nodes[c], nodes[(c + 1) % n])).collect();
+                let down = down_cables(topo, &nodes, ring);
                 let cable_text = |c: usize| format!("{}-{}", topo.node(nodes[c]).name, topo.node(nodes[(c + 1) % n]).name);
                 let kind = match (ring, down.as_slice()) {
                     (false, []) => RingKind::Line,

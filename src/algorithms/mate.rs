@@ -25,6 +25,7 @@
 //! new step. So a short plan never pads a long one, and on equal radices the step-synchronous
 //! bandwidth term is exactly the longest plan's units.
 
+use super::dims::{cable_up, down_cables, names};
 use super::ring::{Part, RingKind, RingPlan};
 use super::scheduler::place;
 use super::Scheduler;
@@ -243,15 +244,6 @@ struct Torus {
     groups: Vec<Vec<usize>>,
 }
 
-fn cable_up(topo: &Topology, a: NodeId, b: NodeId) -> bool {
-    let up = |x, y| topo.link_between(x, y).is_some_and(|l| topo.link(l).up);
-    up(a, b) && up(b, a)
-}
-
-fn names(topo: &Topology, nodes: &[NodeId]) -> String {
-    nodes.iter().map(|&n| topo.node(n).name.as_str()).collect::<Vec<_>>().join(" ")
-}
-
 /// The up link `a -> b`; the plans only use cables found up, so a miss is a bug, reported rather
 /// than written into a schedule the verifier would reject.
 fn up_link(topo: &Topology, a: NodeId, b: NodeId) -> Result<LinkId> {
@@ -286,8 +278,7 @@ impl Torus {
             let mut lines = Vec::new();
             for start in (0..shape.num_nodes() as u32).map(NodeId).filter(|&v| shape.coord_in(v, dim) == 0) {
                 let nodes = shape.line(start, dim);
-                let cables = if ring { n } else { n - 1 };
-                let down: Vec<usize> = (0..cables).filter(|&c| !cable_up(topo, nodes[c], nodes[(c + 1) % n])).collect();
+                let down = down_cables(topo, &nodes, ring);
                 let index = if down.is_empty() {
                     None
                 } else if !ring {
@@ -360,7 +351,7 @@ impl Torus {
 fn detour(topo: &Topology, shape: &TorusShape, ring: &[NodeId], x: usize, y: usize) -> Result<Option<Detour>> {
     let n = ring.len();
     let ny = shape.dims[y];
-    let healthy = |r: &[NodeId]| (0..n).all(|c| cable_up(topo, r[c], r[(c + 1) % n]));
+    let healthy = |r: &[NodeId]| down_cables(topo, r, true).is_empty();
     // columns[p][k]: position p's node k steps away along y on this side (k = 0 is the ring).
     let side = |positive: bool| -> Option<Vec<Vec<NodeId>>> {
         let mut columns: Vec<Vec<NodeId>> = ring.iter().map(|&v| vec![v]).collect();
