@@ -5,6 +5,7 @@
 //! follows exactly from that one schedule, because every piece's size is proportional to the
 //! bytes per rank: time(S) = (S / S0) x bandwidth term(S0) + latency term.
 
+use crate::algorithms::switched::{Routing, SwitchedAlgorithm};
 use crate::algorithms::{torus_all_to_all, torus_mate, RingAlgorithm, Scheduler};
 use crate::collective::{Collective, CollectiveKind};
 use crate::error::{Error, Result};
@@ -63,6 +64,16 @@ pub const TORUS_METHODS: [Method; 8] = [
     Method { label: "MATEe", faulty: true, generate: matee },
 ];
 
+/// What a study reports while it runs, for a progress display: every row of its tables starts,
+/// then ends.
+#[derive(Clone, Copy, Debug)]
+pub enum StudyProgress<'a> {
+    /// A row is being computed (what it is: torus or tree, and method).
+    Started(&'a str),
+    /// That row is done.
+    Finished,
+}
+
 /// Bytes per npu of the study: 8 KiB to 2 GiB, every factor of 4.
 pub fn study_sizes() -> Vec<u64> {
     (0..10).map(|i| (8u64 << 10) << (2 * i)).collect()
@@ -92,7 +103,8 @@ impl Row {
 
 /// Runs every method on a torus of `dims` (32 GB/s, 100 ns); faulty methods get one failed
 /// cable in dimension 0, between the origin and its + neighbour. Every schedule is verified.
-pub fn torus_rows(dims: &[usize], methods: &[Method], progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
+/// Reports one row per method to `progress`.
+pub fn torus_rows(dims: &[usize], methods: &[Method], progress: &mut dyn FnMut(StudyProgress)) -> Result<Vec<Row>> {
     let healthy = torus(&TorusParams::uniform(dims, 32.0, 100.0))?;
     let mut faulty = healthy.clone();
     let shape = healthy.torus_shape().expect("a torus").clone();
@@ -102,7 +114,7 @@ pub fn torus_rows(dims: &[usize], methods: &[Method], progress: &mut dyn FnMut(&
     let reference_bytes = 8u64 << 20;
     let mut rows = Vec::new();
     for m in methods {
-        progress(m.label);
+        progress(StudyProgress::Started(&format!("{} {}", dims_label(dims), m.label)));
         let t = if m.faulty { &faulty } else { &healthy };
         let c = Collective::new(CollectiveKind::AllToAll, t.node_ids().collect(), reference_bytes, 1, None, t)?;
         let s = (m.generate)(t, &c)?;
@@ -112,6 +124,7 @@ pub fn torus_rows(dims: &[usize], methods: &[Method], progress: &mut dyn FnMut(&
         }
         let cost = report.cost.expect("verification computes the cost");
         rows.push(Row { label: m.label, bandwidth_ns: cost.bandwidth_ns(), latency_ns: cost.latency_ns(), reference_bytes, steps: s.steps.len() });
+        progress(StudyProgress::Finished);
     }
     Ok(rows)
 }
@@ -197,13 +210,12 @@ pub fn svg_plot(title: &str, rows: &[Row], sizes: &[u64]) -> String {
 }
 
 /// Runs the torus study for these tori and writes `torus.md`, `torus.csv` and one SVG per torus
-/// into `dir`. Returns the Markdown.
-pub fn torus_study(all_dims: &[Vec<usize>], methods: &[Method], dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<String> {
+/// into `dir`. Returns the Markdown. Reports `all_dims.len() x methods.len()` rows to `progress`.
+pub fn torus_study(all_dims: &[Vec<usize>], methods: &[Method], dir: &Path, progress: &mut dyn FnMut(StudyProgress)) -> Result<String> {
     let sizes = study_sizes();
     let mut md = String::from("## All-to-all on tori: step-synchronous model, our generators\n\nFaulty methods run with one failed cable in dimension 0.\n\n");
     let mut csv = String::new();
     for dims in all_dims {
-        progress(&format!("torus {}", dims_label(dims)));
         let rows = torus_rows(dims, methods, progress)?;
         let (m, c) = tables(dims, &rows, &sizes);
         md.push_str(&m);
@@ -224,26 +236,41 @@ pub fn torus_study(all_dims: &[Vec<usize>], methods: &[Method], dir: &Path, prog
     Ok(md)
 }
 
+/// The reference fat trees of the fat-tree table: name, levels, radix k, oversubscription.
+const FAT_TREES: [(&str, u32, usize, f64); 4] =
+    [("2L-k16-osr1", 2, 16, 1.0), ("2L-k8-osr1", 2, 8, 1.0), ("2L-k12-osr2", 2, 12, 2.0), ("3L-k8-osr1", 3, 8, 1.0)];
+/// EP group sizes of the fat-tree table (the last npus of the tree).
+const FAT_TREE_EPS: [usize; 2] = [32, 64];
+/// Algorithms of the fat-tree table.
+const FAT_TREE_ALGORITHMS: [SwitchedAlgorithm; 2] = [SwitchedAlgorithm::Pairwise, SwitchedAlgorithm::Bruck];
+/// Routing policies of the fat-tree table.
+const FAT_TREE_ROUTINGS: [Routing; 2] = [Routing::SinglePath, Routing::Balanced];
+
+/// The number of rows of the fat-tree table ([`fat_tree_study`]).
+pub fn fat_tree_rows() -> usize {
+    FAT_TREES.len() * FAT_TREE_EPS.len() * FAT_TREE_ALGORITHMS.len() * FAT_TREE_ROUTINGS.len()
+}
+
 /// The fat-tree table: the four reference trees (64 npus, boards of 8, 400 GB/s, 25 ns links,
 /// 1000 ns per switch), EP groups of 32 and 64 npus, 1 MiB per npu, pairwise and bruck under
 /// both routing policies, priced in both models (the event-driven one prices the contention of
 /// single-path routing by sharing link bandwidth). Writes `fat_tree.md` and `fat_tree.csv`.
-pub fn fat_tree_study(dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<String> {
-    use crate::algorithms::switched::{switched, Routing, SwitchedAlgorithm};
+/// Reports [`fat_tree_rows`] rows to `progress`.
+pub fn fat_tree_study(dir: &Path, progress: &mut dyn FnMut(StudyProgress)) -> Result<String> {
+    use crate::algorithms::switched::switched;
     use crate::topology::{fat_tree, FatTreeParams};
-    let trees = [("2L-k16-osr1", 2, 16, 1.0), ("2L-k8-osr1", 2, 8, 1.0), ("2L-k12-osr2", 2, 12, 2.0), ("3L-k8-osr1", 3, 8, 1.0)];
     let mut md = String::from(
         "## All-to-all on the reference fat trees (1 MiB per npu)\n\nTimes in us: event-driven (step-synchronous in brackets); rule 2 = link shares found by the verifier.\n\n| tree | EP | algorithm | routing | steps | event-driven | step-synchronous | rule 2 shares |\n|---|---|---|---|---|---|---|---|\n",
     );
     let mut csv = String::from("tree,ep,algorithm,routing,steps,event_ns,sync_ns,link_shares\n");
-    for (name, levels, k, osr) in trees {
+    for (name, levels, k, osr) in FAT_TREES {
         let t = fat_tree(&FatTreeParams { levels, k, osr, npus: 64, board: Some(8), bandwidth_gbps: 400.0, latency_ns: 25.0, switch_latency_ns: 1000.0 })?;
-        for ep in [32usize, 64] {
+        for ep in FAT_TREE_EPS {
             let ranks = (64 - ep..64).map(|i| crate::topology::NodeId(i as u32)).collect();
             let c = Collective::new(CollectiveKind::AllToAll, ranks, 1 << 20, 1, None, &t)?;
-            for algorithm in [SwitchedAlgorithm::Pairwise, SwitchedAlgorithm::Bruck] {
-                for routing in [Routing::SinglePath, Routing::Balanced] {
-                    progress(&format!("{name} EP={ep} {} {}", algorithm.as_str(), routing.as_str()));
+            for algorithm in FAT_TREE_ALGORITHMS {
+                for routing in FAT_TREE_ROUTINGS {
+                    progress(StudyProgress::Started(&format!("{name} EP={ep} {} {}", algorithm.as_str(), routing.as_str())));
                     let s = switched(&t, &c, algorithm, routing)?;
                     let r = verify_schedule(&s, &VerifyOptions { allow_contention: true, ..Default::default() })?;
                     if !r.is_valid() {
@@ -262,6 +289,7 @@ pub fn fat_tree_study(dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<Stri
                         sync / 1e3
                     );
                     let _ = writeln!(csv, "{name},{ep},{},{},{},{event:.1},{sync:.1},{shares}", algorithm.as_str(), routing.as_str(), s.steps.len());
+                    progress(StudyProgress::Finished);
                 }
             }
         }

@@ -320,12 +320,21 @@ fn synthesize_finds_certified_schedules_and_names_cut_off_ranks() {
     assert_eq!(v["steps_status"], "optimal (certified)", "{v}");
     let o = run(&["verify", s(&out)]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    // A faulty 4x4x4 at 8 MiB: the portfolio beats every hand-written schedule on this instance.
-    let o = run(&["synthesize", "--torus", "4x4x4", "--fail", "(0,0,0)-(1,0,0)", "--bytes", "8MiB", "-o", s(&out), "--json"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // A faulty 4x4x4 at 8 MiB: the synthesized schedule beats every hand-written schedule on
+    // this instance and comes within 5% of the certified bound, in a 20 s budget.
+    let o = run(&["synthesize", "--torus", "4x4x4", "--fail", "(0,0,0)-(1,0,0)", "--bytes", "8MiB", "-o", s(&out), "--json", "--pareto", "--time-limit", "20"]);
+    assert!(matches!(o.status.code(), Some(0 | 4)), "{}", text(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert!(v["gap_to_certified_bound"].as_f64().unwrap() < 0.10, "{v}");
+    assert!(v["gap_to_certified_bound"].as_f64().unwrap() < 0.05, "{v}");
     let synth_ns = v["time_ns"].as_f64().unwrap();
+    let candidates = v["candidates"].as_array().unwrap();
+    for hand in ["HalfRing+DimRotation", "MATE", "MATEe"] {
+        let e = candidates.iter().find(|e| e["name"] == hand).unwrap_or_else(|| panic!("{hand} not tried: {v}"));
+        assert!(synth_ns < e["time_ns"].as_f64().unwrap(), "{hand}: {v}");
+    }
+    assert!(!v["pareto"].as_array().unwrap().is_empty(), "{v}");
+    let o = run(&["verify", s(&out)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let mate = tmp("matee.json");
     let o = run(&[
         "generate",
@@ -372,4 +381,34 @@ fn verify_reads_msccl_xml() {
     let o = run(&["verify", s(&xml)]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("INVALID"), "{}", text(&o));
+}
+
+/// What a progress bar or spinner would leave in a stream: carriage returns, escape sequences,
+/// and the glyphs of indicatif's bars (block elements, braille spinners, our `[==>  ]`).
+fn progress_drawing(stream: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(stream);
+    let glyph = |c: char| matches!(c, '\r' | '\x1b' | '\u{2580}'..='\u{259f}' | '\u{2800}'..='\u{28ff}');
+    (text.chars().any(glyph) || text.contains("=>") || text.contains("[=")).then(|| format!("{text:?}"))
+}
+
+#[test]
+fn no_progress_bars_off_a_terminal() {
+    // The tests run the binary with stderr piped: eval and verify must draw nothing there.
+    let dir = tmp("eval-quiet");
+    let o = run(&["eval", "--tori", "3x3,4", "--fat-trees", "--out", s(&dir)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(progress_drawing(&o.stderr), None);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.lines().count() == 2 && err.lines().all(|l| l.starts_with("wrote ")), "{err}");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("2L-k16-osr1"));
+
+    // A schedule file large enough that verify shows a bar on a terminal.
+    let big = tmp("big.json");
+    let o = run(&["generate", "--torus", "10x10", "--algorithm", "halfring", "--scheduler", "dimrotation", "-o", s(&big)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(std::fs::metadata(&big).unwrap().len() >= 1 << 20, "the file must be large enough to get a bar on a terminal");
+    let o = run(&["verify", s(&big)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(o.stderr.is_empty(), "{:?}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(progress_drawing(&o.stdout), None);
 }

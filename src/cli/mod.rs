@@ -2,6 +2,7 @@
 
 mod export;
 mod flags;
+pub mod progress;
 mod proof;
 mod synth;
 mod xml;
@@ -96,7 +97,7 @@ pub enum Command {
     /// Solve for a contention-free schedule for the spec's topology, faults and collective; print
     /// the bound, the gap and whether optimality is certified.
     #[command(
-        after_help = "Exit codes: 0 found, 2 bad input, 3 infeasible (which rank is cut off), 4 time limit reached (best found written, gap printed).\n\nExamples:\n  collsched synthesize specs/torus4x4x4_matee_one_cable.json -o out/synth.json\n  collsched synthesize --torus 5 --fail 0-1 --objective steps -o out/ring5.json"
+        after_help = "Exit codes: 0 found, 2 bad input, 3 infeasible (which rank is cut off), 4 time limit reached (best found written, gap printed).\n\nExamples:\n  collsched synthesize specs/torus4x4x4_matee_one_cable.json -o out/synth.json\n  collsched synthesize --torus 5 --fail 0-1 --objective steps -o out/ring5.json\n  collsched synthesize --torus 4x4 --fail \"(0,0)-(1,0)\" --bytes 8MiB --pareto"
     )]
     Synthesize {
         /// The spec; or build one with the flags below.
@@ -110,12 +111,17 @@ pub enum Command {
         /// `time`: the best step-synchronous time at the spec's size; `steps`: the fewest steps.
         #[arg(long, default_value = "time", value_parser = ["time", "steps"])]
         objective: String,
-        /// auto, ilp (microlp) or smt (z3); default the spec's `method.synthesize.solver` or auto.
+        /// auto, ilp (microlp), smt (z3), or highs (cargo feature `highs`); default the spec's
+        /// `method.synthesize.solver` or auto.
         #[arg(long)]
         solver: Option<String>,
-        /// Seconds for the exact search (default the spec's time_limit_s, or 60).
+        /// Seconds for the whole search (default the spec's time_limit_s, or 60).
         #[arg(long)]
         time_limit: Option<f64>,
+        /// Also list the steps/time trade-off: the verified candidates that no other beats in
+        /// both steps and time (over pieces per block and horizons).
+        #[arg(long)]
+        pareto: bool,
         /// Print as JSON.
         #[arg(long)]
         json: bool,
@@ -209,8 +215,8 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Eval { tori, out, fat_trees } => eval(&tori, &out, fat_trees),
         Command::Bound { spec, certificate, schedule, json } => proof::bound(&spec, certificate.as_deref(), schedule.as_deref(), json),
         Command::Proof(ProofCommand::Check { paths }) => proof::proof_check(&paths),
-        Command::Synthesize { spec, flags, output, objective, solver, time_limit, json } => match load_spec(spec.as_deref(), &flags) {
-            Ok(Some(spec)) => synth::synthesize(&spec, &output, &objective, solver.as_deref(), time_limit, json),
+        Command::Synthesize { spec, flags, output, objective, solver, time_limit, pareto, json } => match load_spec(spec.as_deref(), &flags) {
+            Ok(Some(spec)) => synth::synthesize(&spec, &output, &objective, solver.as_deref(), time_limit, pareto, json),
             Ok(None) => Ok(ExitCode::Ok),
             Err(e) => Err(e),
         },
@@ -287,7 +293,7 @@ fn verify(schedule: PathBuf, spec_path: Option<PathBuf>, json: bool, max_diagnos
             skipped: skipped.clone(),
         }),
     ];
-    let (header, report) = crate::verify::verify_file_checked(&schedule, &options, instance, checks)?;
+    let (header, report) = verify_with_progress(&schedule, &options, instance, checks)?;
     let mut valid = report.is_valid();
     if let Some(hops) = skipped.get() {
         println!(
@@ -304,6 +310,64 @@ fn verify(schedule: PathBuf, spec_path: Option<PathBuf>, json: bool, max_diagnos
         print_report(&report, &header);
     }
     Ok(if valid { ExitCode::Ok } else { ExitCode::RuleFailed })
+}
+
+/// Schedule files at least this large get a progress bar while `verify` reads them, then a spinner
+/// while the checks that need the whole schedule run (rule 6 lowers it to per-rank programs: about
+/// a second per MiB of file); smaller files take well under a second.
+const VERIFY_BAR_BYTES: u64 = 1 << 20;
+
+/// [`crate::verify::verify_file_checked`], showing on a terminal, for a large file, the bytes and
+/// steps read and then the final checks.
+fn verify_with_progress(
+    path: &std::path::Path,
+    options: &VerifyOptions,
+    instance: Option<crate::spec::Instance>,
+    checks: Vec<Box<dyn crate::verify::Check>>,
+) -> Result<(crate::schedule::ScheduleHeader, Report)> {
+    let mut verifier = crate::verify::Verifier::new(options.clone());
+    if let Some(inst) = instance {
+        verifier = verifier.against(inst);
+    }
+    for c in checks {
+        verifier = verifier.with_check(c);
+    }
+    let file = crate::io::open(path)?.into_inner();
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let bar = if size >= VERIFY_BAR_BYTES { progress::Bar::bytes(size, "verify") } else { progress::Bar::hidden() };
+    // The bar counts bytes below the buffer, so it moves once per buffer fill.
+    let reader = std::io::BufReader::with_capacity(1 << 20, bar.reader(file));
+    let mut sink = StepsRead { inner: &mut verifier, bar: &bar, drawn: bar.is_drawn(), steps: 0 };
+    let header = crate::schedule::stream_schedule(reader, &path.display().to_string(), &mut sink)?;
+    let steps = sink.steps;
+    bar.finish();
+    let spinner = if size >= VERIFY_BAR_BYTES { progress::Bar::spinner("verify") } else { progress::Bar::hidden() };
+    spinner.set_message(format!("steps read: {steps}; checking completion and deadlock freedom"));
+    let report = verifier.finish();
+    spinner.finish();
+    Ok((header, report))
+}
+
+/// Passes a schedule on to another sink and shows on a bar how many steps went by.
+struct StepsRead<'a> {
+    inner: &'a mut dyn crate::schedule::StepSink,
+    bar: &'a progress::Bar,
+    drawn: bool,
+    steps: usize,
+}
+
+impl crate::schedule::StepSink for StepsRead<'_> {
+    fn begin(&mut self, header: &crate::schedule::ScheduleHeader) -> Result<()> {
+        self.inner.begin(header)
+    }
+    fn step(&mut self, index: usize, step: crate::schedule::Step) -> Result<()> {
+        self.inner.step(index, step)?;
+        self.steps = index + 1;
+        if self.drawn {
+            self.bar.set_message(format!("steps read: {}", self.steps));
+        }
+        Ok(())
+    }
 }
 
 fn report_json(r: &Report, header: &crate::schedule::ScheduleHeader) -> serde_json::Value {
@@ -513,18 +577,26 @@ fn eval(tori: &str, out: &std::path::Path, fat_trees: bool) -> Result<ExitCode> 
         .split(',')
         .map(|t| t.trim().split('x').map(|d| d.parse::<usize>().map_err(|_| Error::bad(format!("--tori {tori}: `{t}` is not like 5x5x5")))).collect())
         .collect::<Result<_>>()?;
-    let on_terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let mut progress = |what: &str| {
-        if on_terminal {
-            eprintln!("eval: {what}");
-        }
+    let methods = &crate::eval::TORUS_METHODS;
+    let rows = all.len() * methods.len() + if fat_trees { crate::eval::fat_tree_rows() } else { 0 };
+    let bar = progress::Bar::new(rows as u64, "eval");
+    let mut progress = |p: crate::eval::StudyProgress| match p {
+        crate::eval::StudyProgress::Started(what) => bar.set_message(what.to_string()),
+        crate::eval::StudyProgress::Finished => bar.inc(1),
     };
-    let md = crate::eval::torus_study(&all, &crate::eval::TORUS_METHODS, out, &mut progress)?;
+    let md = crate::eval::torus_study(&all, methods, out, &mut progress)?;
+    bar.println(format!("wrote {}/torus.md, torus.csv and one SVG per torus", out.display()));
+    let fat_tree_md = if fat_trees {
+        let md = crate::eval::fat_tree_study(out, &mut progress)?;
+        bar.println(format!("wrote {}/fat_tree.md and fat_tree.csv", out.display()));
+        Some(md)
+    } else {
+        None
+    };
+    bar.finish();
     println!("{md}");
-    eprintln!("wrote {}/torus.md, torus.csv and one SVG per torus", out.display());
-    if fat_trees {
-        println!("{}", crate::eval::fat_tree_study(out, &mut progress)?);
-        eprintln!("wrote {}/fat_tree.md and fat_tree.csv", out.display());
+    if let Some(md) = fat_tree_md {
+        println!("{md}");
     }
     Ok(ExitCode::Ok)
 }

@@ -22,8 +22,17 @@ const TRIES: u64 = 8;
 /// Routes and packs the demand; returns the steps (empty when nothing moves), the fewest over
 /// [`TRIES`] deterministic tie-break orders.
 pub fn route_and_pack(hops: &HopGraph, demand: &Demand, num_links: usize) -> Vec<Step> {
+    route_and_pack_until(hops, demand, num_links, None)
+}
+
+/// [`route_and_pack`], trying the orders after the first only while `deadline` has not passed (on
+/// a 512-npu torus one order takes tens of seconds).
+pub fn route_and_pack_until(hops: &HopGraph, demand: &Demand, num_links: usize, deadline: Option<std::time::Instant>) -> Vec<Step> {
     let mut best: Option<Vec<Step>> = None;
     for seed in 0..TRIES {
+        if seed > 0 && deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            break;
+        }
         let routes = balanced_routes(hops, demand, num_links, seed);
         let steps = pack(hops, demand, &routes, num_links, seed);
         if best.as_ref().is_none_or(|b| steps.len() < b.len()) {

@@ -24,12 +24,15 @@
 
 mod backend;
 mod encoding;
+pub mod fat_tree;
 mod heuristic;
 mod hops;
 mod ilp;
+pub mod portfolio;
 mod smt;
 #[cfg(test)]
 mod tests;
+pub mod timed;
 
 pub use backend::{Backend, Model, Outcome, Term, Var};
 pub use ilp::IlpBackend;
@@ -58,6 +61,9 @@ pub enum Solver {
     Smt,
     /// microlp for programs of up to [`AUTO_ILP_VARIABLES`] variables, z3 above (measured).
     Auto,
+    /// good_lp with HiGHS (cargo feature `highs`: a C++ build that needs cmake and libclang).
+    #[cfg(feature = "highs")]
+    Highs,
 }
 
 /// Where `Solver::Auto` switches from microlp to z3. Measured in release on this machine (search
@@ -68,6 +74,26 @@ pub enum Solver {
 pub const AUTO_ILP_VARIABLES: usize = 700;
 
 impl Solver {
+    /// The names [`Solver::from_name`] accepts, for help texts and error messages.
+    #[cfg(not(feature = "highs"))]
+    pub const NAMES: &'static [&'static str] = &["auto", "ilp", "smt"];
+    /// The names [`Solver::from_name`] accepts, for help texts and error messages.
+    #[cfg(feature = "highs")]
+    pub const NAMES: &'static [&'static str] = &["auto", "ilp", "smt", "highs"];
+
+    /// The solver of a name in [`Solver::NAMES`]: "auto", "ilp" (microlp), "smt" (z3) and, when
+    /// built with the cargo feature `highs`, "highs"; `None` for any other name.
+    pub fn from_name(name: &str) -> Option<Solver> {
+        match name {
+            "auto" => Some(Solver::Auto),
+            "ilp" => Some(Solver::Ilp),
+            "smt" => Some(Solver::Smt),
+            #[cfg(feature = "highs")]
+            "highs" => Some(Solver::Highs),
+            _ => None,
+        }
+    }
+
     /// The concrete backend for a program of `variables` 0-1 variables.
     pub fn resolve(self, variables: usize) -> Solver {
         match self {
@@ -80,6 +106,8 @@ impl Solver {
     fn backend(self, variables: usize) -> Box<dyn Backend> {
         match self.resolve(variables) {
             Solver::Ilp => Box::new(IlpBackend::new()),
+            #[cfg(feature = "highs")]
+            Solver::Highs => Box::new(IlpBackend::highs()),
             _ => Box::new(SmtBackend::new()),
         }
     }
@@ -166,6 +194,8 @@ pub enum Progress {
         /// The answer.
         feasible: Option<bool>,
     },
+    /// A candidate or phase of the time objective (a line for a progress display).
+    Trying(String),
 }
 
 /// Finds an all-to-all schedule with the fewest steps (see [`synthesize_steps_with`]).
@@ -205,7 +235,7 @@ pub fn synthesize_steps_with(topology: &Topology, collective: &Collective, opts:
         return Ok(report(None, SynthStatus::Infeasible(format!("every schedule needs at least {lower} steps, more than max_steps = {cap}"))));
     }
 
-    let steps = heuristic::route_and_pack(&hops, &demand, topology.num_links());
+    let steps = heuristic::route_and_pack_until(&hops, &demand, topology.num_links(), Some(started + opts.time_limit / 4));
     let incumbent = checked(topology, collective, steps, "heuristic", lower)?;
     progress(&Progress::Heuristic(incumbent.steps.len() as u32));
     let best = (incumbent.steps.len() as u32 <= cap).then_some(incumbent);
@@ -215,6 +245,7 @@ pub fn synthesize_steps_with(topology: &Topology, collective: &Collective, opts:
     }
 
     let reach = Reach::new(&hops, &demand);
+    let exact = ExactProgram { topology, collective, hops: &hops, demand: &demand, reach: &reach, lower };
     let mut horizon = lower;
     while horizon < best_steps(&best) {
         let variables = reach.variables(&hops, &demand, horizon);
@@ -224,31 +255,119 @@ pub fn synthesize_steps_with(topology: &Topology, collective: &Collective, opts:
         let Some(left) = opts.time_limit.checked_sub(started.elapsed()).filter(|d| !d.is_zero()) else {
             return Ok(report(best, SynthStatus::LimitReached));
         };
-        progress(&Progress::Solving { steps: horizon, variables });
-        let mut backend = opts.solver.backend(variables);
-        let program = TimeExpanded::encode(backend.as_mut(), &hops, &demand, &reach, horizon);
-        match backend.solve(left) {
-            Outcome::Sat(model) => {
-                progress(&Progress::Answered { steps: horizon, feasible: Some(true) });
-                let method = format!("exact-{}", backend.name());
-                let found = checked(topology, collective, program.decode(&model), &method, lower)?;
-                // Every horizon below was proven infeasible (or is below the certified bound).
-                return Ok(report(Some(found), SynthStatus::Optimal { certified: horizon == lower }));
-            }
-            Outcome::Unsat => {
-                progress(&Progress::Answered { steps: horizon, feasible: Some(false) });
-                horizon += 1;
-            }
-            Outcome::Unknown(_) => {
-                progress(&Progress::Answered { steps: horizon, feasible: None });
-                return Ok(report(best, SynthStatus::LimitReached));
-            }
+        match exact.solve(horizon, variables, opts.solver, left, progress)? {
+            // Every horizon below was proven infeasible (or is below the certified bound).
+            Some(Some(found)) => return Ok(report(Some(found), SynthStatus::Optimal { certified: horizon == lower })),
+            Some(None) => horizon += 1,
+            None => return Ok(report(best, SynthStatus::LimitReached)),
         }
     }
     // Every horizon from the bound to one below the incumbent is infeasible.
     let status =
         if best.is_some() { SynthStatus::Optimal { certified: false } } else { SynthStatus::Infeasible(format!("no schedule within max_steps = {cap}")) };
     Ok(report(best, status))
+}
+
+/// The exact search alone (see [`fewest_steps_exact_with`]).
+pub fn fewest_steps_exact(topology: &Topology, collective: &Collective, solver: Solver, time_limit: Duration) -> Result<Option<(u32, Schedule)>> {
+    fewest_steps_exact_with(topology, collective, solver, time_limit, &mut |_| {})
+}
+
+/// The exact search alone, reporting progress: the time-expanded program for every horizon from
+/// [`steps_lower_bound`] upward, with no heuristic incumbent, stopping at the first feasible
+/// horizon. For comparing backends (`examples/synth_bench.rs`); [`synthesize_steps_with`] is the
+/// search to use otherwise.
+///
+/// Returns the steps and the schedule of that horizon (verified under rules 1-5, like every
+/// synthesized schedule), or `None` when `time_limit` (for the whole search) ran out or the
+/// solver gave up first. The steps are the fewest of any schedule of single-hop transfers along
+/// shortest switch paths, one piece per link per step: certified when they equal the bound,
+/// solver-attested otherwise (every horizon below was proven infeasible). Unlike
+/// [`synthesize_steps_with`], programs above [`MAX_EXACT_VARIABLES`] are attempted too, so cap
+/// `time_limit` (and expect memory to grow with the program). The limit is checked before every
+/// horizon and handed to the solver; writing a program is not interrupted, so large ones overrun
+/// it (a 16-npu fat tree, 170k variables: about 75-100 s under a 60 s limit, measured).
+///
+/// Errors: the error of [`Topology::check_connected`] when a rank is cut off by the faults;
+/// [`Error::bad`] for a collective other than all_to_all, and for bugs: a schedule that fails
+/// verification, or a solver refuting a horizon long enough to send the pieces one at a time.
+pub fn fewest_steps_exact_with(
+    topology: &Topology,
+    collective: &Collective,
+    solver: Solver,
+    time_limit: Duration,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<Option<(u32, Schedule)>> {
+    let started = Instant::now();
+    if collective.kind != CollectiveKind::AllToAll {
+        return Err(Error::bad(format!("exact synthesis: the collective is {}; only all_to_all is synthesized so far", collective.kind)));
+    }
+    topology.check_connected(&collective.ranks)?;
+    let hops = HopGraph::new(topology);
+    let demand = Demand::all_to_all(collective, topology.num_npus());
+    let reach = Reach::new(&hops, &demand);
+    let lower = steps_lower_bound(topology, collective);
+    progress(&Progress::LowerBound(lower));
+    if demand.pieces.is_empty() {
+        return Ok(Some((0, checked(topology, collective, Vec::new(), "exact", lower)?)));
+    }
+    // Moving the pieces one hop at a time, one after another, is always feasible (the ranks are
+    // connected): a solver that refutes this many steps is wrong.
+    let sequential: u64 = demand
+        .pieces
+        .iter()
+        .map(|&(_, s, d)| {
+            let di = demand.dests.iter().position(|&x| x == d).unwrap_or(0);
+            u64::from(reach.to_dest[di][s.index()])
+        })
+        .sum();
+    let exact = ExactProgram { topology, collective, hops: &hops, demand: &demand, reach: &reach, lower };
+    let mut horizon = lower.max(1);
+    loop {
+        if u64::from(horizon) > sequential {
+            return Err(Error::bad(format!("exact synthesis ({solver:?}): every horizon up to {sequential} steps reported infeasible (a solver bug)")));
+        }
+        let Some(left) = time_limit.checked_sub(started.elapsed()).filter(|d| !d.is_zero()) else { return Ok(None) };
+        let variables = reach.variables(&hops, &demand, horizon);
+        match exact.solve(horizon, variables, solver, left, progress)? {
+            Some(Some(found)) => return Ok(Some((found.steps.len() as u32, found))),
+            Some(None) => horizon += 1,
+            None => return Ok(None),
+        }
+    }
+}
+
+/// One instance's time-expanded program, for solving one horizon at a time.
+struct ExactProgram<'a> {
+    topology: &'a Topology,
+    collective: &'a Collective,
+    hops: &'a HopGraph,
+    demand: &'a Demand,
+    reach: &'a Reach,
+    /// The certified steps bound (for the verified schedule's report).
+    lower: u32,
+}
+
+impl ExactProgram<'_> {
+    /// Encodes the program of `horizon` steps (`variables` 0-1 variables) for `solver` and solves
+    /// it within `left`, reporting progress: `Some(Some(schedule))` when feasible (the schedule
+    /// decoded and verified), `Some(None)` when proven infeasible, `None` when the solver gave no
+    /// answer. Errors only for a schedule that fails verification (a bug).
+    fn solve(&self, horizon: u32, variables: usize, solver: Solver, left: Duration, progress: &mut dyn FnMut(&Progress)) -> Result<Option<Option<Schedule>>> {
+        progress(&Progress::Solving { steps: horizon, variables });
+        let mut backend = solver.backend(variables);
+        let program = TimeExpanded::encode(backend.as_mut(), self.hops, self.demand, self.reach, horizon);
+        let answer = match backend.solve(left) {
+            Outcome::Sat(model) => {
+                let method = format!("exact-{}", backend.name());
+                Some(Some(checked(self.topology, self.collective, program.decode(&model), &method, self.lower)?))
+            }
+            Outcome::Unsat => Some(None),
+            Outcome::Unknown(_) => None,
+        };
+        progress(&Progress::Answered { steps: horizon, feasible: answer.as_ref().map(Option::is_some) });
+        Ok(answer)
+    }
 }
 
 /// The certified lower bound on the steps of a single-hop schedule, one piece per link per step:

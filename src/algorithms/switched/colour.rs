@@ -2,13 +2,14 @@
 //! theorem), by the alternating-path method.
 //!
 //! The balanced router uses it to give every leaf-to-leaf flow of a step its own spine: edges of
-//! one colour share no endpoint, so flows of one colour share no uplink and no downlink.
+//! one colour share no endpoint, so flows of one colour share no uplink and no downlink. The
+//! fat-tree synthesizer (`crate::synth::fat_tree`) uses it for its slots and spines.
 
 const FREE: usize = usize::MAX;
 
 /// Colours the edges `(left, right)` of a bipartite multigraph so that edges meeting at a vertex
 /// differ. Returns each edge's colour and the number of colours (the largest degree).
-pub(super) fn colour_edges(left: usize, right: usize, edges: &[(usize, usize)]) -> (Vec<usize>, usize) {
+pub(crate) fn colour_edges(left: usize, right: usize, edges: &[(usize, usize)]) -> (Vec<usize>, usize) {
     let mut degree_left = vec![0usize; left];
     let mut degree_right = vec![0usize; right];
     for &(u, v) in edges {

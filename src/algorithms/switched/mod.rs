@@ -8,9 +8,9 @@
 //!   link), on its first shortest path or balanced so that no two transfers share a link;
 //! - `colour`: the König edge colouring the balanced router uses.
 
-mod colour;
+pub(crate) mod colour;
 mod plan;
-mod route;
+pub(crate) mod route;
 #[cfg(test)]
 mod tests;
 

@@ -145,8 +145,9 @@ impl<'a> Router<'a> {
     }
 }
 
-/// A shortest path from `a` to `b` through switches over up links that `used` leaves free.
-fn free_path(t: &Topology, a: NodeId, b: NodeId, used: &[bool]) -> Option<Vec<LinkId>> {
+/// A shortest path from `a` to `b` whose interior nodes are switches, over up links that `used`
+/// leaves free (lowest-numbered next hop first).
+pub(crate) fn free_path(t: &Topology, a: NodeId, b: NodeId, used: &[bool]) -> Option<Vec<LinkId>> {
     let mut via: Vec<Option<LinkId>> = vec![None; t.num_nodes()];
     let mut seen = vec![false; t.num_nodes()];
     seen[a.index()] = true;
