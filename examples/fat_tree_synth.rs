@@ -1,14 +1,18 @@
 //! Contention-free route-and-step synthesis on the four reference fat trees (64 npus, boards of
 //! 8, 400 GB/s and 25 ns per link, 1 us per switch), 1 MiB per npu, EP groups of the first 32
 //! and all 64 npus, healthy and with a failed leaf-spine (ToR-aggregation) cable: for every
-//! collective the candidate with the least event-driven time, its step-synchronous time, the
-//! certified bound (bandwidth + latency) and the gap of the event-driven time to it.
+//! collective the candidate with the least event-driven time (route-and-step, and for the
+//! gathering and reducing kinds also the spreading trees of `synth::spread`), its
+//! step-synchronous time, the certified bound (bandwidth + latency) and the gap of the
+//! event-driven time to it.
 //!
 //! `cargo run --release --example fat_tree_synth`
 
 use collsched::collective::{Collective, CollectiveKind};
 use collsched::cost::event_cost;
+use collsched::schedule::{Schedule, ScheduleHeader};
 use collsched::synth::fat_tree::{certified_bounds_ns, fat_tree_candidates};
+use collsched::synth::spread::spread_steps;
 use collsched::topology::{fat_tree, FatTreeParams, FaultPattern, NodeId};
 use collsched::units::to_f64;
 use collsched::verify::{verify_schedule, VerifyOptions};
@@ -35,9 +39,17 @@ fn main() -> collsched::error::Result<()> {
                 for kind in KINDS {
                     let c = Collective::new(kind, (0..ep).map(NodeId).collect(), 1 << 20, 1, None, &t)?;
                     let mut best: Option<(String, usize, f64, f64)> = None;
-                    for (cand, s) in fat_tree_candidates(&t, &c)? {
+                    let mut candidates = fat_tree_candidates(&t, &c)?;
+                    if kind != CollectiveKind::AllToAll {
+                        let steps = spread_steps(&t, &c, Instant::now() + Duration::from_secs(60))?.expect("spreading within a minute");
+                        let header = ScheduleHeader { topology: t.clone(), collective: c.clone(), meta: None };
+                        candidates.push(("spreading trees".into(), Schedule { header, steps }));
+                    }
+                    for (cand, s) in candidates {
                         let event = event_cost(&s, false)?.time_ns;
-                        let sync = to_f64(&verify_schedule(&s, &VerifyOptions::default())?.cost.expect("verification prices the schedule").time_ns());
+                        let report = verify_schedule(&s, &VerifyOptions::default())?;
+                        assert!(report.is_valid(), "{name} EP={ep} {kind}: {cand} fails verification");
+                        let sync = to_f64(&report.cost.expect("verification prices the schedule").time_ns());
                         if best.as_ref().is_none_or(|b| event < b.2) {
                             best = Some((cand, s.steps.len(), event, sync));
                         }

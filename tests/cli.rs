@@ -361,6 +361,26 @@ fn synthesize_finds_certified_schedules_and_names_cut_off_ranks() {
 }
 
 #[test]
+fn synthesize_gathers_and_reduces_on_a_faulty_torus() {
+    // No hand-written generator takes a torus with a failed cable for these kinds: the
+    // spreading trees must give a schedule that verify accepts, with its gap to the bound.
+    let out = tmp("synth-gather.json");
+    for kind in ["all_gather", "reduce_scatter", "all_reduce"] {
+        let o = run(&["synthesize", "--torus", "4x4", "--fail", "(0,0)-(1,0)", "--collective", kind, "--bytes", "1MiB", "-o", s(&out), "--json"]);
+        assert_eq!(o.status.code(), Some(0), "{kind}: {}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert!(v["chosen"].as_str().unwrap().starts_with("spreading trees"), "{kind}: {v}");
+        assert!(v["gap_to_certified_bound"].as_f64().is_some(), "{kind}: {v}");
+        let o = run(&["verify", s(&out)]);
+        assert_eq!(o.status.code(), Some(0), "{kind}: {}", text(&o));
+    }
+    // A rank cut off on two sides: no schedule exists, and the answer says so (exit 3).
+    let o = run(&["synthesize", "--torus", "4", "--fail", "0-1", "--fail", "1-2", "--collective", "all_gather", "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(text(&o).contains("is cut off"), "{}", text(&o));
+}
+
+#[test]
 fn verify_reads_msccl_xml() {
     let out = tmp("xmlv.json");
     let o = run(&["generate", "--torus", "4", "--algorithm", "halfring", "-o", s(&out)]);

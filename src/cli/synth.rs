@@ -5,9 +5,9 @@
 //! MODEL.md section 3). The default objective, the schedule's time at the spec's message size,
 //! takes the fastest verified candidate of [`portfolio::synthesize`]: the fewest-steps schedule,
 //! time-expanded routing over pieces per block and horizons (`synth::timed`), on tori the
-//! hand-written schedules that fit the faults (HalfRing+DimRotation, MATE, MATEe), and on
-//! switched networks the route-and-step candidates of `synth::fat_tree` (chosen there by
-//! event-driven time). Its gap is measured against the certified bandwidth bound plus the
+//! hand-written schedules that fit the faults (HalfRing+DimRotation, MATE, MATEe), for the
+//! gathering and reducing kinds the spreading trees of `synth::spread`, and on switched networks
+//! the route-and-step candidates of `synth::fat_tree` (chosen there by event-driven time). Its gap is measured against the certified bandwidth bound plus the
 //! latency bound (MODEL.md section 6); `--pareto` lists the candidates' steps/time trade-off.
 
 use crate::error::{Error, ExitCode, Result};
@@ -102,7 +102,7 @@ pub fn synthesize(
                 let found = r.steps_found.map_or("none".to_string(), |s| s.to_string());
                 println!("fewest steps: bound {} steps, found {found}: {status}", r.steps_lower_bound)
             }
-            _ => println!("fewest steps: not searched ({} is synthesized by route-and-step candidates)", schedule.header.collective.kind),
+            _ => println!("fewest steps: not searched ({} is synthesized by spreading trees and route-and-step candidates)", schedule.header.collective.kind),
         }
         println!(
             "step-synchronous time {} (bandwidth term {}); {}",

@@ -30,6 +30,7 @@ mod hops;
 mod ilp;
 pub mod portfolio;
 mod smt;
+pub mod spread;
 #[cfg(test)]
 mod tests;
 pub mod timed;

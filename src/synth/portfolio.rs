@@ -10,6 +10,8 @@
 //!   bandwidth granularity;
 //! - on tori, the hand-written schedules that fit the instance (HalfRing+DimRotation; MATE and
 //!   MATEe when a cable is down), which the synthesizer must beat or match;
+//! - for all_gather, reduce_scatter and all_reduce with the time objective, the spreading trees
+//!   of [`spread`](super::spread) over pieces per block (any topology and fault pattern);
 //! - on switched networks, the route-and-step candidates of [`fat_tree`](super::fat_tree) (every
 //!   collective kind).
 //!
@@ -22,7 +24,7 @@
 //! bound is proven for the step-synchronous model, and on switched networks the event-driven gap
 //! is reported beside it as a measure, not a proof.
 
-use super::{fat_tree, timed};
+use super::{fat_tree, spread, timed};
 use super::{synthesize_steps_with, Progress, SynthOptions, SynthReport, SynthStatus};
 use crate::algorithms::{torus_all_to_all, torus_all_to_all_shape, torus_mate, RingAlgorithm, Scheduler};
 use crate::bounds::certificate::certificate_of_instance;
@@ -172,6 +174,27 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
             }
         }
     }
+    // Why spreading found nothing, for the error when no other candidate exists either.
+    let mut spread_error: Option<Error> = None;
+    if objective == Objective::Time && c.kind != CollectiveKind::AllToAll {
+        let counts: Vec<u32> = if inst.pieces_given { vec![c.pieces] } else { PIECE_COUNTS.to_vec() };
+        for p in counts {
+            if Instant::now() >= deadline {
+                limit_reached = true;
+                break;
+            }
+            progress(&Progress::Trying(format!("spreading trees: {p} piece(s) per block")));
+            let cp = crate::collective::Collective::new(c.kind, c.ranks.clone(), c.bytes_per_rank, p, c.block_bytes.clone(), t)?;
+            match spread::spread_steps(t, &cp, deadline) {
+                Ok(Some(steps)) => candidates.push((format!("spreading trees ({p} piece(s) per block)"), schedule(t, &cp, steps, "spreading"))),
+                Ok(None) => limit_reached = true,
+                Err(e) => {
+                    spread_error = Some(e);
+                    break;
+                }
+            }
+        }
+    }
     if objective == Objective::Time && switched && !(inst.pieces_given && c.pieces > 1) {
         progress(&Progress::Trying("fat-tree route-and-step candidates".into()));
         match fat_tree::fat_tree_candidates(t, c) {
@@ -187,7 +210,7 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
         progress(&Progress::Trying(format!("verifying {name}")));
         let r = verify_schedule(&s, &VerifyOptions::default())?;
         if !r.is_valid() {
-            if name.starts_with("time-expanded") || name.starts_with("fewest") {
+            if name.starts_with("time-expanded") || name.starts_with("fewest") || name.starts_with("spreading") {
                 return Err(Error::bad(format!("synthesis ({name}): the schedule fails verification (a bug): {:?}", r.findings.failures().first())));
             }
             continue;
@@ -206,7 +229,7 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
     }
     entries.sort_by(|a, b| a.rank_ns().total_cmp(&b.rank_ns()));
     let Some((chosen, schedule, cost)) = best else {
-        return Err(Error::infeasible(format!("no contention-free {} schedule was found for this instance", c.kind)));
+        return Err(spread_error.unwrap_or_else(|| Error::infeasible(format!("no contention-free {} schedule was found for this instance", c.kind))));
     };
     progress(&Progress::Trying("certified bounds".into()));
     let flow_budget = opts.time_limit.mul_f64(0.1).min(Duration::from_secs(20));

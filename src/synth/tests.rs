@@ -16,10 +16,25 @@ fn a2a(t: &Topology, pieces: u32) -> Collective {
     Collective::new(CollectiveKind::AllToAll, (0..t.num_npus() as u32).map(NodeId).collect(), 1 << 20, pieces, None, t).unwrap()
 }
 
-fn fail_cable(t: &mut Topology, a: u32, b: u32) {
+/// Fails the cable between npus `a` and `b`: both directions down.
+pub(super) fn fail_cable(t: &mut Topology, a: u32, b: u32) {
     for (x, y) in [(a, b), (b, a)] {
         let l = t.link_between(NodeId(x), NodeId(y)).unwrap();
         t.set_down(l);
+    }
+}
+
+/// Fails the cables the property tests pick: per `(node, k)`, the `k`-th cable still up at npu
+/// `node` (both taken modulo), skipping npus with none left.
+pub(super) fn fail_picked_cables(t: &mut Topology, cuts: &[(usize, usize)]) {
+    for &(node, k) in cuts {
+        let u = NodeId((node % t.num_npus()) as u32);
+        let outs: Vec<_> = t.up_out_links(u).collect();
+        if outs.is_empty() {
+            continue;
+        }
+        let v = t.link(outs[k % outs.len()]).dst;
+        fail_cable(t, u.0, v.0);
     }
 }
 

@@ -398,6 +398,7 @@ pub fn candidates(t: &Topology, c: &Collective, piece_counts: &[u32], deadline: 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::synth::tests::fail_picked_cables;
     use crate::topology::{torus, TorusParams};
     use crate::verify::{verify_schedule, VerifyOptions};
 
@@ -458,18 +459,7 @@ mod tests {
             beta in proptest::prop_oneof![proptest::strategy::Just(8.0), proptest::strategy::Just(16.0)],
         ) {
             let mut t = torus(&TorusParams::uniform(&dims, 32.0, 100.0)).unwrap();
-            for (node, k) in cuts {
-                let u = NodeId((node % t.num_npus()) as u32);
-                let outs: Vec<_> = t.up_out_links(u).collect();
-                if outs.is_empty() {
-                    continue;
-                }
-                let l = outs[k % outs.len()];
-                let v = t.link(l).dst;
-                let back = t.link_between(v, u).unwrap();
-                t.set_down(l);
-                t.set_down(back);
-            }
+            fail_picked_cables(&mut t, &cuts);
             let ranks: Vec<NodeId> = t.node_ids().filter(|&v| t.is_npu(v)).collect();
             proptest::prop_assume!(t.check_connected(&ranks).is_ok());
             let c = a2a(&t, pieces);

@@ -1,0 +1,375 @@
+//! All-gather, reduce-scatter and all-reduce on any topology, by spreading pieces over single
+//! hops: a store-and-forward schedule for the time objective where no hand-written generator fits
+//! (a torus with failed cables, a mesh, a custom network).
+//!
+//! **All-gather.** Every rank starts with its own pieces and must end with all of them. Each step,
+//! every receiving npu takes at most one piece per hop that enters it, each a piece it neither
+//! holds nor receives from another hop this step, rarest first (the piece held by the fewest npus,
+//! among a bounded window of candidates): pieces spread like a gossip, and every link works every
+//! step until the receivers run out of pieces their neighbours can give. Transfers carry one piece
+//! over one hop, no two transfers of a step share a link, and every npu receives each piece once,
+//! so each piece travels down a tree rooted at its source. Transfers whose receiver is no rank and
+//! that feed no rank later are dropped (relays that gossiped for nothing).
+//!
+//! **Reduce-scatter** is the all-gather's time reversal: the transfer of piece `(j, k)` from `u`
+//! to `v` at step `t` of `T` becomes a `reduce` from `v` to `u` at step `T - 1 - t` over the
+//! reverse links. In the all-gather `v` forwards `(j, k)` to its children only after receiving
+//! it, so in the reversal `v` has merged its children's partial sums before it sends its own to
+//! its parent; the subtrees are disjoint, so no contribution is counted twice, and the root `j`
+//! ends with every rank's. **All-reduce** is the reduce-scatter followed by the all-gather on the
+//! same trees (`copy` of the full value replaces each partial one).
+//!
+//! Pieces per block trade latency against granularity, as for all-to-all: the portfolio tries
+//! several counts and keeps the fastest verified schedule.
+
+use super::hops::HopGraph;
+use crate::collective::{Collective, CollectiveKind, PieceId};
+use crate::error::{Error, Result};
+use crate::schedule::{Op, Step, Transfer};
+use crate::topology::{LinkId, NodeId, Topology};
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// Candidate pieces looked at per hop and step for the rarest one: the whole set on small
+/// instances, a rotating window on large ones (512 npus with 8 pieces per block hold 4,096).
+const WINDOW: usize = 64;
+
+/// One transfer of the all-gather: (hop index, piece index `source rank * pieces + k`).
+type Move = (usize, usize);
+
+/// The steps of `c` (all_gather, reduce_scatter or all_reduce) by spreading, or `None` when
+/// `deadline` passed first.
+///
+/// Errors: [`Error::bad`] for all_to_all; [`Error::infeasible`] when some rank cannot be reached
+/// over hops that are up (for the reducing kinds: up in both directions).
+pub fn spread_steps(t: &Topology, c: &Collective, deadline: Instant) -> Result<Option<Vec<Step>>> {
+    let hops = HopGraph::new(t);
+    let reverse = reverse_links(t);
+    let reverse_path = |path: &[LinkId]| -> Option<Vec<LinkId>> { path.iter().rev().map(|l| reverse[l.index()]).collect() };
+    // The reducing kinds run the trees backwards: a hop is usable only if its reverse is up.
+    let usable: Vec<bool> = match c.kind {
+        CollectiveKind::AllToAll => return Err(Error::bad("spreading: all_to_all is synthesized by time-expanded routing, not by spreading")),
+        CollectiveKind::AllGather => vec![true; hops.hops.len()],
+        CollectiveKind::ReduceScatter | CollectiveKind::AllReduce => hops.hops.iter().map(|h| reverse_path(&h.path).is_some()).collect(),
+    };
+    let Some(moves) = spread(t, c, &hops, &usable, deadline)? else { return Ok(None) };
+    let piece = |q: usize| PieceId::block((q / c.pieces as usize) as u32, (q % c.pieces as usize) as u32);
+    let forward = |op: Op| -> Vec<Step> {
+        moves
+            .iter()
+            .map(|step| Step { transfers: step.iter().map(|&(h, q)| Transfer { path: hops.hops[h].path.clone(), op, pieces: vec![piece(q)] }).collect() })
+            .collect()
+    };
+    let backward = || -> Vec<Step> {
+        moves
+            .iter()
+            .rev()
+            .map(|step| Step {
+                transfers: step
+                    .iter()
+                    .map(|&(h, q)| Transfer { path: reverse_path(&hops.hops[h].path).expect("usable hops reverse"), op: Op::Reduce, pieces: vec![piece(q)] })
+                    .collect(),
+            })
+            .collect()
+    };
+    Ok(Some(match c.kind {
+        CollectiveKind::AllGather => forward(Op::Copy),
+        CollectiveKind::ReduceScatter => backward(),
+        _ => backward().into_iter().chain(forward(Op::Copy)).collect(),
+    }))
+}
+
+/// The reverse of every link: the i-th up link from `b` to `a` (in id order) for the i-th link
+/// from `a` to `b`, so parallel cables pair one to one; `None` when it is missing or down.
+fn reverse_links(t: &Topology) -> Vec<Option<LinkId>> {
+    let mut by_ends: HashMap<(NodeId, NodeId), Vec<LinkId>> = HashMap::new();
+    for (l, link) in t.links() {
+        by_ends.entry((link.src, link.dst)).or_default().push(l);
+    }
+    let mut reverse = vec![None; t.num_links()];
+    for ((a, b), links) in &by_ends {
+        let Some(back) = by_ends.get(&(*b, *a)) else { continue };
+        for (&l, &r) in links.iter().zip(back) {
+            if t.link(l).up && t.link(r).up {
+                reverse[l.index()] = Some(r);
+            }
+        }
+    }
+    reverse
+}
+
+/// Bitsets of pieces, one row per npu.
+struct Rows {
+    words: usize,
+    bits: Vec<u64>,
+}
+
+impl Rows {
+    fn new(rows: usize, columns: usize) -> Self {
+        let words = columns.div_ceil(64);
+        Rows { words, bits: vec![0; rows * words] }
+    }
+    fn row(&self, r: usize) -> &[u64] {
+        &self.bits[r * self.words..(r + 1) * self.words]
+    }
+    fn get(&self, r: usize, q: usize) -> bool {
+        self.bits[r * self.words + q / 64] >> (q % 64) & 1 == 1
+    }
+    fn set(&mut self, r: usize, q: usize) {
+        self.bits[r * self.words + q / 64] |= 1 << (q % 64);
+    }
+}
+
+/// The all-gather moves per step (see the module docs), pruned of transfers that feed no rank.
+fn spread(t: &Topology, c: &Collective, hops: &HopGraph, usable: &[bool], deadline: Instant) -> Result<Option<Vec<Vec<Move>>>> {
+    let n = t.num_npus();
+    let p = c.pieces as usize;
+    let m = c.num_ranks() * p;
+    let mut have = Rows::new(n, m);
+    let mut holders = vec![1u32; m];
+    for (i, r) in c.ranks.iter().enumerate() {
+        for k in 0..p {
+            have.set(r.index(), i * p + k);
+        }
+    }
+    let is_rank: Vec<bool> = (0..n).map(|v| c.rank_index(NodeId(v as u32)).is_some()).collect();
+    // Ranks receive first, relays after: a relay takes a link only where no rank wanted it.
+    let order: Vec<usize> = (0..n).filter(|&v| is_rank[v]).chain((0..n).filter(|&v| !is_rank[v])).collect();
+    let full = |have: &Rows, v: usize| (0..m).all(|q| have.get(v, q));
+    let mut is_full: Vec<bool> = (0..n).map(|v| is_rank[v] && full(&have, v)).collect();
+    let mut missing = (0..n).filter(|&v| is_rank[v] && !is_full[v]).count();
+    let mut steps: Vec<Vec<Move>> = Vec::new();
+    let mut link_busy = vec![false; t.num_links()];
+    while missing > 0 {
+        if Instant::now() >= deadline {
+            return Ok(None);
+        }
+        let s = steps.len();
+        let mut moves: Vec<Move> = Vec::new();
+        link_busy.iter_mut().for_each(|b| *b = false);
+        for (rot, &v) in order.iter().enumerate() {
+            // Rotating start positions spread the choices of neighbouring receivers.
+            let start = (s * 7 + rot * 13) % m.max(1);
+            let mut incoming: Vec<usize> = Vec::new();
+            let mut ins: Vec<(usize, usize)> =
+                hops.into[v].iter().filter(|&&h| usable[h]).map(|&h| (count_new(&have, hops.hops[h].from.index(), v), h)).filter(|&(k, _)| k > 0).collect();
+            ins.sort_unstable();
+            for (_, h) in ins {
+                let path = &hops.hops[h].path;
+                if path.iter().any(|l| link_busy[l.index()]) {
+                    continue;
+                }
+                let u = hops.hops[h].from.index();
+                if let Some(q) = rarest_new(&have, &holders, u, v, &incoming, start, m) {
+                    path.iter().for_each(|l| link_busy[l.index()] = true);
+                    incoming.push(q);
+                    moves.push((h, q));
+                }
+            }
+        }
+        if moves.is_empty() {
+            let stuck = order.iter().find(|&&v| is_rank[v] && !full(&have, v)).copied().unwrap_or(0);
+            let lacks = (0..m).find(|&q| !have.get(stuck, q)).unwrap_or(0);
+            return Err(Error::infeasible(format!(
+                "spreading {}: npu {stuck} cannot receive the block of npu {} over hops that are up{}",
+                c.kind,
+                c.ranks[lacks / p].index(),
+                if c.kind == CollectiveKind::AllGather { "" } else { " in both directions" }
+            )));
+        }
+        for &(h, q) in &moves {
+            let v = hops.hops[h].to.index();
+            have.set(v, q);
+            holders[q] += 1;
+        }
+        for &(h, _) in &moves {
+            let v = hops.hops[h].to.index();
+            if is_rank[v] && !is_full[v] && full(&have, v) {
+                is_full[v] = true;
+                missing -= 1;
+            }
+        }
+        steps.push(moves);
+    }
+    Ok(Some(prune(steps, hops, &is_rank, n, m)))
+}
+
+/// Pieces `u` holds that `v` lacks.
+fn count_new(have: &Rows, u: usize, v: usize) -> usize {
+    let (a, b) = (have.row(u), have.row(v));
+    a.iter().zip(b).map(|(x, y)| (x & !y).count_ones() as usize).sum()
+}
+
+/// Among the pieces `u` holds and `v` neither holds nor receives this step, the one with the
+/// fewest holders within a window of [`WINDOW`] candidates from `start` (wrapping).
+fn rarest_new(have: &Rows, holders: &[u32], u: usize, v: usize, incoming: &[usize], start: usize, m: usize) -> Option<usize> {
+    let (a, b) = (have.row(u), have.row(v));
+    let words = a.len();
+    let mut best: Option<usize> = None;
+    let mut seen = 0;
+    for i in 0..=words {
+        let w = (start / 64 + i) % words;
+        let mut bits = a[w] & !b[w];
+        if i == 0 {
+            bits &= u64::MAX << (start % 64);
+        } else if i == words {
+            bits &= !(u64::MAX << (start % 64));
+        }
+        while bits != 0 {
+            let q = w * 64 + bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            if q >= m || incoming.contains(&q) {
+                continue;
+            }
+            if best.is_none_or(|x| holders[q] < holders[x]) {
+                best = Some(q);
+            }
+            seen += 1;
+            if seen >= WINDOW {
+                return best;
+            }
+        }
+    }
+    best
+}
+
+/// Drops the transfers to relays that feed no rank afterwards (backwards over the steps), and the
+/// steps left empty.
+fn prune(steps: Vec<Vec<Move>>, hops: &HopGraph, is_rank: &[bool], n: usize, m: usize) -> Vec<Vec<Move>> {
+    if is_rank.iter().all(|&r| r) {
+        return steps;
+    }
+    let mut feeds = Rows::new(n, m);
+    let mut kept: Vec<Vec<Move>> = steps
+        .into_iter()
+        .rev()
+        .map(|step| {
+            let keep: Vec<Move> = step.into_iter().filter(|&(h, q)| is_rank[hops.hops[h].to.index()] || feeds.get(hops.hops[h].to.index(), q)).collect();
+            for &(h, q) in &keep {
+                feeds.set(hops.hops[h].from.index(), q);
+            }
+            keep
+        })
+        .filter(|step| !step.is_empty())
+        .collect();
+    kept.reverse();
+    kept
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schedule::{Schedule, ScheduleHeader};
+    use crate::synth::tests::{fail_cable, fail_picked_cables};
+    use crate::topology::{fat_tree, torus, FatTreeParams, TorusParams};
+    use crate::verify::{verify_schedule, VerifyOptions};
+
+    const KINDS: [CollectiveKind; 3] = [CollectiveKind::AllGather, CollectiveKind::ReduceScatter, CollectiveKind::AllReduce];
+
+    fn far() -> Instant {
+        Instant::now() + std::time::Duration::from_secs(3600)
+    }
+
+    /// Spreads `kind` over `ranks` and verifies it (rules 1-5); returns the steps.
+    fn verified(t: &Topology, kind: CollectiveKind, ranks: Vec<NodeId>, pieces: u32) -> usize {
+        let c = Collective::new(kind, ranks, 1 << 20, pieces, None, t).unwrap();
+        let steps = spread_steps(t, &c, far()).unwrap().unwrap();
+        let s = Schedule { header: ScheduleHeader { topology: t.clone(), collective: c, meta: None }, steps };
+        let r = verify_schedule(&s, &VerifyOptions::default()).unwrap();
+        assert!(r.is_valid(), "{kind}: {:?}", r.findings.failures().iter().take(3).map(|d| d.to_string()).collect::<Vec<_>>());
+        s.steps.len()
+    }
+
+    #[test]
+    fn a_healthy_torus_gathers_within_a_step_of_the_in_degree_bound() {
+        // Every rank must receive (R - 1) * P pieces over 2 * dims links, one piece per link per step.
+        for (dims, pieces) in [(vec![4, 4, 4], 1), (vec![4, 4, 4], 4), (vec![5, 5], 2), (vec![8], 1)] {
+            let t = torus(&TorusParams::uniform(&dims, 32.0, 100.0)).unwrap();
+            let r = t.num_npus();
+            let bound = ((r - 1) * pieces as usize).div_ceil(2 * dims.len());
+            let steps = verified(&t, CollectiveKind::AllGather, t.node_ids().collect(), pieces);
+            assert!(steps <= bound + 1, "{dims:?} x {pieces}: {steps} steps, bound {bound}");
+            // The reversal has the same steps; all-reduce both.
+            assert_eq!(verified(&t, CollectiveKind::ReduceScatter, t.node_ids().collect(), pieces), steps);
+            assert_eq!(verified(&t, CollectiveKind::AllReduce, t.node_ids().collect(), pieces), 2 * steps);
+        }
+    }
+
+    #[test]
+    fn a_group_relays_through_npus_outside_it() {
+        // Ranks on a diagonal of a 4x4 torus: every path between them passes npus outside the
+        // group, which must relay and are pruned where they feed nobody.
+        let t = torus(&TorusParams::uniform(&[4, 4], 32.0, 100.0)).unwrap();
+        let ranks = vec![NodeId(0), NodeId(5), NodeId(10), NodeId(15)];
+        for kind in KINDS {
+            verified(&t, kind, ranks.clone(), 2);
+        }
+    }
+
+    #[test]
+    fn a_link_down_one_way_is_used_by_gathers_only() {
+        // Ring of 4 with 0->1 down but 1->0 up: all-gather may send 1->0; the reducing kinds run
+        // the trees backwards, so they use neither direction of that cable.
+        let mut t = torus(&TorusParams::uniform(&[4], 32.0, 100.0)).unwrap();
+        let l = t.link_between(NodeId(0), NodeId(1)).unwrap();
+        t.set_down(l);
+        let back = t.link_between(NodeId(1), NodeId(0)).unwrap();
+        for kind in KINDS {
+            let c = Collective::new(kind, t.node_ids().collect(), 1 << 20, 1, None, &t).unwrap();
+            let steps = spread_steps(&t, &c, far()).unwrap().unwrap();
+            let uses_back = steps.iter().flat_map(|s| &s.transfers).any(|x| x.path.contains(&back));
+            if kind != CollectiveKind::AllGather {
+                assert!(!uses_back, "{kind} uses the reverse of a down link");
+            }
+            verified(&t, kind, t.node_ids().collect(), 1);
+        }
+    }
+
+    #[test]
+    fn switched_hops_never_share_a_link() {
+        let t =
+            fat_tree(&FatTreeParams { levels: 2, k: 4, osr: 1.0, npus: 8, board: None, bandwidth_gbps: 400.0, latency_ns: 25.0, switch_latency_ns: 1000.0 })
+                .unwrap();
+        for kind in KINDS {
+            verified(&t, kind, t.node_ids().filter(|&v| t.is_npu(v)).collect(), 2);
+        }
+    }
+
+    #[test]
+    fn a_rank_cut_off_is_named_and_all_to_all_is_refused() {
+        let mut t = torus(&TorusParams::uniform(&[4], 32.0, 100.0)).unwrap();
+        fail_cable(&mut t, 1, 2);
+        fail_cable(&mut t, 2, 3);
+        let c = Collective::new(CollectiveKind::AllGather, t.node_ids().collect(), 1 << 20, 1, None, &t).unwrap();
+        let e = spread_steps(&t, &c, far()).unwrap_err();
+        assert!(e.message().contains("npu 0 cannot receive the block of npu 2"), "{}", e.message());
+        let a2a = Collective::new(CollectiveKind::AllToAll, t.node_ids().collect(), 1 << 20, 1, None, &t).unwrap();
+        assert!(spread_steps(&t, &a2a, far()).is_err());
+        assert!(spread_steps(&t, &c, Instant::now()).unwrap().is_none());
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 32, ..Default::default() })]
+
+        /// Over sizes, failed cables anywhere (up to three), groups and piece counts, every kind
+        /// spreads to a schedule that verifies, whenever the group stays connected.
+        #[test]
+        fn spread_schedules_verify_over_sizes_faults_and_groups(
+            dims in proptest::prop_oneof![proptest::collection::vec(2usize..7, 1..=2), proptest::collection::vec(2usize..4, 3..=3)],
+            cuts in proptest::collection::vec((0usize..1000, 0usize..8), 0..=3),
+            group in proptest::collection::vec(proptest::bool::ANY, 64),
+            pieces in 1u32..=3,
+        ) {
+            let mut t = torus(&TorusParams::uniform(&dims, 32.0, 100.0)).unwrap();
+            fail_picked_cables(&mut t, &cuts);
+            let mut ranks: Vec<NodeId> = t.node_ids().filter(|v| group[v.index() % 64]).collect();
+            if ranks.len() < 2 {
+                ranks = t.node_ids().collect();
+            }
+            proptest::prop_assume!(t.check_connected(&t.node_ids().collect::<Vec<_>>()).is_ok());
+            for kind in KINDS {
+                verified(&t, kind, ranks.clone(), pieces);
+            }
+        }
+    }
+}
