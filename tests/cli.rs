@@ -381,6 +381,63 @@ fn synthesize_gathers_and_reduces_on_a_faulty_torus() {
 }
 
 #[test]
+fn every_subcommand_reports_its_error_paths() {
+    let missing = tmp("absent.json");
+    let out = tmp("errors-out.json");
+    let _ = std::fs::remove_file(&out);
+    // (arguments, exit code, what the message must name)
+    let cases: Vec<(Vec<&str>, i32, &str)> = vec![
+        (vec!["generate", "--torus", "4x0", "--algorithm", "halfring", "-o", s(&out)], 2, "dims[1] = 0"),
+        (vec!["generate", "--torus", "4", "--fail", "0-1", "--fail", "1-2", "--algorithm", "halfring", "-o", s(&out)], 3, "is cut off"),
+        (vec!["bound", s(&missing)], 2, "absent.json: cannot read"),
+        (vec!["bound", "--torus", "4", "--fail", "0-1", "--fail", "1-2"], 3, "is cut off"),
+        (vec!["bound", s(&missing), "--torus", "4"], 2, "not both"),
+        (vec!["synthesize", "--torus", "4", "--solver", "gurobi", "-o", s(&out)], 2, "--solver = \"gurobi\""),
+        (vec!["cost", s(&missing)], 2, "absent.json: cannot read"),
+        (vec!["export", s(&missing), "--to", "msccl-xml", "-o", s(&out)], 2, "absent.json: cannot read"),
+        (vec!["eval", "--tori", "4xq", "--out", s(&out)], 2, "`4xq`"),
+        (vec!["proof", "check", s(&missing)], 2, "absent.json"),
+    ];
+    for (args, code, says) in cases {
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(code), "{args:?}: {}", text(&o));
+        assert!(text(&o).contains(says), "{args:?}: {}", text(&o));
+        assert!(!out.exists(), "{args:?} left {} behind", out.display());
+    }
+    let (schedule, _) = ring_schedule("errors");
+    let o = run(&["export", s(&schedule), "--to", "bogus", "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("--to bogus"), "{}", text(&o));
+    // A time limit too short for the search: the best schedule so far is written, with its gap.
+    let o = run(&["synthesize", "--torus", "6x6x6", "--fail", "(0,0,0)-(1,0,0)", "--time-limit", "1", "-o", s(&out), "--json"]);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["limit_reached"], true, "{v}");
+    assert!(v["gap_to_certified_bound"].as_f64().unwrap() > 0.0, "{v}");
+    let o = run(&["verify", s(&out)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+#[test]
+fn bound_builds_a_spec_from_flags_and_certifies_it() {
+    let dir = tmp("bound-flags");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let cert = dir.join("pod.cert.json");
+    let o = run(&["bound", "--torus", "4x4", "--fail", "(0,0)-(1,0)", "--bytes", "8MiB", "--certificate", s(&cert), "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(dir.join("pod.spec.json").exists());
+    let o = run(&["proof", "check", s(&cert)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // The written spec is the one certified: changing it breaks the certificate.
+    let spec = std::fs::read_to_string(dir.join("pod.spec.json")).unwrap();
+    assert!(spec.contains("\"8MiB\""), "{spec}");
+    std::fs::write(dir.join("pod.spec.json"), spec.replace("\"8MiB\"", "\"4MiB\"")).unwrap();
+    let o = run(&["proof", "check", s(&cert)]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+}
+
+#[test]
 fn verify_reads_msccl_xml() {
     let out = tmp("xmlv.json");
     let o = run(&["generate", "--torus", "4", "--algorithm", "halfring", "-o", s(&out)]);

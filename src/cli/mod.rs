@@ -79,11 +79,15 @@ pub enum Command {
     },
     /// Compute the lower bounds of MODEL.md section 6 (steps, latency, volume, cut, flow) and write their certificate.
     #[command(
-        after_help = "Exit codes: 0, 2 bad input, 3 a rank cut off.\n\nExamples:\n  collsched bound specs/torus4x4x4_matee_one_cable.json\n  collsched bound specs/ring8_halfring.json --certificate proofs/ring8_halfring.cert.json --schedule out/ring8_halfring.json"
+        after_help = "Exit codes: 0, 2 bad input, 3 a rank cut off.\n\nExamples:\n  collsched bound specs/torus4x4x4_matee_one_cable.json\n  collsched bound specs/ring8_halfring.json --certificate proofs/ring8_halfring.cert.json --schedule out/ring8_halfring.json\n  collsched bound --torus 4x4x4 --fail \"(0,0,0)-(1,0,0)\" --bytes 8MiB --certificate out/pod.cert.json"
     )]
     Bound {
-        /// The spec.
-        spec: PathBuf,
+        /// The spec; or build one with the flags below (with `--certificate OUT.cert.json` the
+        /// built spec is written beside it as `OUT.spec.json`, which the certificate names).
+        spec: Option<PathBuf>,
+        /// Shorthand flags that build a spec.
+        #[command(flatten)]
+        flags: SpecFlags,
         /// Write the certificate here.
         #[arg(long, value_name = "OUT")]
         certificate: Option<PathBuf>,
@@ -213,7 +217,11 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Cost { schedule, model, fifo, svg, json } => cost(schedule, &model, fifo, svg.as_deref(), json),
         Command::Generate { spec, flags, output, topology_svg, json } => generate(spec, flags, output, topology_svg, json),
         Command::Eval { tori, out, fat_trees } => eval(&tori, &out, fat_trees),
-        Command::Bound { spec, certificate, schedule, json } => proof::bound(&spec, certificate.as_deref(), schedule.as_deref(), json),
+        Command::Bound { spec, flags, certificate, schedule, json } => match load_spec(spec.as_deref(), &flags) {
+            Ok(Some(spec)) => proof::bound(&spec, certificate.as_deref(), schedule.as_deref(), json),
+            Ok(None) => Ok(ExitCode::Ok),
+            Err(e) => Err(e),
+        },
         Command::Proof(ProofCommand::Check { paths }) => proof::proof_check(&paths),
         Command::Synthesize { spec, flags, output, objective, solver, time_limit, pareto, json } => match load_spec(spec.as_deref(), &flags) {
             Ok(Some(spec)) => synth::synthesize(&spec, &output, &objective, solver.as_deref(), time_limit, pareto, json),

@@ -28,12 +28,21 @@ fn relative(target: &Path, base: &Path) -> String {
     out.to_string_lossy().into_owned()
 }
 
-/// Computes the bounds of a spec, prints them, and writes the certificate when asked.
-pub fn bound(spec_path: &Path, certificate: Option<&Path>, schedule: Option<&Path>, json_out: bool) -> Result<ExitCode> {
-    let bytes = std::fs::read(spec_path).map_err(|e| Error::bad(format!("{}: cannot read: {e}", spec_path.display())))?;
-    let spec = Spec::load(spec_path)?;
+/// Computes the bounds of a spec, prints them, and writes the certificate when asked. A spec
+/// built from shorthand flags has no file for the certificate to name and hash: with
+/// `certificate`, it is written beside it (`X.cert.json` -> `X.spec.json`).
+pub fn bound(spec: &Spec, certificate: Option<&Path>, schedule: Option<&Path>, json_out: bool) -> Result<ExitCode> {
     let inst = spec.instance()?;
-    let mut cert = certificate_for(&spec, &bytes)?;
+    let (spec_path, bytes) = match (&spec.path, certificate) {
+        (Some(p), _) => (p.clone(), std::fs::read(p).map_err(|e| Error::bad(format!("{}: cannot read: {e}", p.display())))?),
+        (None, Some(out)) => {
+            let name = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let stem = name.strip_suffix(".cert.json").or_else(|| name.strip_suffix(".json")).unwrap_or(&name);
+            (out.with_file_name(format!("{stem}.spec.json")), spec.to_json_string().into_bytes())
+        }
+        (None, None) => (PathBuf::from("spec"), spec.to_json_string().into_bytes()),
+    };
+    let mut cert = certificate_for(spec, &bytes)?;
     let report = crate::certify::check_str(&cert.to_string()).map_err(|e| Error::bad(format!("internal: the certificate we built does not check: {e}")))?;
     let best = report.bandwidth_bound.clone();
     if let Some(sched_path) = schedule {
@@ -51,8 +60,12 @@ pub fn bound(spec_path: &Path, certificate: Option<&Path>, schedule: Option<&Pat
         cert["schedule"] = attach;
     }
     if let Some(out) = certificate {
-        cert["spec"] = json!(relative(spec_path, out.parent().unwrap_or(Path::new("."))));
+        cert["spec"] = json!(relative(&spec_path, out.parent().unwrap_or(Path::new("."))));
         crate::certify::check_str(&cert.to_string()).map_err(|e| Error::bad(format!("the schedule does not meet the bounds: {e}")))?;
+        if spec.path.is_none() {
+            crate::io::write_atomic(&spec_path, |w| std::io::Write::write_all(w, &bytes).map_err(crate::io::write_error(&spec_path)))?;
+            eprintln!("wrote {}", spec_path.display());
+        }
         let text = serde_json::to_string_pretty(&cert).expect("json");
         crate::io::write_atomic(out, |w| std::io::Write::write_all(w, text.as_bytes()).map_err(crate::io::write_error(out)))?;
         eprintln!("wrote {}", out.display());
