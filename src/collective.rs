@@ -189,6 +189,11 @@ impl Collective {
         }
     }
 
+    /// Per npu of `t` (by id): whether it is a rank.
+    pub fn rank_mask(&self, t: &Topology) -> Vec<bool> {
+        (0..t.num_npus()).map(|v| self.rank_index(NodeId(v as u32)).is_some()).collect()
+    }
+
     /// Size of the dense piece index space (some indices, such as all_to_all's `[i, i, k]`, are
     /// not pieces).
     pub fn piece_space(&self) -> usize {

@@ -22,7 +22,14 @@ fn examples() -> Vec<Schedule> {
     let skew = Collective::new(CollectiveKind::AllToAll, ring.node_ids().collect(), 1000, 3, Some(bb), &ring).unwrap();
     let mut with_meta = common::shortest_path_all_to_all(&ring, &skew);
     with_meta.header.meta = Some(serde_json::json!({"algorithm": "test", "shape": collsched::topology::shape_json(&ring)}));
-    vec![common::shortest_path_all_to_all(&t, &a2a), common::ring_collective(&ft, &ar), with_meta]
+    // A custom topology (a ring of 3 under a switch per group, from an ASTRA-sim file): the
+    // writers record `"shape": null`, which must read back.
+    let astra =
+        collsched::topology::astra::parse("topology: [ Ring, Switch ]\nnpus_count: [ 3, 2 ]\nbandwidth: [ 50.0, 25.0 ]\nlatency: [ 500.0, 700.0 ]\n").unwrap();
+    let ag = Collective::new(CollectiveKind::AllGather, (0..6).map(NodeId).collect(), 6000, 1, None, &astra).unwrap();
+    let mut custom = common::ring_collective(&astra, &ag);
+    custom.header.meta = Some(serde_json::json!({"algorithm": "test", "shape": collsched::topology::shape_json(&astra)}));
+    vec![common::shortest_path_all_to_all(&t, &a2a), common::ring_collective(&ft, &ar), with_meta, custom]
 }
 
 fn bytes(s: &Schedule) -> Vec<u8> {

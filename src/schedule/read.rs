@@ -159,7 +159,8 @@ fn build_header(parts: &mut Parts) -> Result<ScheduleHeader> {
     let raw_t = parts.topology.take().ok_or_else(|| Error::bad("missing field `topology`"))?;
     let mut topology = custom(&raw_t.nodes, &raw_t.links, raw_t.switch_latency_ns).map_err(|e| e.context("topology"))?;
     let meta = parts.meta.take();
-    if let Some(shape) = meta.as_ref().and_then(|m| m.get("shape")) {
+    // `"shape": null` is what the writers record for a custom topology: no family to adopt.
+    if let Some(shape) = meta.as_ref().and_then(|m| m.get("shape")).filter(|s| !s.is_null()) {
         topology = crate::topology::adopt_shape(topology, shape).map_err(|e| e.context("meta.shape"))?;
     }
     let rc = parts.collective.take().ok_or_else(|| Error::bad("missing field `collective`"))?;

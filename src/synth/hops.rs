@@ -1,7 +1,8 @@
 //! Single hops (MODEL.md section 3): the edges of a store-and-forward schedule.
 //!
-//! A hop goes from an npu to another npu over links that are up, through switches only: one link
-//! on a torus, `npu -> leaf -> (spine -> leaf ->) npu` on a fat tree. Between two npus we keep
+//! A hop goes from an npu to another npu over links that are up, through switches only (and,
+//! for a group, through npus outside it: [`HopGraph::with_endpoints`]): one link on a torus,
+//! `npu -> leaf -> (spine -> leaf ->) npu` on a fat tree. Between two npus we keep
 //! every direct link and every *shortest* switch path: a longer switch path holds more links for
 //! the same move, so the synthesizer's optimum is over shortest switch paths (the steps bound of
 //! `bounds` measures hops the same way, so the two agree).
@@ -39,16 +40,25 @@ pub struct HopGraph {
 impl HopGraph {
     /// Enumerates the hops over links that are up.
     pub fn new(t: &Topology) -> Self {
+        Self::with_endpoints(t, &vec![true; t.num_npus()])
+    }
+
+    /// The hops between the npus marked in `endpoint` (indexed by npu id), the others passing
+    /// paths through their routers like switches, never storing (MODEL.md section 1). A
+    /// collective over a group uses this: an npu outside the group has no program in the
+    /// runtime, so it can route a path but cannot store and forward a piece (rule 6 lowers only
+    /// the ranks).
+    pub fn with_endpoints(t: &Topology, endpoint: &[bool]) -> Self {
         let n = t.num_npus();
         let mut hops = Vec::new();
-        for u in (0..n as u32).map(NodeId) {
+        for u in (0..n as u32).map(NodeId).filter(|u| endpoint[u.index()]) {
             for l in t.up_out_links(u) {
                 let v = t.link(l).dst;
-                if t.is_npu(v) {
+                if t.is_npu(v) && endpoint[v.index()] {
                     hops.push(Hop { from: u, to: v, path: vec![l] });
                 }
             }
-            hops.extend(switch_paths(t, u));
+            hops.extend(switch_paths(t, endpoint, u));
         }
         let mut g = HopGraph { hops: Vec::new(), out: vec![Vec::new(); n], into: vec![Vec::new(); n], on_link: vec![Vec::new(); t.num_links()] };
         for (i, h) in hops.iter().enumerate() {
@@ -82,16 +92,18 @@ impl HopGraph {
     }
 }
 
-/// The shortest switch-only paths from npu `u` to every other npu that has one.
-fn switch_paths(t: &Topology, u: NodeId) -> Vec<Hop> {
-    // BFS over switches; `parents[x]` are the links into switch x on shortest switch paths.
+/// The shortest paths from npu `u` through pass-through nodes (switches, and npus that are no
+/// endpoint) to every other endpoint that has one.
+fn switch_paths(t: &Topology, endpoint: &[bool], u: NodeId) -> Vec<Hop> {
+    let is_end = |x: NodeId| t.is_npu(x) && endpoint[x.index()];
+    // BFS over pass-through nodes; `parents[x]` are the links into x on shortest such paths.
     let mut dist: Vec<Option<u32>> = vec![None; t.num_nodes()];
     let mut parents: Vec<Vec<LinkId>> = vec![Vec::new(); t.num_nodes()];
     let mut queue = VecDeque::new();
     let mut order = Vec::new();
     for l in t.up_out_links(u) {
         let s = t.link(l).dst;
-        if t.is_npu(s) {
+        if is_end(s) {
             continue;
         }
         if dist[s.index()].is_none() {
@@ -107,7 +119,7 @@ fn switch_paths(t: &Topology, u: NodeId) -> Vec<Hop> {
         let d = dist[x.index()].unwrap_or(0);
         for l in t.up_out_links(x) {
             let y = t.link(l).dst;
-            if t.is_npu(y) {
+            if is_end(y) {
                 continue;
             }
             if dist[y.index()].is_none() {
@@ -125,7 +137,7 @@ fn switch_paths(t: &Topology, u: NodeId) -> Vec<Hop> {
         let d = dist[x.index()].unwrap_or(0) + 1;
         for l in t.up_out_links(x) {
             let v = t.link(l).dst;
-            if !t.is_npu(v) || v == u {
+            if !is_end(v) || v == u {
                 continue;
             }
             let b = &mut best[v.index()];
@@ -141,25 +153,26 @@ fn switch_paths(t: &Topology, u: NodeId) -> Vec<Hop> {
         let mut paths = Vec::new();
         for last in lasts {
             let mut suffix = vec![last];
-            extend_back(t, &parents, t.link(last).src, &mut suffix, &mut paths);
+            extend_back(t, &parents, u, t.link(last).src, &mut suffix, &mut paths);
         }
         hops.extend(paths.into_iter().map(|path| Hop { from: u, to: NodeId(v as u32), path }));
     }
     hops
 }
 
-/// Completes the reversed suffix `rev` (which starts at switch `x`) back to the source npu.
-fn extend_back(t: &Topology, parents: &[Vec<LinkId>], x: NodeId, rev: &mut Vec<LinkId>, out: &mut Vec<Vec<LinkId>>) {
+/// Completes the reversed suffix `rev` (which starts at pass-through node `x`) back to the
+/// source npu `u`.
+fn extend_back(t: &Topology, parents: &[Vec<LinkId>], u: NodeId, x: NodeId, rev: &mut Vec<LinkId>, out: &mut Vec<Vec<LinkId>>) {
     if out.len() >= MAX_PATHS_PER_PAIR {
         return;
     }
     for &l in &parents[x.index()] {
         rev.push(l);
         let s = t.link(l).src;
-        if t.is_npu(s) {
+        if s == u {
             out.push(rev.iter().rev().copied().collect());
         } else {
-            extend_back(t, parents, s, rev, out);
+            extend_back(t, parents, u, s, rev, out);
         }
         rev.pop();
     }

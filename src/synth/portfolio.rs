@@ -207,6 +207,11 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
     let mut best: Option<(Entry, Schedule, SyncCost)> = None;
     let mut entries = Vec::new();
     for (name, s) in candidates {
+        // An npu outside the group runs no program, so a candidate that stores and forwards
+        // there cannot be lowered (rule 6); the time objective has others that route through.
+        if objective == Objective::Time && sends_outside_group(&s) {
+            continue;
+        }
         progress(&Progress::Trying(format!("verifying {name}")));
         let r = verify_schedule(&s, &VerifyOptions::default())?;
         if !r.is_valid() {
@@ -253,6 +258,16 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
 }
 
 /// The schedule of synthesized steps, with the shape of the topology kept for the readers.
+/// Whether a transfer of `s` starts or ends at an npu that is no rank of its collective.
+fn sends_outside_group(s: &Schedule) -> bool {
+    let (t, c) = (&s.header.topology, &s.header.collective);
+    let outside = |l: &crate::topology::LinkId, end: fn(&crate::topology::Link) -> crate::topology::NodeId| c.rank_index(end(t.link(*l))).is_none();
+    s.steps
+        .iter()
+        .flat_map(|st| &st.transfers)
+        .any(|x| x.path.first().is_some_and(|l| outside(l, |k| k.src)) || x.path.last().is_some_and(|l| outside(l, |k| k.dst)))
+}
+
 fn schedule(t: &crate::topology::Topology, c: &crate::collective::Collective, steps: Vec<crate::schedule::Step>, method: &str) -> Schedule {
     let meta = serde_json::json!({"algorithm": "synth", "method": method, "shape": crate::topology::shape_json(t)});
     Schedule { header: ScheduleHeader { topology: t.clone(), collective: c.clone(), meta: Some(meta) }, steps }

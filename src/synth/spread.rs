@@ -8,8 +8,9 @@
 //! among a bounded window of candidates): pieces spread like a gossip, and every link works every
 //! step until the receivers run out of pieces their neighbours can give. Transfers carry one piece
 //! over one hop, no two transfers of a step share a link, and every npu receives each piece once,
-//! so each piece travels down a tree rooted at its source. Transfers whose receiver is no rank and
-//! that feed no rank later are dropped (relays that gossiped for nothing).
+//! so each piece travels down a tree rooted at its source. For a group, the hops join its ranks
+//! only, passing through the routers of npus outside it: those run no program in a runtime, so
+//! they may not store and forward (rule 6 lowers the ranks alone).
 //!
 //! **Reduce-scatter** is the all-gather's time reversal: the transfer of piece `(j, k)` from `u`
 //! to `v` at step `t` of `T` becomes a `reduce` from `v` to `u` at step `T - 1 - t` over the
@@ -43,7 +44,8 @@ type Move = (usize, usize);
 /// Errors: [`Error::bad`] for all_to_all; [`Error::infeasible`] when some rank cannot be reached
 /// over hops that are up (for the reducing kinds: up in both directions).
 pub fn spread_steps(t: &Topology, c: &Collective, deadline: Instant) -> Result<Option<Vec<Step>>> {
-    let hops = HopGraph::new(t);
+    // Npus outside the group route paths but never store (they run no program).
+    let hops = HopGraph::with_endpoints(t, &c.rank_mask(t));
     let reverse = reverse_links(t);
     let reverse_path = |path: &[LinkId]| -> Option<Vec<LinkId>> { path.iter().rev().map(|l| reverse[l.index()]).collect() };
     // The reducing kinds run the trees backwards: a hop is usable only if its reverse is up.
@@ -120,7 +122,7 @@ impl Rows {
     }
 }
 
-/// The all-gather moves per step (see the module docs), pruned of transfers that feed no rank.
+/// The all-gather moves per step (see the module docs).
 fn spread(t: &Topology, c: &Collective, hops: &HopGraph, usable: &[bool], deadline: Instant) -> Result<Option<Vec<Vec<Move>>>> {
     let n = t.num_npus();
     let p = c.pieces as usize;
@@ -132,9 +134,8 @@ fn spread(t: &Topology, c: &Collective, hops: &HopGraph, usable: &[bool], deadli
             have.set(r.index(), i * p + k);
         }
     }
-    let is_rank: Vec<bool> = (0..n).map(|v| c.rank_index(NodeId(v as u32)).is_some()).collect();
-    // Ranks receive first, relays after: a relay takes a link only where no rank wanted it.
-    let order: Vec<usize> = (0..n).filter(|&v| is_rank[v]).chain((0..n).filter(|&v| !is_rank[v])).collect();
+    let is_rank = c.rank_mask(t);
+    let order: Vec<usize> = (0..n).filter(|&v| is_rank[v]).collect();
     let full = |have: &Rows, v: usize| (0..m).all(|q| have.get(v, q));
     let mut is_full: Vec<bool> = (0..n).map(|v| is_rank[v] && full(&have, v)).collect();
     let mut missing = (0..n).filter(|&v| is_rank[v] && !is_full[v]).count();
@@ -191,7 +192,7 @@ fn spread(t: &Topology, c: &Collective, hops: &HopGraph, usable: &[bool], deadli
         }
         steps.push(moves);
     }
-    Ok(Some(prune(steps, hops, &is_rank, n, m)))
+    Ok(Some(steps))
 }
 
 /// Pieces `u` holds that `v` lacks.
@@ -233,29 +234,6 @@ fn rarest_new(have: &Rows, holders: &[u32], u: usize, v: usize, incoming: &[usiz
     best
 }
 
-/// Drops the transfers to relays that feed no rank afterwards (backwards over the steps), and the
-/// steps left empty.
-fn prune(steps: Vec<Vec<Move>>, hops: &HopGraph, is_rank: &[bool], n: usize, m: usize) -> Vec<Vec<Move>> {
-    if is_rank.iter().all(|&r| r) {
-        return steps;
-    }
-    let mut feeds = Rows::new(n, m);
-    let mut kept: Vec<Vec<Move>> = steps
-        .into_iter()
-        .rev()
-        .map(|step| {
-            let keep: Vec<Move> = step.into_iter().filter(|&(h, q)| is_rank[hops.hops[h].to.index()] || feeds.get(hops.hops[h].to.index(), q)).collect();
-            for &(h, q) in &keep {
-                feeds.set(hops.hops[h].from.index(), q);
-            }
-            keep
-        })
-        .filter(|step| !step.is_empty())
-        .collect();
-    kept.reverse();
-    kept
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,6 +255,8 @@ mod tests {
         let s = Schedule { header: ScheduleHeader { topology: t.clone(), collective: c, meta: None }, steps };
         let r = verify_schedule(&s, &VerifyOptions::default()).unwrap();
         assert!(r.is_valid(), "{kind}: {:?}", r.findings.failures().iter().take(3).map(|d| d.to_string()).collect::<Vec<_>>());
+        // Rule 6 lowers the ranks alone: no npu outside the group may send or receive.
+        crate::lower::lower(&s, &Default::default()).unwrap_or_else(|e| panic!("{kind}: {e}"));
         s.steps.len()
     }
 
@@ -298,7 +278,7 @@ mod tests {
     #[test]
     fn a_group_relays_through_npus_outside_it() {
         // Ranks on a diagonal of a 4x4 torus: every path between them passes npus outside the
-        // group, which must relay and are pruned where they feed nobody.
+        // group, which route the paths without storing (`verified` lowers the ranks alone).
         let t = torus(&TorusParams::uniform(&[4, 4], 32.0, 100.0)).unwrap();
         let ranks = vec![NodeId(0), NodeId(5), NodeId(10), NodeId(15)];
         for kind in KINDS {

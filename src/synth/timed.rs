@@ -348,7 +348,8 @@ pub struct Sweep {
 /// hops), D+1, D+2, and larger ones (D+4, D+7, ...) while the largest so far is the best. A
 /// horizon above D gives routes room to detour and wait, at one more step latency each.
 pub fn candidates(t: &Topology, c: &Collective, piece_counts: &[u32], deadline: Instant, progress: &mut dyn FnMut(&str)) -> Result<Sweep> {
-    let hops = HopGraph::new(t);
+    // Npus outside the group route paths but never store (they run no program).
+    let hops = HopGraph::with_endpoints(t, &c.rank_mask(t));
     let eccentricity = c
         .ranks
         .iter()
@@ -415,6 +416,26 @@ mod tests {
         let r = verify_schedule(&s, &VerifyOptions::default()).unwrap();
         assert!(r.is_valid(), "{:?}", r.findings.failures().iter().take(3).collect::<Vec<_>>());
         to_f64(&r.cost.unwrap().time_ns())
+    }
+
+    #[test]
+    fn a_group_routes_through_npus_outside_it_without_storing_there() {
+        // Every other npu of a 4x4 torus with a failed cable: the candidates' paths pass npus
+        // outside the group, which run no program, so rule 6 must lower the ranks alone.
+        let mut t = torus(&TorusParams::uniform(&[4, 4], 32.0, 100.0)).unwrap();
+        crate::synth::tests::fail_cable(&mut t, 0, 1);
+        let ranks: Vec<NodeId> = t.node_ids().filter(|v| v.0 % 2 == 0).collect();
+        let c = Collective::new(CollectiveKind::AllToAll, ranks, 8 << 20, 1, None, &t).unwrap();
+        let sweep = candidates(&t, &c, &[1, 2], far(), &mut |_| {}).unwrap();
+        assert!(!sweep.found.is_empty());
+        for r in sweep.found {
+            let s = crate::schedule::Schedule {
+                header: crate::schedule::ScheduleHeader { topology: t.clone(), collective: r.collective.clone(), meta: None },
+                steps: r.steps.clone(),
+            };
+            verified_time(&t, &r.collective, r.steps);
+            crate::lower::lower(&s, &Default::default()).unwrap();
+        }
     }
 
     #[test]
