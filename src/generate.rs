@@ -1,7 +1,7 @@
 //! `collsched generate`: runs the algorithm a spec names on the spec's instance.
 
 use crate::algorithms::switched::{switched, Routing, SwitchedAlgorithm};
-use crate::algorithms::{routed_all_to_all, torus_all_to_all, torus_mate, HardwareRouting, RingAlgorithm, Scheduler};
+use crate::algorithms::{routed_all_to_all, torus_all_to_all, torus_mate, torus_ring_collective, HardwareRouting, RingAlgorithm, Scheduler};
 use crate::collective::CollectiveKind;
 use crate::error::{Error, Result};
 use crate::schedule::Schedule;
@@ -51,7 +51,18 @@ pub fn from_spec(spec: &Spec) -> Result<Schedule> {
         }
     };
     if c.kind != CollectiveKind::AllToAll {
-        return Err(Error::bad(format!("{src}: algorithm \"{}\" on a torus generates all_to_all, not {}", g.algorithm, c.kind)));
+        // The gathering and reducing kinds run dimension after dimension.
+        if let Some(s) = g.scheduler.as_deref().filter(|&s| s != "sequential") {
+            return Err(Error::bad(format!(
+                "{src}: field `method.generate.scheduler` = \"{s}\": {} on a torus runs its rings dimension after dimension; leave the scheduler out or set \"sequential\"",
+                c.kind
+            )));
+        }
+        if let Some(chunks) = g.chunks {
+            return Err(Error::bad(format!("{src}: field `method.generate.chunks` = {chunks}: only the all_to_all pipeline scheduler takes chunks")));
+        }
+        let schedule = torus_ring_collective(t, c, algorithm).map_err(|e| e.context(&src))?;
+        return check_pieces(&src, &inst, &g.algorithm, schedule);
     }
     let scheduler = match (g.scheduler.as_deref(), g.chunks) {
         (None | Some("sequential"), None) => Scheduler::Sequential,

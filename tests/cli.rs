@@ -417,6 +417,42 @@ fn synthesized_group_schedules_on_custom_networks_verify_with_deadlock_freedom()
 }
 
 #[test]
+fn generate_runs_ring_collectives_on_tori_and_folds_around_a_failed_cable() {
+    let out = tmp("folded-allreduce.json");
+    for (torus, fail, algorithm, kind) in
+        [("6", "2-3", "foldedring", "all_reduce"), ("4x4", "(0,0)-(1,0)", "halfring", "all_gather"), ("5", "0-1", "ring", "reduce_scatter")]
+    {
+        let o = run(&["generate", "--torus", torus, "--fail", fail, "--algorithm", algorithm, "--collective", kind, "-o", s(&out)]);
+        assert_eq!(o.status.code(), Some(0), "{torus} {algorithm} {kind}: {}", text(&o));
+        let o = run(&["verify", s(&out)]);
+        assert_eq!(o.status.code(), Some(0), "{torus} {algorithm} {kind}: {}", text(&o));
+        assert!(text(&o).contains(&format!("valid: {kind}")), "{}", text(&o));
+    }
+    let _ = std::fs::remove_file(&out);
+    let o = run(&[
+        "generate",
+        "--torus",
+        "6x3",
+        "--fail",
+        "(0,0)-(1,0)",
+        "--fail",
+        "(3,0)-(4,0)",
+        "--algorithm",
+        "foldedring",
+        "--collective",
+        "all_gather",
+        "-o",
+        s(&out),
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(text(&o).contains("2 failed cables"), "{}", text(&o));
+    let o = run(&["generate", "--torus", "4x4", "--algorithm", "halfring", "--scheduler", "dimrotation", "--collective", "all_gather", "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("method.generate.scheduler"), "{}", text(&o));
+    assert!(!out.exists());
+}
+
+#[test]
 fn every_subcommand_reports_its_error_paths() {
     let missing = tmp("absent.json");
     let out = tmp("errors-out.json");

@@ -24,6 +24,8 @@ pub(crate) struct Line {
     pub nodes: Vec<NodeId>,
     /// Index into [`TorusPlan::plans`].
     pub plan: usize,
+    /// What it runs.
+    pub kind: RingKind,
 }
 
 /// A dimension of size > 1: its lines, and how many sub-steps its phase lasts (its slowest line).
@@ -101,7 +103,7 @@ impl TorusPlan {
                     (false, [c, ..]) => {
                         return Err(Error::infeasible(format!(
                             "the line along dimension {dim} through {} ({}) has its cable {} down: a line without wrap-around has no other way \
-                             between its two sides, so the all-to-all phase on dimension {dim} cannot run",
+                             between its two sides, so the phase on dimension {dim} cannot run",
                             topo.node(start).name,
                             names(topo, &nodes),
                             cable_text(*c)
@@ -131,7 +133,7 @@ impl TorusPlan {
                     plans.push(RingPlan::new(kind, n));
                     plans.len() - 1
                 });
-                lines.push(Line { nodes, plan });
+                lines.push(Line { nodes, plan, kind });
             }
             let len = lines.iter().map(|l| plans[l.plan].len()).max().unwrap_or(0);
             dims.push(Dimension { dim, lines, len });
@@ -214,7 +216,7 @@ impl TorusPlan {
 
 /// The up link from `a` to `b`. The plans only use cables found up, so a miss is a bug; it is
 /// still reported rather than written into a schedule the verifier would reject.
-fn link(topo: &Topology, a: NodeId, b: NodeId) -> Result<LinkId> {
+pub(super) fn link(topo: &Topology, a: NodeId, b: NodeId) -> Result<LinkId> {
     match topo.link_between(a, b) {
         Some(l) if topo.link(l).up => Ok(l),
         _ => Err(Error::infeasible(format!("internal: no up link {}->{} for a planned hop", topo.node(a).name, topo.node(b).name))),

@@ -8,8 +8,13 @@
 //!   of a phase stands for;
 //! - `scheduler`: how the data is cut into chunks and in which slot each chunk crosses each
 //!   dimension (Sequential, Pipeline, DimRotation).
+//!
+//! [`torus_ring_collective`] (`gather`) runs all-gather, reduce-scatter and all-reduce on the
+//! same lines, dimension after dimension; `mate` and `routed` are the multi-dimensional fault
+//! schemes and the hardware-routed baselines, `switched` the fat-tree algorithms.
 
 mod dims;
+mod gather;
 mod mate;
 mod ring;
 mod routed;
@@ -21,6 +26,7 @@ use crate::error::{Error, Result};
 use crate::schedule::{Schedule, ScheduleHeader};
 use crate::topology::{shape_json, NodeId, Topology};
 use dims::TorusPlan;
+pub use gather::torus_ring_collective;
 pub use mate::torus_mate;
 pub use routed::{routed_all_to_all, HardwareRouting};
 

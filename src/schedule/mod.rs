@@ -2,6 +2,7 @@
 //! (FORMATS.md), read and written by streaming.
 
 mod read;
+pub mod reverse;
 mod write;
 
 pub use read::{read_schedule, read_schedule_file, stream_schedule, stream_schedule_file, StepSink};

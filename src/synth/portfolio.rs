@@ -11,7 +11,9 @@
 //! - on tori, the hand-written schedules that fit the instance (HalfRing+DimRotation; MATE and
 //!   MATEe when a cable is down), which the synthesizer must beat or match;
 //! - for all_gather, reduce_scatter and all_reduce with the time objective, the spreading trees
-//!   of [`spread`](super::spread) over pieces per block (any topology and fault pattern);
+//!   of [`spread`](super::spread) over pieces per block (any topology and fault pattern), and on
+//!   tori the rings by dimension of [`torus_ring_collective`] (HalfRing, Ring; folded around a
+//!   failed cable);
 //! - on switched networks, the route-and-step candidates of [`fat_tree`](super::fat_tree) (every
 //!   collective kind).
 //!
@@ -26,7 +28,7 @@
 
 use super::{fat_tree, spread, timed};
 use super::{synthesize_steps_with, Progress, SynthOptions, SynthReport, SynthStatus};
-use crate::algorithms::{torus_all_to_all, torus_all_to_all_shape, torus_mate, RingAlgorithm, Scheduler};
+use crate::algorithms::{torus_all_to_all, torus_all_to_all_shape, torus_mate, torus_ring_collective, RingAlgorithm, Scheduler};
 use crate::bounds::certificate::certificate_of_instance;
 use crate::bounds::flow::FlowOptions;
 use crate::certify::Q;
@@ -171,6 +173,15 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
             if !t.down_links().is_empty() {
                 add("MATEe", torus_mate(t, c, true));
                 add("MATE", torus_mate(t, c, false));
+            }
+        }
+    }
+    // The hand-written rings, dimension after dimension (folding around a failed cable): the
+    // baseline spreading must beat or match.
+    if objective == Objective::Time && c.kind != CollectiveKind::AllToAll && t.torus_shape().is_some() {
+        for (name, algorithm) in [("HalfRing (rings by dimension)", RingAlgorithm::HalfRing), ("Ring (rings by dimension)", RingAlgorithm::Ring)] {
+            if let Ok(s) = torus_ring_collective(t, c, algorithm) {
+                candidates.push((name.into(), s));
             }
         }
     }

@@ -12,13 +12,10 @@
 //! only, passing through the routers of npus outside it: those run no program in a runtime, so
 //! they may not store and forward (rule 6 lowers the ranks alone).
 //!
-//! **Reduce-scatter** is the all-gather's time reversal: the transfer of piece `(j, k)` from `u`
-//! to `v` at step `t` of `T` becomes a `reduce` from `v` to `u` at step `T - 1 - t` over the
-//! reverse links. In the all-gather `v` forwards `(j, k)` to its children only after receiving
-//! it, so in the reversal `v` has merged its children's partial sums before it sends its own to
-//! its parent; the subtrees are disjoint, so no contribution is counted twice, and the root `j`
-//! ends with every rank's. **All-reduce** is the reduce-scatter followed by the all-gather on the
-//! same trees (`copy` of the full value replaces each partial one).
+//! **Reduce-scatter** is the all-gather's time reversal ([`crate::schedule::reverse`]): the
+//! transfer of piece `(j, k)` from `u` to `v` at step `t` of `T` becomes a `reduce` from `v` to
+//! `u` at step `T - 1 - t` over the reverse links. **All-reduce** is the reduce-scatter followed
+//! by the all-gather on the same trees (`copy` of the full value replaces each partial one).
 //!
 //! Pieces per block trade latency against granularity, as for all-to-all: the portfolio tries
 //! several counts and keeps the fastest verified schedule.
@@ -26,9 +23,9 @@
 use super::hops::HopGraph;
 use crate::collective::{Collective, CollectiveKind, PieceId};
 use crate::error::{Error, Result};
+use crate::schedule::reverse::{reverse_links, reversed_as_reduce};
 use crate::schedule::{Op, Step, Transfer};
-use crate::topology::{LinkId, NodeId, Topology};
-use std::collections::HashMap;
+use crate::topology::Topology;
 use std::time::Instant;
 
 /// Candidate pieces looked at per hop and step for the rarest one: the whole set on small
@@ -46,58 +43,26 @@ type Move = (usize, usize);
 pub fn spread_steps(t: &Topology, c: &Collective, deadline: Instant) -> Result<Option<Vec<Step>>> {
     // Npus outside the group route paths but never store (they run no program).
     let hops = HopGraph::with_endpoints(t, &c.rank_mask(t));
-    let reverse = reverse_links(t);
-    let reverse_path = |path: &[LinkId]| -> Option<Vec<LinkId>> { path.iter().rev().map(|l| reverse[l.index()]).collect() };
     // The reducing kinds run the trees backwards: a hop is usable only if its reverse is up.
     let usable: Vec<bool> = match c.kind {
         CollectiveKind::AllToAll => return Err(Error::bad("spreading: all_to_all is synthesized by time-expanded routing, not by spreading")),
         CollectiveKind::AllGather => vec![true; hops.hops.len()],
-        CollectiveKind::ReduceScatter | CollectiveKind::AllReduce => hops.hops.iter().map(|h| reverse_path(&h.path).is_some()).collect(),
+        CollectiveKind::ReduceScatter | CollectiveKind::AllReduce => {
+            let reverse = reverse_links(t);
+            hops.hops.iter().map(|h| h.path.iter().all(|l| reverse[l.index()].is_some())).collect()
+        }
     };
     let Some(moves) = spread(t, c, &hops, &usable, deadline)? else { return Ok(None) };
     let piece = |q: usize| PieceId::block((q / c.pieces as usize) as u32, (q % c.pieces as usize) as u32);
-    let forward = |op: Op| -> Vec<Step> {
-        moves
-            .iter()
-            .map(|step| Step { transfers: step.iter().map(|&(h, q)| Transfer { path: hops.hops[h].path.clone(), op, pieces: vec![piece(q)] }).collect() })
-            .collect()
-    };
-    let backward = || -> Vec<Step> {
-        moves
-            .iter()
-            .rev()
-            .map(|step| Step {
-                transfers: step
-                    .iter()
-                    .map(|&(h, q)| Transfer { path: reverse_path(&hops.hops[h].path).expect("usable hops reverse"), op: Op::Reduce, pieces: vec![piece(q)] })
-                    .collect(),
-            })
-            .collect()
-    };
+    let gather: Vec<Step> = moves
+        .iter()
+        .map(|step| Step { transfers: step.iter().map(|&(h, q)| Transfer { path: hops.hops[h].path.clone(), op: Op::Copy, pieces: vec![piece(q)] }).collect() })
+        .collect();
     Ok(Some(match c.kind {
-        CollectiveKind::AllGather => forward(Op::Copy),
-        CollectiveKind::ReduceScatter => backward(),
-        _ => backward().into_iter().chain(forward(Op::Copy)).collect(),
+        CollectiveKind::AllGather => gather,
+        CollectiveKind::ReduceScatter => reversed_as_reduce(t, &gather)?,
+        _ => reversed_as_reduce(t, &gather)?.into_iter().chain(gather).collect(),
     }))
-}
-
-/// The reverse of every link: the i-th up link from `b` to `a` (in id order) for the i-th link
-/// from `a` to `b`, so parallel cables pair one to one; `None` when it is missing or down.
-fn reverse_links(t: &Topology) -> Vec<Option<LinkId>> {
-    let mut by_ends: HashMap<(NodeId, NodeId), Vec<LinkId>> = HashMap::new();
-    for (l, link) in t.links() {
-        by_ends.entry((link.src, link.dst)).or_default().push(l);
-    }
-    let mut reverse = vec![None; t.num_links()];
-    for ((a, b), links) in &by_ends {
-        let Some(back) = by_ends.get(&(*b, *a)) else { continue };
-        for (&l, &r) in links.iter().zip(back) {
-            if t.link(l).up && t.link(r).up {
-                reverse[l.index()] = Some(r);
-            }
-        }
-    }
-    reverse
 }
 
 /// Bitsets of pieces, one row per npu.
@@ -239,7 +204,7 @@ mod tests {
     use super::*;
     use crate::schedule::{Schedule, ScheduleHeader};
     use crate::synth::tests::{fail_cable, fail_picked_cables};
-    use crate::topology::{fat_tree, torus, FatTreeParams, TorusParams};
+    use crate::topology::{fat_tree, torus, FatTreeParams, NodeId, TorusParams};
     use crate::verify::{verify_schedule, VerifyOptions};
 
     const KINDS: [CollectiveKind; 3] = [CollectiveKind::AllGather, CollectiveKind::ReduceScatter, CollectiveKind::AllReduce];
