@@ -414,6 +414,22 @@ fn synthesized_group_schedules_on_custom_networks_verify_with_deadlock_freedom()
             }
         }
     }
+    // The fewest-steps search is over single hops (MODEL.md section 3): on a diagonal group it
+    // must relay at npus outside the group, and says so rather than leave it to verify.
+    let spec = dir.join("diagonal.spec.json");
+    std::fs::write(
+        &spec,
+        r#"{"topology": {"torus": {"dims": [4, 4], "bandwidth_gbps": 32.0, "latency_ns": 100.0}}, "collective": {"kind": "all_to_all", "bytes_per_rank": "1MiB", "ranks": [0, 5, 10, 15]}}"#,
+    )
+    .unwrap();
+    let out = dir.join("diagonal.json");
+    let o = run(&["synthesize", s(&spec), "--objective", "steps", "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("which is no rank of the group"), "{}", text(&o));
+    let o = run(&["synthesize", s(&spec), "-o", s(&out)]);
+    assert!(!text(&o).contains("warning"), "{}", text(&o));
+    let o = run(&["verify", s(&out), "--spec", s(&spec)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
 
 #[test]

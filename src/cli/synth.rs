@@ -82,6 +82,14 @@ pub fn synthesize(
         None => schedule.header.meta = Some(json!({"synthesis": note, "shape": crate::topology::shape_json(&schedule.header.topology)})),
     }
     crate::schedule::write_schedule_file(output, &schedule)?;
+    if let Some(v) = portfolio::relay_outside_group(&schedule) {
+        // Only the steps objective can get here: its schedules are single hops (MODEL.md section 3).
+        eprintln!(
+            "warning: the fewest-steps schedule stores and forwards at npu {} ({}), which is no rank of the group: a runtime gives it no program, so `verify` reports rule 6; the default objective (time) routes through such npus instead",
+            v.0,
+            schedule.header.topology.node(v).name
+        );
+    }
     let limit = answer.limit_reached;
     let front = answer.pareto();
     if json_out {

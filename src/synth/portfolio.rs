@@ -220,7 +220,7 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
     for (name, s) in candidates {
         // An npu outside the group runs no program, so a candidate that stores and forwards
         // there cannot be lowered (rule 6); the time objective has others that route through.
-        if objective == Objective::Time && sends_outside_group(&s) {
+        if objective == Objective::Time && relay_outside_group(&s).is_some() {
             continue;
         }
         progress(&Progress::Trying(format!("verifying {name}")));
@@ -268,17 +268,16 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
     })
 }
 
-/// The schedule of synthesized steps, with the shape of the topology kept for the readers.
-/// Whether a transfer of `s` starts or ends at an npu that is no rank of its collective.
-fn sends_outside_group(s: &Schedule) -> bool {
+/// The first npu outside the collective's group that a transfer of `s` starts or ends at: such
+/// an npu would have to store and forward, but runs no program in a runtime (rule 6 lowers the
+/// ranks alone).
+pub fn relay_outside_group(s: &Schedule) -> Option<crate::topology::NodeId> {
     let (t, c) = (&s.header.topology, &s.header.collective);
-    let outside = |l: &crate::topology::LinkId, end: fn(&crate::topology::Link) -> crate::topology::NodeId| c.rank_index(end(t.link(*l))).is_none();
-    s.steps
-        .iter()
-        .flat_map(|st| &st.transfers)
-        .any(|x| x.path.first().is_some_and(|l| outside(l, |k| k.src)) || x.path.last().is_some_and(|l| outside(l, |k| k.dst)))
+    let ends = s.steps.iter().flat_map(|st| &st.transfers).flat_map(|x| [x.path.first().map(|l| t.link(*l).src), x.path.last().map(|l| t.link(*l).dst)]);
+    ends.flatten().find(|&v| c.rank_index(v).is_none())
 }
 
+/// The schedule of synthesized steps, with the shape of the topology kept for the readers.
 fn schedule(t: &crate::topology::Topology, c: &crate::collective::Collective, steps: Vec<crate::schedule::Step>, method: &str) -> Schedule {
     let meta = serde_json::json!({"algorithm": "synth", "method": method, "shape": crate::topology::shape_json(t)});
     Schedule { header: ScheduleHeader { topology: t.clone(), collective: c.clone(), meta: Some(meta) }, steps }
