@@ -223,6 +223,11 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
         if objective == Objective::Time && relay_outside_group(&s).is_some() {
             continue;
         }
+        // A spec that fixes `pieces` is answered in those pieces (hand-written generators choose
+        // their own).
+        if inst.pieces_given && s.header.collective.pieces != c.pieces {
+            continue;
+        }
         progress(&Progress::Trying(format!("verifying {name}")));
         let r = verify_schedule(&s, &VerifyOptions::default())?;
         if !r.is_valid() {
@@ -323,6 +328,22 @@ mod tests {
 
     fn opts() -> SynthOptions {
         SynthOptions { time_limit: Duration::from_secs(30), ..Default::default() }
+    }
+
+    #[test]
+    fn pieces_fixed_by_the_spec_are_kept_by_every_kind() {
+        // The hand-written candidates choose their own pieces (HalfRing halves, MATEe shares); a
+        // spec that fixes `pieces` must get a schedule in those, whichever candidate wins.
+        for kind in ["all_to_all", "all_gather", "reduce_scatter", "all_reduce"] {
+            for (dims, faults) in [("[3]", "{\"cables\": [[[1], [2]]]}"), ("[4, 4]", "{}")] {
+                let mut inst = instance(dims, faults, ", \"pieces\": 3");
+                inst.collective =
+                    crate::collective::Collective::new(CollectiveKind::parse(kind).unwrap(), inst.collective.ranks.clone(), 1 << 20, 3, None, &inst.topology)
+                        .unwrap();
+                let a = synthesize(&inst, &opts(), Objective::Time, &mut |_| {}).unwrap();
+                assert_eq!(a.schedule.header.collective.pieces, 3, "{kind} on {dims}: {}", a.chosen);
+            }
+        }
     }
 
     #[test]

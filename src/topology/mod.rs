@@ -275,6 +275,11 @@ impl Topology {
         self.graph.edges_directed(NodeIndex::new(node.index()), Direction::Outgoing).map(|e| LinkId(e.id().index() as u32))
     }
 
+    /// The links entering a node (up and down), in no particular order.
+    pub fn in_links(&self, node: NodeId) -> impl Iterator<Item = LinkId> + '_ {
+        self.graph.edges_directed(NodeIndex::new(node.index()), Direction::Incoming).map(|e| LinkId(e.id().index() as u32))
+    }
+
     /// The links leaving a node that are up.
     pub fn up_out_links(&self, node: NodeId) -> impl Iterator<Item = LinkId> + '_ {
         self.out_links(node).filter(move |&l| self.link(l).up)
@@ -368,15 +373,25 @@ impl Topology {
     /// Checks that every rank can reach every other over links that are up; otherwise names a
     /// rank that the faults cut off (exit 3 on the command line).
     pub fn check_connected(&self, ranks: &[NodeId]) -> Result<()> {
-        let Some(&first) = ranks.first() else { return Ok(()) };
+        if ranks.len() < 2 {
+            return Ok(());
+        }
+        // A rank whose every link is down (a failed node) first: it is the one to leave out.
+        for (idx, &r) in ranks.iter().enumerate() {
+            if !self.out_links(r).chain(self.in_links(r)).any(|l| self.link(l).up) {
+                return Err(Error::infeasible(format!(
+                    "rank {idx} (node {r}, {}) is cut off: every link of it is down (a failed node); leave it out of `collective.ranks`",
+                    self.node(r).name
+                )));
+            }
+        }
+        let first = ranks[0];
         let fwd = self.reachable(first, false);
         let back = self.reachable(first, true);
         for (idx, &r) in ranks.iter().enumerate() {
             if !fwd[r.index()] || !back[r.index()] {
-                let has_up = self.out_links(r).any(|l| self.link(l).up);
-                let why = if has_up { "the faults cut it off from" } else { "every link of it is down, so it cannot reach" };
                 return Err(Error::infeasible(format!(
-                    "rank {idx} (node {r}, {}) is cut off: {why} rank 0 (node {first}, {})",
+                    "rank {idx} (node {r}, {}) is cut off: the faults cut it off from rank 0 (node {first}, {})",
                     self.node(r).name,
                     self.node(first).name
                 )));
@@ -470,6 +485,18 @@ pub fn adopt_shape(t: Topology, shape: &serde_json::Value) -> Result<Topology> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_node_among_the_ranks_is_named_before_the_others() {
+        // Node 0 fails on a ring of 4: every other rank is cut off from it, but the message must
+        // name node 0 itself (rank 0), not a live rank "cut off from rank 0".
+        let mut t = torus(&TorusParams::uniform(&[4], 32.0, 100.0)).unwrap();
+        FaultPattern { nodes: vec![NodeId(0)], ..Default::default() }.apply(&mut t).unwrap();
+        let all: Vec<NodeId> = t.node_ids().collect();
+        let e = t.check_connected(&all).unwrap_err();
+        assert!(e.message().contains("rank 0 (node 0") && e.message().contains("failed node"), "{}", e.message());
+        assert!(t.check_connected(&all[1..]).is_ok());
+    }
 
     #[test]
     fn npus_must_come_first() {
