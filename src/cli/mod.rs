@@ -239,6 +239,16 @@ pub fn run(cli: Cli) -> ExitCode {
     }
 }
 
+/// An algorithm bandwidth for people: a schedule that takes no time (one rank, nothing to move)
+/// has none.
+fn gbps(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:.3} GB/s")
+    } else {
+        "none (the schedule takes no time)".into()
+    }
+}
+
 fn ns(r: &crate::units::Rational) -> f64 {
     to_f64(r)
 }
@@ -436,11 +446,11 @@ fn print_report(r: &Report, header: &crate::schedule::ScheduleHeader) {
     }
     if let (Some(c), true) = (&r.cost, r.is_valid()) {
         println!(
-            "step-synchronous time {} (bandwidth term {} + latency term {}), bandwidth (bytes per rank / time) {:.3} GB/s",
+            "step-synchronous time {} (bandwidth term {} + latency term {}), bandwidth (bytes per rank / time) {}",
             format_ns(ns(&c.time_ns())),
             format_ns(ns(&c.bandwidth_ns())),
             format_ns(ns(&c.latency_ns())),
-            c.algo_bandwidth_gbps()
+            gbps(c.algo_bandwidth_gbps())
         );
     }
 }
@@ -464,9 +474,9 @@ fn cost(schedule: PathBuf, model: &str, fifo: bool, svg: Option<&std::path::Path
             println!("{}", json!({"model": "event", "link_sharing": sharing, "time_ns": e.time_ns, "algo_bandwidth_gbps": e.algo_bandwidth_gbps()}));
         } else {
             println!(
-                "event-driven time ({sharing} link sharing) {}, bandwidth (bytes per rank / time) {:.3} GB/s",
+                "event-driven time ({sharing} link sharing) {}, bandwidth (bytes per rank / time) {}",
                 format_ns(e.time_ns),
-                e.algo_bandwidth_gbps()
+                gbps(e.algo_bandwidth_gbps())
             );
         }
         return Ok(ExitCode::Ok);
@@ -504,12 +514,12 @@ fn cost(schedule: PathBuf, model: &str, fifo: bool, svg: Option<&std::path::Path
         );
     } else {
         println!(
-            "step-synchronous time {} (bandwidth term {}, latency term {}) over {} steps; bandwidth (bytes per rank / time) {:.3} GB/s",
+            "step-synchronous time {} (bandwidth term {}, latency term {}) over {} steps; bandwidth (bytes per rank / time) {}",
             format_ns(total),
             format_ns(ns(&c.bandwidth_ns())),
             format_ns(ns(&c.latency_ns())),
             c.step_bandwidth_ns.len(),
-            c.algo_bandwidth_gbps()
+            gbps(c.algo_bandwidth_gbps())
         );
         println!("{:<10} {:>6} {:>16} {:>12}", "links", "count", "bytes", "utilization");
         for (k, (busy, bytes, n)) in &groups {
