@@ -41,7 +41,7 @@ fn main() -> collsched::error::Result<()> {
                     let mut best: Option<(String, usize, f64, f64)> = None;
                     let mut candidates = fat_tree_candidates(&t, &c)?;
                     if kind != CollectiveKind::AllToAll {
-                        let steps = spread_steps(&t, &c, Instant::now() + Duration::from_secs(60))?.expect("spreading within a minute");
+                        let steps = spread_steps(&t, &c, 1, Instant::now() + Duration::from_secs(60))?.expect("spreading within a minute");
                         let header = ScheduleHeader { topology: t.clone(), collective: c.clone(), meta: None };
                         candidates.push(("spreading trees".into(), Schedule { header, steps }));
                     }

@@ -117,6 +117,9 @@ fn dominates(a: &Entry, b: &Entry) -> bool {
 /// Piece counts the time objective tries when the spec leaves `pieces` open.
 pub const PIECE_COUNTS: [u32; 4] = [1, 2, 4, 8];
 
+/// Pieces per transfer the spreading trees also try, at the coarsest piece count.
+pub const SPREAD_BATCHES: [usize; 3] = [2, 4, 8];
+
 /// Synthesizes for `objective` within `opts.time_limit`: the fewest-steps search gets up to half
 /// of it under the time objective, the time-expanded routing runs until 80% of it, and the
 /// verification of the candidates and the certified bound (its flow part given a tenth of the
@@ -189,15 +192,23 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
     let mut spread_error: Option<Error> = None;
     if objective == Objective::Time && c.kind != CollectiveKind::AllToAll {
         let counts: Vec<u32> = if inst.pieces_given { vec![c.pieces] } else { PIECE_COUNTS.to_vec() };
-        for p in counts {
+        // Finer pieces one per transfer, then the coarsest pieces several per transfer (fewer
+        // steps, less latency: what large tori need).
+        let settings = counts.iter().map(|&p| (p, 1)).chain(SPREAD_BATCHES.iter().map(|&b| (counts[0], b)));
+        for (p, batch) in settings {
             if Instant::now() >= deadline {
                 limit_reached = true;
                 break;
             }
-            progress(&Progress::Trying(format!("spreading trees: {p} piece(s) per block")));
+            let name = if batch == 1 {
+                format!("spreading trees ({p} piece(s) per block)")
+            } else {
+                format!("spreading trees ({p} piece(s) per block, up to {batch} per transfer)")
+            };
+            progress(&Progress::Trying(name.clone()));
             let cp = crate::collective::Collective::new(c.kind, c.ranks.clone(), c.bytes_per_rank, p, c.block_bytes.clone(), t)?;
-            match spread::spread_steps(t, &cp, deadline) {
-                Ok(Some(steps)) => candidates.push((format!("spreading trees ({p} piece(s) per block)"), schedule(t, &cp, steps, "spreading"))),
+            match spread::spread_steps(t, &cp, batch, deadline) {
+                Ok(Some(steps)) => candidates.push((name, schedule(t, &cp, steps, "spreading"))),
                 Ok(None) => limit_reached = true,
                 Err(e) => {
                     spread_error = Some(e);

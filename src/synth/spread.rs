@@ -17,8 +17,11 @@
 //! `u` at step `T - 1 - t` over the reverse links. **All-reduce** is the reduce-scatter followed
 //! by the all-gather on the same trees (`copy` of the full value replaces each partial one).
 //!
-//! Pieces per block trade latency against granularity, as for all-to-all: the portfolio tries
-//! several counts and keeps the fastest verified schedule.
+//! Pieces per block and pieces per transfer (`batch`) trade latency against granularity: one
+//! piece of a block per hop and step takes about (R-1)/degree steps, each paying a path latency,
+//! which on a large torus (8x8x8: about 100 steps) costs more than the bandwidth it saves; a
+//! batch of b pieces per transfer takes about b times fewer steps. The portfolio tries several of
+//! each and keeps the fastest verified schedule.
 
 use super::hops::HopGraph;
 use crate::collective::{Collective, CollectiveKind, PieceId};
@@ -35,12 +38,12 @@ const WINDOW: usize = 64;
 /// One transfer of the all-gather: (hop index, piece index `source rank * pieces + k`).
 type Move = (usize, usize);
 
-/// The steps of `c` (all_gather, reduce_scatter or all_reduce) by spreading, or `None` when
-/// `deadline` passed first.
+/// The steps of `c` (all_gather, reduce_scatter or all_reduce) by spreading, each transfer
+/// carrying up to `batch` pieces (at least 1), or `None` when `deadline` passed first.
 ///
 /// Errors: [`Error::bad`] for all_to_all; [`Error::infeasible`] when some rank cannot be reached
 /// over hops that are up (for the reducing kinds: up in both directions).
-pub fn spread_steps(t: &Topology, c: &Collective, deadline: Instant) -> Result<Option<Vec<Step>>> {
+pub fn spread_steps(t: &Topology, c: &Collective, batch: usize, deadline: Instant) -> Result<Option<Vec<Step>>> {
     // Npus outside the group route paths but never store (they run no program).
     let hops = HopGraph::with_endpoints(t, &c.rank_mask(t));
     // The reducing kinds run the trees backwards: a hop is usable only if its reverse is up.
@@ -52,11 +55,17 @@ pub fn spread_steps(t: &Topology, c: &Collective, deadline: Instant) -> Result<O
             hops.hops.iter().map(|h| h.path.iter().all(|l| reverse[l.index()].is_some())).collect()
         }
     };
-    let Some(moves) = spread(t, c, &hops, &usable, deadline)? else { return Ok(None) };
+    let Some(moves) = spread(t, c, &hops, &usable, batch.max(1), deadline)? else { return Ok(None) };
     let piece = |q: usize| PieceId::block((q / c.pieces as usize) as u32, (q % c.pieces as usize) as u32);
+    // A hop's moves of a step are consecutive: one transfer carries them all.
     let gather: Vec<Step> = moves
         .iter()
-        .map(|step| Step { transfers: step.iter().map(|&(h, q)| Transfer { path: hops.hops[h].path.clone(), op: Op::Copy, pieces: vec![piece(q)] }).collect() })
+        .map(|step| Step {
+            transfers: step
+                .chunk_by(|a, b| a.0 == b.0)
+                .map(|run| Transfer { path: hops.hops[run[0].0].path.clone(), op: Op::Copy, pieces: run.iter().map(|&(_, q)| piece(q)).collect() })
+                .collect(),
+        })
         .collect();
     Ok(Some(match c.kind {
         CollectiveKind::AllGather => gather,
@@ -88,7 +97,7 @@ impl Rows {
 }
 
 /// The all-gather moves per step (see the module docs).
-fn spread(t: &Topology, c: &Collective, hops: &HopGraph, usable: &[bool], deadline: Instant) -> Result<Option<Vec<Vec<Move>>>> {
+fn spread(t: &Topology, c: &Collective, hops: &HopGraph, usable: &[bool], batch: usize, deadline: Instant) -> Result<Option<Vec<Vec<Move>>>> {
     let n = t.num_npus();
     let p = c.pieces as usize;
     let m = c.num_ranks() * p;
@@ -126,7 +135,9 @@ fn spread(t: &Topology, c: &Collective, hops: &HopGraph, usable: &[bool], deadli
                     continue;
                 }
                 let u = hops.hops[h].from.index();
-                if let Some(q) = rarest_new(&have, &holders, u, v, &incoming, start, m) {
+                // Up to `batch` distinct pieces over the hop, rarest first: one transfer.
+                for _ in 0..batch {
+                    let Some(q) = rarest_new(&have, &holders, u, v, &incoming, start, m) else { break };
                     path.iter().for_each(|l| link_busy[l.index()] = true);
                     incoming.push(q);
                     moves.push((h, q));
@@ -215,8 +226,14 @@ mod tests {
 
     /// Spreads `kind` over `ranks` and verifies it (rules 1-5); returns the steps.
     fn verified(t: &Topology, kind: CollectiveKind, ranks: Vec<NodeId>, pieces: u32) -> usize {
+        verified_in_batches(t, kind, ranks, pieces, 1)
+    }
+
+    /// [`verified`] with up to `batch` pieces per transfer.
+    fn verified_in_batches(t: &Topology, kind: CollectiveKind, ranks: Vec<NodeId>, pieces: u32, batch: usize) -> usize {
         let c = Collective::new(kind, ranks, 1 << 20, pieces, None, t).unwrap();
-        let steps = spread_steps(t, &c, far()).unwrap().unwrap();
+        let steps = spread_steps(t, &c, batch, far()).unwrap().unwrap();
+        assert!(steps.iter().flat_map(|s| &s.transfers).all(|x| (1..=batch).contains(&x.pieces.len())));
         let s = Schedule { header: ScheduleHeader { topology: t.clone(), collective: c, meta: None }, steps };
         let r = verify_schedule(&s, &VerifyOptions::default()).unwrap();
         assert!(r.is_valid(), "{kind}: {:?}", r.findings.failures().iter().take(3).map(|d| d.to_string()).collect::<Vec<_>>());
@@ -241,6 +258,17 @@ mod tests {
     }
 
     #[test]
+    fn batches_cut_the_steps() {
+        // 8x8: one piece per hop per step needs at least 63/4 = 16 steps; four per transfer
+        // could take 4 by bandwidth, but the diameter is 8 hops: within a step of that.
+        let t = torus(&TorusParams::uniform(&[8, 8], 32.0, 100.0)).unwrap();
+        let one = verified(&t, CollectiveKind::AllGather, t.node_ids().collect(), 1);
+        let four = verified_in_batches(&t, CollectiveKind::AllGather, t.node_ids().collect(), 1, 4);
+        assert!(one >= 16 && four <= 9, "{one} steps one by one, {four} in fours");
+        assert_eq!(verified_in_batches(&t, CollectiveKind::AllReduce, t.node_ids().collect(), 1, 4), 2 * four);
+    }
+
+    #[test]
     fn a_group_relays_through_npus_outside_it() {
         // Ranks on a diagonal of a 4x4 torus: every path between them passes npus outside the
         // group, which route the paths without storing (`verified` lowers the ranks alone).
@@ -261,7 +289,7 @@ mod tests {
         let back = t.link_between(NodeId(1), NodeId(0)).unwrap();
         for kind in KINDS {
             let c = Collective::new(kind, t.node_ids().collect(), 1 << 20, 1, None, &t).unwrap();
-            let steps = spread_steps(&t, &c, far()).unwrap().unwrap();
+            let steps = spread_steps(&t, &c, 1, far()).unwrap().unwrap();
             let uses_back = steps.iter().flat_map(|s| &s.transfers).any(|x| x.path.contains(&back));
             if kind != CollectiveKind::AllGather {
                 assert!(!uses_back, "{kind} uses the reverse of a down link");
@@ -286,11 +314,11 @@ mod tests {
         fail_cable(&mut t, 1, 2);
         fail_cable(&mut t, 2, 3);
         let c = Collective::new(CollectiveKind::AllGather, t.node_ids().collect(), 1 << 20, 1, None, &t).unwrap();
-        let e = spread_steps(&t, &c, far()).unwrap_err();
+        let e = spread_steps(&t, &c, 1, far()).unwrap_err();
         assert!(e.message().contains("npu 0 cannot receive the block of npu 2"), "{}", e.message());
         let a2a = Collective::new(CollectiveKind::AllToAll, t.node_ids().collect(), 1 << 20, 1, None, &t).unwrap();
-        assert!(spread_steps(&t, &a2a, far()).is_err());
-        assert!(spread_steps(&t, &c, Instant::now()).unwrap().is_none());
+        assert!(spread_steps(&t, &a2a, 1, far()).is_err());
+        assert!(spread_steps(&t, &c, 1, Instant::now()).unwrap().is_none());
     }
 
     proptest::proptest! {
@@ -304,6 +332,7 @@ mod tests {
             cuts in proptest::collection::vec((0usize..1000, 0usize..8), 0..=3),
             group in proptest::collection::vec(proptest::bool::ANY, 64),
             pieces in 1u32..=3,
+            batch in 1usize..=3,
         ) {
             let mut t = torus(&TorusParams::uniform(&dims, 32.0, 100.0)).unwrap();
             fail_picked_cables(&mut t, &cuts);
@@ -313,7 +342,7 @@ mod tests {
             }
             proptest::prop_assume!(t.check_connected(&t.node_ids().collect::<Vec<_>>()).is_ok());
             for kind in KINDS {
-                verified(&t, kind, ranks.clone(), pieces);
+                verified_in_batches(&t, kind, ranks.clone(), pieces, batch);
             }
         }
     }
