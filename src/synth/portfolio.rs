@@ -5,16 +5,16 @@
 //! section 5), or its number of steps. The candidates:
 //! - the fewest-steps search ([`synthesize_steps_with`]: one piece per link per step, exact where
 //!   the program is small enough);
-//! - for the time objective, the time-expanded routing of [`timed`](super::timed) over pieces per
+//! - for the time objective, the time-expanded routing of [`timed`] over pieces per
 //!   block (1, 2, 4, 8 unless the spec fixes `pieces`) and horizons: latency per step against
 //!   bandwidth granularity;
 //! - on tori, the hand-written schedules that fit the instance (HalfRing+DimRotation; MATE and
 //!   MATEe when a cable is down), which the synthesizer must beat or match;
 //! - for all_gather, reduce_scatter and all_reduce with the time objective, the spreading trees
-//!   of [`spread`](super::spread) over pieces per block (any topology and fault pattern), and on
+//!   of [`spread`] over pieces per block (any topology and fault pattern), and on
 //!   tori the rings by dimension of [`torus_ring_collective`] (HalfRing, Ring; folded around a
 //!   failed cable);
-//! - on switched networks, the route-and-step candidates of [`fat_tree`](super::fat_tree) (every
+//! - on switched networks, the route-and-step candidates of [`fat_tree`] (every
 //!   collective kind).
 //!
 //! Each candidate is verified (rules 1-5) and priced exactly before it can be chosen: by its

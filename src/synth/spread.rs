@@ -3,12 +3,12 @@
 //! (a torus with failed cables, a mesh, a custom network).
 //!
 //! **All-gather.** Every rank starts with its own pieces and must end with all of them. Each step,
-//! every receiving npu takes at most one piece per hop that enters it, each a piece it neither
-//! holds nor receives from another hop this step, rarest first (the piece held by the fewest npus,
-//! among a bounded window of candidates): pieces spread like a gossip, and every link works every
-//! step until the receivers run out of pieces their neighbours can give. Transfers carry one piece
-//! over one hop, no two transfers of a step share a link, and every npu receives each piece once,
-//! so each piece travels down a tree rooted at its source. For a group, the hops join its ranks
+//! every receiving npu takes at most `batch` pieces per hop that enters it (one transfer), each a
+//! piece it neither holds nor receives from another hop this step, rarest first (the piece held
+//! by the fewest npus, among a bounded window of candidates): pieces spread like a gossip, and
+//! every link works every step until the receivers run out of pieces their neighbours can give.
+//! A transfer goes over one hop, no two transfers of a step share a link, and every npu receives
+//! each piece once, so each piece travels down a tree rooted at its source. For a group, the hops join its ranks
 //! only, passing through the routers of npus outside it: those run no program in a runtime, so
 //! they may not store and forward (rule 6 lowers the ranks alone).
 //!
@@ -35,7 +35,7 @@ use std::time::Instant;
 /// instances, a rotating window on large ones (512 npus with 8 pieces per block hold 4,096).
 const WINDOW: usize = 64;
 
-/// One transfer of the all-gather: (hop index, piece index `source rank * pieces + k`).
+/// One piece moved over one hop: (hop index, piece index `source rank * pieces + k`).
 type Move = (usize, usize);
 
 /// The steps of `c` (all_gather, reduce_scatter or all_reduce) by spreading, each transfer
