@@ -3,14 +3,15 @@
 //! (a torus with failed cables, a mesh, a custom network).
 //!
 //! **All-gather.** Every rank starts with its own pieces and must end with all of them. Each step,
-//! every receiving npu takes at most `batch` pieces per hop that enters it (one transfer), each a
-//! piece it neither holds nor receives from another hop this step, rarest first (the piece held
-//! by the fewest npus, among a bounded window of candidates): pieces spread like a gossip, and
-//! every link works every step until the receivers run out of pieces their neighbours can give.
-//! A transfer goes over one hop, no two transfers of a step share a link, and every npu receives
-//! each piece once, so each piece travels down a tree rooted at its source. For a group, the hops join its ranks
-//! only, passing through the routers of npus outside it: those run no program in a runtime, so
-//! they may not store and forward (rule 6 lowers the ranks alone).
+//! every receiving npu takes at most `batch` pieces per hop that enters it (one transfer; fewer on
+//! hops slower than the fastest, in proportion to their bandwidth), each a piece it neither holds
+//! nor receives from another hop this step, rarest first (the piece held by the fewest npus, among
+//! a bounded window of candidates): pieces spread like a gossip, and every link works every step
+//! until the receivers run out of pieces their neighbours can give. A transfer goes over one hop,
+//! no two transfers of a step share a link, and every npu receives each piece once, so each piece
+//! travels down a tree rooted at its source. For a group, the hops join its ranks only, passing
+//! through the routers of npus outside it: those run no program in a runtime, so they may not
+//! store and forward (rule 6 lowers the ranks alone).
 //!
 //! **Reduce-scatter** is the all-gather's time reversal ([`crate::schedule::reverse`]): the
 //! transfer of piece `(j, k)` from `u` to `v` at step `t` of `T` becomes a `reduce` from `v` to
@@ -110,6 +111,12 @@ fn spread(t: &Topology, c: &Collective, hops: &HopGraph, usable: &[bool], batch:
     }
     let is_rank = c.rank_mask(t);
     let order: Vec<usize> = (0..n).filter(|&v| is_rank[v]).collect();
+    // Pieces per transfer in proportion to the hop's bandwidth (its slowest link), so that on a
+    // network of mixed links a step's transfers take about the same time: `batch` on the
+    // fastest hops, at least one on every hop.
+    let hop_gbps: Vec<f64> = hops.hops.iter().map(|h| h.path.iter().map(|l| t.link(*l).bandwidth_gbps).fold(f64::INFINITY, f64::min)).collect();
+    let fastest = hop_gbps.iter().copied().fold(0.0, f64::max);
+    let cap: Vec<usize> = hop_gbps.iter().map(|&b| ((batch as f64 * b / fastest).round() as usize).clamp(1, batch)).collect();
     let full = |have: &Rows, v: usize| (0..m).all(|q| have.get(v, q));
     let mut is_full: Vec<bool> = (0..n).map(|v| is_rank[v] && full(&have, v)).collect();
     let mut missing = (0..n).filter(|&v| is_rank[v] && !is_full[v]).count();
@@ -135,8 +142,9 @@ fn spread(t: &Topology, c: &Collective, hops: &HopGraph, usable: &[bool], batch:
                     continue;
                 }
                 let u = hops.hops[h].from.index();
-                // Up to `batch` distinct pieces over the hop, rarest first: one transfer.
-                for _ in 0..batch {
+                // Up to its share of `batch` distinct pieces over the hop, rarest first: one
+                // transfer.
+                for _ in 0..cap[h] {
                     let Some(q) = rarest_new(&have, &holders, u, v, &incoming, start, m) else { break };
                     path.iter().for_each(|l| link_busy[l.index()] = true);
                     incoming.push(q);
@@ -266,6 +274,21 @@ mod tests {
         let four = verified_in_batches(&t, CollectiveKind::AllGather, t.node_ids().collect(), 1, 4);
         assert!(one >= 16 && four <= 9, "{one} steps one by one, {four} in fours");
         assert_eq!(verified_in_batches(&t, CollectiveKind::AllReduce, t.node_ids().collect(), 1, 4), 2 * four);
+    }
+
+    #[test]
+    fn slower_hops_carry_fewer_pieces_per_transfer() {
+        // A 4x4 torus whose dimension 1 runs at half the speed: in batches of four, dimension-0
+        // transfers carry more than two pieces (up to four), dimension-1 transfers up to two, so
+        // a step's transfers take about the same time.
+        let mut p = TorusParams::uniform(&[4, 4], 64.0, 100.0);
+        p.bandwidth_gbps = vec![64.0, 32.0];
+        let t = torus(&p).unwrap();
+        let c = Collective::new(CollectiveKind::AllGather, t.node_ids().collect(), 1 << 20, 1, None, &t).unwrap();
+        let steps = spread_steps(&t, &c, 4, far()).unwrap().unwrap();
+        let most = |gbps: f64| steps.iter().flat_map(|s| &s.transfers).filter(|x| t.link(x.path[0]).bandwidth_gbps == gbps).map(|x| x.pieces.len()).max();
+        assert!(most(64.0).unwrap() > 2 && most(64.0).unwrap() <= 4 && most(32.0) == Some(2), "{:?} {:?}", most(64.0), most(32.0));
+        verified_in_batches(&t, CollectiveKind::AllReduce, t.node_ids().collect(), 1, 4);
     }
 
     #[test]
