@@ -71,7 +71,7 @@ pub fn torus_ring_collective(topology: &Topology, collective: &Collective, algor
     Ok(Schedule { header: ScheduleHeader { topology: topology.clone(), collective: coll, meta: Some(meta) }, steps })
 }
 
-/// One move of a line's all-gather: from position `from` to `to` over `path` (positions), the
+/// One move of a line's all-gather: along `path` (positions, sender first, receiver last), the
 /// unit of position `unit`, the halves in `parts`.
 struct Move {
     path: Vec<usize>,

@@ -7,8 +7,9 @@
 //! time-expanded routing over pieces per block and horizons (`synth::timed`), on tori the
 //! hand-written schedules that fit the faults (HalfRing+DimRotation, MATE, MATEe), for the
 //! gathering and reducing kinds the spreading trees of `synth::spread`, and on switched networks
-//! the route-and-step candidates of `synth::fat_tree` (chosen there by event-driven time). Its gap is measured against the certified bandwidth bound plus the
-//! latency bound (MODEL.md section 6); `--pareto` lists the candidates' steps/time trade-off.
+//! the route-and-step candidates of `synth::fat_tree` (chosen there by event-driven time). Its
+//! gap is measured against the certified bandwidth bound plus the latency bound (MODEL.md
+//! section 6); `--pareto` lists the candidates' steps/time trade-off.
 
 use crate::error::{Error, ExitCode, Result};
 use crate::spec::{MethodSpec, Spec};
