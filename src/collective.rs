@@ -1,4 +1,4 @@
-//! Collectives, their pieces, and what every piece must become (MODEL.md section 2).
+//! Collectives, their pieces, and what every piece must become (docs/design/MODEL.md section 2).
 //!
 //! A collective runs over an ordered list of ranks (npu ids). Each rank's data is cut into
 //! blocks, and each block into `pieces` equal pieces. A piece id uses rank *indices* (positions
@@ -27,7 +27,7 @@ pub enum CollectiveKind {
 }
 
 impl CollectiveKind {
-    /// All kinds, in the order of MODEL.md.
+    /// All kinds, in the order of docs/design/MODEL.md.
     pub const ALL: [CollectiveKind; 4] = [CollectiveKind::AllToAll, CollectiveKind::AllGather, CollectiveKind::ReduceScatter, CollectiveKind::AllReduce];
 
     /// The file name of the kind (`all_to_all`, ...).
@@ -113,7 +113,7 @@ pub struct Collective {
     pub kind: CollectiveKind,
     /// The ranks, in collective order (npu ids).
     pub ranks: Vec<NodeId>,
-    /// S of MODEL.md: the bytes each rank sends (all_to_all, reduce_scatter, all_reduce) or the
+    /// S of docs/design/MODEL.md: the bytes each rank sends (all_to_all, reduce_scatter, all_reduce) or the
     /// output size (all_gather).
     pub bytes_per_rank: u64,
     /// P: how finely each block is cut.

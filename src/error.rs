@@ -1,8 +1,8 @@
-//! Errors and the exit codes of the command line (CLI.md).
+//! Errors and the exit codes of the command line (docs/design/CLI.md).
 
 use std::fmt;
 
-/// The stable exit codes of `collsched` (CLI.md).
+/// The stable exit codes of `collsched` (docs/design/CLI.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExitCode {
     /// Success.

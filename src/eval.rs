@@ -310,7 +310,7 @@ mod tests {
         let rows = torus_rows(&[5, 5], &TORUS_METHODS[..4], &mut |_| {}).unwrap();
         let big = 1u64 << 40;
         let speedup = |i: usize| rows[0].time_ns(big) / rows[i].time_ns(big);
-        // ALGORITHMS.md: Ring+DimRotation 7/6, HalfRing+DimRotation 1.94 on a 5x5 torus.
+        // docs/design/ALGORITHMS.md: Ring+DimRotation 7/6, HalfRing+DimRotation 1.94 on a 5x5 torus.
         assert!((speedup(1) - 7.0 / 6.0).abs() < 1e-3, "{}", speedup(1));
         assert!((speedup(3) - 35.0 / 18.0).abs() < 1e-3, "{}", speedup(3));
         let (md, csv) = tables(&[5, 5], &rows, &study_sizes());

@@ -7,10 +7,10 @@ use crate::error::{Error, Result};
 use crate::schedule::Schedule;
 use crate::spec::{MethodSpec, Spec};
 
-/// The algorithm names that run on tori: FORMATS.md's one-ring algorithms, and the
-/// hardware-routed baselines `dor` and `wfr` (ALGORITHMS.md, "Hardware-routed baselines").
+/// The algorithm names that run on tori: docs/design/FORMATS.md's one-ring algorithms, and the
+/// hardware-routed baselines `dor` and `wfr` (docs/design/ALGORITHMS.md, "Hardware-routed baselines").
 const TORUS_ALGORITHMS: [&str; 5] = ["ring", "halfring", "foldedring", "dor", "wfr"];
-/// The scheduler names of FORMATS.md.
+/// The scheduler names of docs/design/FORMATS.md.
 const SCHEDULERS: [&str; 5] = ["sequential", "pipeline", "dimrotation", "mate", "matee"];
 
 /// Generates the schedule a spec's `method.generate` names.

@@ -23,7 +23,7 @@
 //! Modules, from the bottom up: [`topology`] (tori, fat trees, custom lists, faults),
 //! [`collective`] (kinds, ranks, pieces), [`schedule`] (the IR and the streaming schedule file),
 //! [`spec`] (input files), [`bounds`] and [`cost`], [`algorithms`] (generators), [`verify`] (the
-//! rules of MODEL.md section 4), [`generate`] and [`cli`].
+//! rules of docs/design/MODEL.md section 4), [`generate`] and [`cli`].
 
 #![warn(missing_docs)]
 

@@ -1,4 +1,4 @@
-//! Input specs (FORMATS.md): a topology, a fault pattern, a collective, what to do, and what is
+//! Input specs (docs/design/FORMATS.md): a topology, a fault pattern, a collective, what to do, and what is
 //! expected. Unknown fields are rejected by name; every error names the file, the field and the
 //! value.
 
@@ -193,7 +193,7 @@ pub struct CollectiveSpec {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GenerateSpec {
-    /// The algorithm name (ALGORITHMS.md).
+    /// The algorithm name (docs/design/ALGORITHMS.md).
     pub algorithm: String,
     /// The multi-dimensional scheduler (tori).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -232,7 +232,7 @@ pub enum MethodSpec {
     Synthesize(SynthesizeSpec),
 }
 
-/// What CI asserts (a closed list, FORMATS.md).
+/// What CI asserts (a closed list, docs/design/FORMATS.md).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExpectSpec {

@@ -1,6 +1,6 @@
 //! Exact quantities: byte counts and times as rationals, and the parsing of sizes such as `4MiB`.
 //!
-//! Piece sizes are exact rationals (MODEL.md section 2): `S/(R*P)` need not be a whole number of
+//! Piece sizes are exact rationals (docs/design/MODEL.md section 2): `S/(R*P)` need not be a whole number of
 //! bytes. Bandwidths and latencies come from JSON as decimals; they are turned into the rational
 //! their shortest decimal form denotes, so that `12.5` GB/s is exactly `25/2`, not the nearest
 //! binary fraction.

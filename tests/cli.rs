@@ -414,7 +414,7 @@ fn synthesized_group_schedules_on_custom_networks_verify_with_deadlock_freedom()
             }
         }
     }
-    // The fewest-steps search is over single hops (MODEL.md section 3): on a diagonal group it
+    // The fewest-steps search is over single hops (docs/design/MODEL.md section 3): on a diagonal group it
     // must relay at npus outside the group, and says so rather than leave it to verify.
     let spec = dir.join("diagonal.spec.json");
     std::fs::write(

@@ -1,5 +1,5 @@
 //! Composition over dimensions: an n-D all-to-all as one one-dimensional all-to-all phase per
-//! dimension (ALGORITHMS.md, "Many dimensions").
+//! dimension (docs/design/ALGORITHMS.md, "Many dimensions").
 //!
 //! In the phase of a chunk on dimension x, every ring (or line) along x runs its plan at the same
 //! time as the others: their links are disjoint. Block `v>d` of a ring is every piece of the chunk

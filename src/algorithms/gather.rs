@@ -1,5 +1,5 @@
 //! All-gather, reduce-scatter and all-reduce on a torus (or mesh) by rings, one dimension after
-//! another (ALGORITHMS.md: Ring for all_gather, p-1 steps of M/p; FoldedRing "also works for
+//! another (docs/design/ALGORITHMS.md: Ring for all_gather, p-1 steps of M/p; FoldedRing "also works for
 //! all-gather, reduce-scatter and all-reduce rings").
 //!
 //! **All-gather.** In the phase of dimension x every line along x runs a one-dimensional

@@ -1,4 +1,4 @@
-//! MATE and MATEe (ALGORITHMS.md, "Many dimensions"): HalfRing + DimRotation on a torus whose
+//! MATE and MATEe (docs/design/ALGORITHMS.md, "Many dimensions"): HalfRing + DimRotation on a torus whose
 //! faulty rings (rings with failed cables) are relieved by acceleration phases over detours through
 //! parallel healthy rings.
 //!

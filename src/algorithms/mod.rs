@@ -1,4 +1,4 @@
-//! Hand-written algorithms of ALGORITHMS.md as schedule generators.
+//! Hand-written algorithms of docs/design/ALGORITHMS.md as schedule generators.
 //!
 //! [`torus_all_to_all`] builds an all-to-all on a torus (or mesh) from three parts, one module
 //! each:
@@ -30,7 +30,7 @@ pub use gather::torus_ring_collective;
 pub use mate::torus_mate;
 pub use routed::{routed_all_to_all, HardwareRouting};
 
-/// The one-dimensional all-to-all every ring of a torus runs (ALGORITHMS.md, "Single ring").
+/// The one-dimensional all-to-all every ring of a torus runs (docs/design/ALGORITHMS.md, "Single ring").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RingAlgorithm {
     /// Every block cut in half, one half each way round, the long or the short way.
@@ -42,7 +42,7 @@ pub enum RingAlgorithm {
 }
 
 impl RingAlgorithm {
-    /// Every algorithm, in the order of ALGORITHMS.md.
+    /// Every algorithm, in the order of docs/design/ALGORITHMS.md.
     pub const ALL: [RingAlgorithm; 3] = [RingAlgorithm::Ring, RingAlgorithm::HalfRing, RingAlgorithm::FoldedRing];
 
     /// The name used in spec and schedule files (`ring`, `halfring`, `foldedring`).
@@ -60,7 +60,7 @@ impl RingAlgorithm {
     }
 }
 
-/// How the phases of the dimensions are placed in time (ALGORITHMS.md, "Many dimensions").
+/// How the phases of the dimensions are placed in time (docs/design/ALGORITHMS.md, "Many dimensions").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Scheduler {
     /// All the data crosses one dimension after another.
@@ -314,7 +314,7 @@ mod tests {
 
     #[test]
     fn reference_speed_ups_of_the_bandwidth_terms() {
-        // ALGORITHMS.md, 5-ary 2-D torus at large messages, over Ring + Pipeline with c = 6:
+        // docs/design/ALGORITHMS.md, 5-ary 2-D torus at large messages, over Ring + Pipeline with c = 6:
         // Ring + DimRotation 7/6, HalfRing + DimRotation 1.94 (= 7/6 * 5/3).
         let t = topo(&[5, 5], true, 10.0, &[]);
         let c = a2a(&t, 1 << 20, None);

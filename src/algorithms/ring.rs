@@ -1,5 +1,5 @@
 //! One ring or line of a torus dimension: the one-dimensional all-to-all algorithms of
-//! ALGORITHMS.md ("Single ring") as plans of sub-steps over ring positions.
+//! docs/design/ALGORITHMS.md ("Single ring") as plans of sub-steps over ring positions.
 //!
 //! A plan knows nothing about nodes or pieces. It says, sub-step by sub-step, which block
 //! (`origin > dest`, in ring positions), or which half of it, moves along which positions. The
@@ -9,12 +9,12 @@
 //! Bandwidth terms (step-synchronous, latency 0), with S bytes per rank, link bandwidth B and N
 //! positions, follow from the sub-step structure; the tests check them exactly:
 //! - Ring: N(N-1)/2 sub-steps, each moving a half block S/(2N) on every directed link:
-//!   (N-1) S/(4B). This is ALGORITHMS.md's (N-1)/2 * S/(2B), written differently.
+//!   (N-1) S/(4B). This is docs/design/ALGORITHMS.md's (N-1)/2 * S/(2B), written differently.
 //! - HalfRing, odd N: (N^2-1)/8 sub-steps of whole blocks S/N: (N^2-1) S/(8NB). Even N: the
 //!   N/2-1 distance phases take (N/2-1)(N/2)/2 sub-steps of S/N, the distance-N/2 phase N/2
-//!   sub-steps of S/(2N): N S/(8B). Both as in ALGORITHMS.md.
+//!   sub-steps of S/(2N): N S/(8B). Both as in docs/design/ALGORITHMS.md.
 //! - FoldedRing: N(N-1)/2 sub-steps of whole blocks S/N, and the fold keeps every link at one
-//!   block per sub-step: (N-1) S/(2B), as in ALGORITHMS.md.
+//!   block per sub-step: (N-1) S/(2B), as in docs/design/ALGORITHMS.md.
 //! - Line (mesh, or a dimension of size 2): floor(N^2/4) sub-steps of one block per link, which
 //!   is what the middle cable must carry: floor(N^2/4) S/(NB), bandwidth-optimal for a line.
 
@@ -285,7 +285,7 @@ mod tests {
         }
     }
 
-    /// The tables of ALGORITHMS.md for N = 4 and N = 5.
+    /// The tables of docs/design/ALGORITHMS.md for N = 4 and N = 5.
     #[test]
     fn half_ring_follows_the_tables() {
         // (sender, receiver, origin, dest) of every move of sub-step `s`.

@@ -1,4 +1,4 @@
-//! Hardware-routed baselines on a torus (ALGORITHMS.md): every block is one routed multi-hop
+//! Hardware-routed baselines on a torus (docs/design/ALGORITHMS.md): every block is one routed multi-hop
 //! path through the npus' routers, not stored on the way, and all blocks are in flight at once.
 //!
 //! - DOR (dimension-order routing): correct dimension 0 fully, then 1, then 2, ...; in a ring

@@ -1,4 +1,4 @@
-//! The schedulers of ALGORITHMS.md ("Many dimensions"): how many chunks the data is cut into, and
+//! The schedulers of docs/design/ALGORITHMS.md ("Many dimensions"): how many chunks the data is cut into, and
 //! in which time slot each chunk runs its one-dimensional phase on each dimension.
 //!
 //! Phases placed in the same slot run at the same time: they always belong to different

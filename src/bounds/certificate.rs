@@ -1,4 +1,4 @@
-//! Builds the certificate of an instance's bounds (MODEL.md section 6), in the format that
+//! Builds the certificate of an instance's bounds (docs/design/MODEL.md section 6), in the format that
 //! [`crate::certify`] checks: the instance itself, and each bound with its witness.
 
 use super::cut::best_cut;

@@ -1,4 +1,4 @@
-//! Cut bounds (MODEL.md section 6): for a node set U, the bytes that must leave U over the
+//! Cut bounds (docs/design/MODEL.md section 6): for a node set U, the bytes that must leave U over the
 //! capacity of the up links leaving U (or, reversed, the bytes that must enter U).
 //!
 //! Any U gives a valid bound; we evaluate the sets that matter on the families we build: torus

@@ -1,4 +1,4 @@
-//! The flow bound for all_to_all (MODEL.md section 6): the maximum concurrent flow, approached
+//! The flow bound for all_to_all (docs/design/MODEL.md section 6): the maximum concurrent flow, approached
 //! from both sides by multiplicative weights (Garg-Konemann, Fleischer).
 //!
 //! Lengths `y_e >= 0` on the links give a lower bound on the time of any routing:

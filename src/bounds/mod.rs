@@ -1,4 +1,4 @@
-//! Lower bounds of MODEL.md section 6: steps, latency and volume.
+//! Lower bounds of docs/design/MODEL.md section 6: steps, latency and volume.
 //!
 //! Every bound here is computed exactly (rationals) from the instance alone: no solver.
 
@@ -83,7 +83,7 @@ pub fn latency_distances(t: &Topology, from: NodeId) -> Vec<Option<Rational>> {
         }
     }
     // A path ends at an npu: the last switch's latency was counted on entering it, which is
-    // what MODEL.md charges (every switch on the path).
+    // what docs/design/MODEL.md charges (every switch on the path).
     dist
 }
 

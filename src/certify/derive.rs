@@ -1,4 +1,4 @@
-//! Re-derives each bound from the instance and a witness (MODEL.md section 6, the "check"
+//! Re-derives each bound from the instance and a witness (docs/design/MODEL.md section 6, the "check"
 //! column). Each function returns the value the witness proves; the caller compares it with the
 //! claim.
 
@@ -38,7 +38,7 @@ pub(crate) fn steps(inst: &Instance, s: usize, d: usize) -> Result<Q, String> {
 }
 
 /// Shortest path latency from `s` to `d`: link latencies plus the switch latency for every switch
-/// passed through (MODEL.md section 5).
+/// passed through (docs/design/MODEL.md section 5).
 pub(crate) fn latency(inst: &Instance, s: usize, d: usize) -> Result<Q, String> {
     let adj = inst.up_adjacency();
     let mut dist: Vec<Option<Q>> = vec![None; inst.nodes];

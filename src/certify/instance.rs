@@ -40,7 +40,7 @@ pub(crate) enum BlockKind {
 /// A source node and its `(destination node, bytes)` demands.
 pub(crate) type SourceDemands = (usize, Vec<(usize, Q)>);
 
-/// The whole instance: nodes `0..npus` are npus, the rest switches (MODEL.md section 1).
+/// The whole instance: nodes `0..npus` are npus, the rest switches (docs/design/MODEL.md section 1).
 #[derive(Clone, Debug)]
 pub(crate) struct Instance {
     pub nodes: usize,

@@ -291,7 +291,7 @@ pub fn check_str(text: &str) -> Result<CheckReport, CheckError> {
     })
 }
 
-/// A schedule's step-synchronous times against the proven bounds (MODEL.md section 6): its
+/// A schedule's step-synchronous times against the proven bounds (docs/design/MODEL.md section 6): its
 /// bandwidth time is at least every bandwidth bound, its time at least the best bandwidth bound
 /// plus the latency bound.
 fn check_schedule(s: &RawSchedule, bandwidth: Option<&(Q, Q)>, latency: Option<&Q>) -> Result<(), CheckError> {

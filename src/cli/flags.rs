@@ -1,4 +1,4 @@
-//! Shorthand flags that build a spec on the command line (CLI.md): every flag maps to a spec
+//! Shorthand flags that build a spec on the command line (docs/design/CLI.md): every flag maps to a spec
 //! field, and `--print-spec` shows the spec built.
 
 use crate::error::{Error, Result};

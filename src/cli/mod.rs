@@ -1,4 +1,4 @@
-//! The command line (CLI.md): subcommands, their output, and their exit codes.
+//! The command line (docs/design/CLI.md): subcommands, their output, and their exit codes.
 
 mod export;
 mod flags;
@@ -31,7 +31,7 @@ pub struct Cli {
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Check a schedule file against the rules of MODEL.md section 4 (and a spec's `expect`).
+    /// Check a schedule file against the rules of docs/design/MODEL.md section 4 (and a spec's `expect`).
     ///
     /// Example: collsched verify out/ring8.json --spec specs/ring8_halfring.json
     #[command(
@@ -77,7 +77,7 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Compute the lower bounds of MODEL.md section 6 (steps, latency, volume, cut, flow) and write their certificate.
+    /// Compute the lower bounds of docs/design/MODEL.md section 6 (steps, latency, volume, cut, flow) and write their certificate.
     #[command(
         after_help = "Exit codes: 0, 2 bad input, 3 a rank cut off.\n\nExamples:\n  collsched bound specs/torus4x4x4_matee_one_cable.json\n  collsched bound specs/ring8_halfring.json --certificate proofs/ring8_halfring.cert.json --schedule out/ring8_halfring.json\n  collsched bound --torus 4x4x4 --fail \"(0,0,0)-(1,0,0)\" --bytes 8MiB --certificate out/pod.cert.json"
     )]

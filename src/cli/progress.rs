@@ -1,6 +1,6 @@
 //! Progress bars and spinners for long runs, drawn on stderr only when stderr is a terminal.
 //!
-//! CLI.md: long runs show progress on a terminal and stay quiet when not on one. A [`Bar`] checks
+//! docs/design/CLI.md: long runs show progress on a terminal and stay quiet when not on one. A [`Bar`] checks
 //! [`std::io::IsTerminal`] once, when it is made; off a terminal (a pipe, a file, a CI log) it is
 //! hidden and writes nothing at all, so scripts see exactly the output they saw before.
 //!

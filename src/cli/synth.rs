@@ -2,13 +2,13 @@
 //! collective, how far it is from the best possible, and whether that is proven.
 //!
 //! `--objective steps` runs the solver search for the fewest steps (one piece per link per step,
-//! MODEL.md section 3). The default objective, the schedule's time at the spec's message size,
+//! docs/design/MODEL.md section 3). The default objective, the schedule's time at the spec's message size,
 //! takes the fastest verified candidate of [`portfolio::synthesize`]: the fewest-steps schedule,
 //! time-expanded routing over pieces per block and horizons (`synth::timed`), on tori the
 //! hand-written schedules that fit the faults (HalfRing+DimRotation, MATE, MATEe), for the
 //! gathering and reducing kinds the spreading trees of `synth::spread`, and on switched networks
 //! the route-and-step candidates of `synth::fat_tree` (chosen there by event-driven time). Its
-//! gap is measured against the certified bandwidth bound plus the latency bound (MODEL.md
+//! gap is measured against the certified bandwidth bound plus the latency bound (docs/design/MODEL.md
 //! section 6); `--pareto` lists the candidates' steps/time trade-off.
 
 use crate::error::{Error, ExitCode, Result};
@@ -84,7 +84,7 @@ pub fn synthesize(
     }
     crate::schedule::write_schedule_file(output, &schedule)?;
     if let Some(v) = portfolio::relay_outside_group(&schedule) {
-        // Only the steps objective can get here: its schedules are single hops (MODEL.md section 3).
+        // Only the steps objective can get here: its schedules are single hops (docs/design/MODEL.md section 3).
         eprintln!(
             "warning: the fewest-steps schedule stores and forwards at npu {} ({}), which is no rank of the group: a runtime gives it no program, so `verify` reports rule 6; the default objective (time) routes through such npus instead",
             v.0,

@@ -1,4 +1,4 @@
-//! The event-driven cost (MODEL.md section 5): what a real runtime approaches when every rank
+//! The event-driven cost (docs/design/MODEL.md section 5): what a real runtime approaches when every rank
 //! issues its steps in order, with no global barrier, and transfers that share a link split its
 //! bandwidth.
 //!
@@ -6,7 +6,7 @@
 //! carry rounding errors of the order of a few ulps per event. It is meant for comparing
 //! schedules and for reports, never for certificates.
 //!
-//! Interpretation choices (where MODEL.md leaves room):
+//! Interpretation choices (where docs/design/MODEL.md leaves room):
 //!
 //! - The sender of a transfer is the source node of its first link. A node's sends of step `t`
 //!   form one group that starts as a whole.

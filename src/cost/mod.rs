@@ -1,4 +1,4 @@
-//! What a schedule costs in time (MODEL.md section 5).
+//! What a schedule costs in time (docs/design/MODEL.md section 5).
 
 mod event;
 mod sync;

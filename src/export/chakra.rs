@@ -1,4 +1,4 @@
-//! Chakra execution traces (what ASTRA-sim runs as a custom collective), FORMATS.md "Chakra
+//! Chakra execution traces (what ASTRA-sim runs as a custom collective), docs/design/FORMATS.md "Chakra
 //! execution traces".
 //!
 //! [`chakra_traces`] turns lowered programs ([`crate::lower`]) into one trace per rank;

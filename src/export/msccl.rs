@@ -1,4 +1,4 @@
-//! MSCCL XML (what MSCCL, msccl-executor-nccl and RCCL execute), FORMATS.md "MSCCL XML".
+//! MSCCL XML (what MSCCL, msccl-executor-nccl and RCCL execute), docs/design/FORMATS.md "MSCCL XML".
 //!
 //! [`msccl_xml`] writes lowered programs ([`crate::lower`], threadblocks per (channel, peer,
 //! direction)) in the current reader's dialect; [`check_reader_rules`] re-implements the
@@ -554,7 +554,7 @@ fn read_algo(xml: &str, problems: &mut Vec<String>) -> Option<Algo> {
     Some(Algo { coll, gpus: gpus.into_iter().map(|g| g.expect("checked")).collect() })
 }
 
-/// The reader's acceptance rules (FORMATS.md "MSCCL XML"): every attribute present, dense
+/// The reader's acceptance rules (docs/design/FORMATS.md "MSCCL XML"): every attribute present, dense
 /// threadblock and step ids, one peer per direction (never the gpu itself), one threadblock per
 /// (channel, peer, direction), at most 32 sending and 32 receiving threadblocks per channel,
 /// 1 <= cnt <= 71 (except `nop`), fewer than 64 steps per threadblock, offsets within the

@@ -1,5 +1,5 @@
-//! Import of MSCCL XML (FORMATS.md "MSCCL XML") back into a [`Schedule`], so that `verify` can
-//! check an `.xml` file with the rules of MODEL.md section 4 (CLI.md, `verify`).
+//! Import of MSCCL XML (docs/design/FORMATS.md "MSCCL XML") back into a [`Schedule`], so that `verify` can
+//! check an `.xml` file with the rules of docs/design/MODEL.md section 4 (docs/design/CLI.md, `verify`).
 //!
 //! **Collective.** `coll` gives the kind (`alltoall`, `allgather`, `reducescatter` or
 //! `reduce_scatter`, `allreduce`), `ngpus` the ranks R (gpu g is rank g, npu id g), and

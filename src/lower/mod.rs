@@ -3,7 +3,7 @@
 //! A [`Schedule`] says which pieces cross which paths in which step; a runtime instead runs, on
 //! every rank, ordered sends, receives and local copies in threadblocks, and pairs the k-th send
 //! from rank a to rank b on channel c with the k-th receive of b from a on c (first in, first
-//! out). [`lower`] produces these [`Programs`]; MODEL.md rule 6 (`verify::check_deadlock`) and
+//! out). [`lower`] produces these [`Programs`]; docs/design/MODEL.md rule 6 (`verify::check_deadlock`) and
 //! the MSCCL exporter (`export::msccl`) both read them, so the program that is checked is the
 //! program that is exported.
 //!
@@ -30,7 +30,7 @@
 //! - **Dependencies** between threadblocks of a rank are derived from the buffers: a send or a
 //!   reducing receive waits for the operation that last wrote the chunks it reads; a receive or
 //!   copy waits for the last writer of the chunks it writes and for the reads of them since.
-//!   Semantics are those of the schedule (MODEL.md section 3): the sends of step t read the state
+//!   Semantics are those of the schedule (docs/design/MODEL.md section 3): the sends of step t read the state
 //!   at the start of step t.
 
 use crate::collective::{Collective, CollectiveKind, Destinations, PieceId};
@@ -426,7 +426,7 @@ pub fn lower(schedule: &Schedule, opts: &LowerOptions) -> Result<Programs> {
             sources.push(v);
         }
         // Receives, in transfer order; each moves its pieces, so a second reduce of the same
-        // piece in the step reads the first one's result (MODEL.md: disjoint reduces merge).
+        // piece in the step reads the first one's result (docs/design/MODEL.md: disjoint reduces merge).
         let mut moves_of: Vec<Vec<Move>> = Vec::with_capacity(step.transfers.len());
         for (ti, t) in step.transfers.iter().enumerate() {
             let rb = ends[ti].1;

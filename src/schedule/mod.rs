@@ -1,5 +1,5 @@
-//! Schedules: ordered steps of transfers (MODEL.md section 3) and the schedule file v1
-//! (FORMATS.md), read and written by streaming.
+//! Schedules: ordered steps of transfers (docs/design/MODEL.md section 3) and the schedule file v1
+//! (docs/design/FORMATS.md), read and written by streaming.
 
 mod read;
 pub mod reverse;

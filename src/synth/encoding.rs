@@ -141,7 +141,7 @@ impl<'a> TimeExpanded<'a> {
         terms
     }
 
-    /// MODEL.md 3: "For step counts ... a link carries at most one piece per step" (and rule 2,
+    /// docs/design/MODEL.md 3: "For step counts ... a link carries at most one piece per step" (and rule 2,
     /// "within one step, every directed link appears in at most one transfer's path", which a
     /// hop through switches must respect on every link of its path).
     fn one_piece_per_link_per_step<B: Backend + ?Sized>(&self, backend: &mut B) {
@@ -156,7 +156,7 @@ impl<'a> TimeExpanded<'a> {
         }
     }
 
-    /// MODEL.md 4, rule 3: "every piece a transfer carries is held by the sender at the start of
+    /// docs/design/MODEL.md 4, rule 3: "every piece a transfer carries is held by the sender at the start of
     /// the step" (all transfers of step t read the state at the start of step t, so a piece that
     /// arrives in step t can leave in step t+1 at the earliest). Also keeps holdings >= 0.
     fn send_only_what_is_held<B: Backend + ?Sized>(&self, backend: &mut B) {
@@ -176,7 +176,7 @@ impl<'a> TimeExpanded<'a> {
         }
     }
 
-    /// MODEL.md 4, rule 5: "at the end, every postcondition holds": every piece bound for d is
+    /// docs/design/MODEL.md 4, rule 5: "at the end, every postcondition holds": every piece bound for d is
     /// at d after step T. Nothing leaves d, so counting arrivals suffices.
     fn every_piece_arrives<B: Backend + ?Sized>(&self, backend: &mut B) {
         for (d, &dest) in self.demand.dests.iter().enumerate() {

@@ -1,12 +1,12 @@
 //! Contention-free route-and-step synthesis on fat trees (and any topology with switches),
 //! healthy or with failed switch links: which spine (or aggregation switch and core) every flow
-//! takes, and in which step, so that no directed link carries two transfers of one step (MODEL.md
+//! takes, and in which step, so that no directed link carries two transfers of one step (docs/design/MODEL.md
 //! rule 2) and the event-driven time comes close to the certified bound.
 //!
 //! all_to_all (`slotted pairwise`): every block that has a direct (board) link takes it; the
 //! others are cut into *slots*, the colour classes of a König edge colouring of the rank-to-rank
 //! demand (sender x receiver), so that in a slot every rank sends at most one switched block and
-//! receives at most one. A slot is routed as in ALGORITHMS.md ("each flow its own spine"): the
+//! receives at most one. A slot is routed as in docs/design/ALGORITHMS.md ("each flow its own spine"): the
 //! leaf-to-leaf flows are coloured again, colour `c` taking spine (2 levels) or aggregation index
 //! (3 levels) `c mod u` in sub-step `c / u`, and on 3 levels the inter-pod flows of one colour get
 //! their cores by a pod-to-pod colouring. Flows whose preferred path crosses a failed link (or

@@ -1,4 +1,4 @@
-//! Single hops (MODEL.md section 3): the edges of a store-and-forward schedule.
+//! Single hops (docs/design/MODEL.md section 3): the edges of a store-and-forward schedule.
 //!
 //! A hop goes from an npu to another npu over links that are up, through switches only (and,
 //! for a group, through npus outside it: [`HopGraph::with_endpoints`]): one link on a torus,
@@ -44,7 +44,7 @@ impl HopGraph {
     }
 
     /// The hops between the npus marked in `endpoint` (indexed by npu id), the others passing
-    /// paths through their routers like switches, never storing (MODEL.md section 1). A
+    /// paths through their routers like switches, never storing (docs/design/MODEL.md section 1). A
     /// collective over a group uses this: an npu outside the group has no program in the
     /// runtime, so it can route a path but cannot store and forward a piece (rule 6 lowers only
     /// the ranks).

@@ -1,5 +1,5 @@
 //! The ILP backend: good_lp with microlp (pure Rust branch and bound), or with HiGHS behind the
-//! opt-in cargo feature `highs` (a C++ build that needs cmake and libclang: DEPENDENCIES.md), a
+//! opt-in cargo feature `highs` (a C++ build that needs cmake and libclang: docs/design/DEPENDENCIES.md), a
 //! zero objective.
 
 use super::backend::{Backend, Model, Outcome, Term, Var};

@@ -50,7 +50,7 @@ use hops::HopGraph;
 use std::time::{Duration, Instant};
 
 /// Above this many 0-1 variables for one horizon the exact program is not attempted: microlp
-/// stalls on MILPs past about 3k variables and z3 past a 4x4 torus (DEPENDENCIES.md).
+/// stalls on MILPs past about 3k variables and z3 past a 4x4 torus (docs/design/DEPENDENCIES.md).
 pub const MAX_EXACT_VARIABLES: usize = 2000;
 
 /// Which exact backend the search uses.
@@ -135,7 +135,7 @@ impl Default for SynthOptions {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SynthStatus {
     /// The schedule has the fewest steps: `certified` when its steps equal the certified lower
-    /// bound; otherwise the solver proved one step fewer infeasible (solver-attested, MODEL.md
+    /// bound; otherwise the solver proved one step fewer infeasible (solver-attested, docs/design/MODEL.md
     /// section 6: "re-run; marked solver-attested, not independently certified"). The bound
     /// holds for every single-hop schedule; the solver's claim is over hops along shortest switch
     /// paths (the same thing on a torus, which has no switches).

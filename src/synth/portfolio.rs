@@ -1,7 +1,7 @@
 //! What `collsched synthesize` answers: the fastest verified schedule for an instance, how far it
 //! is from the certified bound, and the steps/time trade-off behind it.
 //!
-//! The objective is the schedule's step-synchronous time at the collective's size (MODEL.md
+//! The objective is the schedule's step-synchronous time at the collective's size (docs/design/MODEL.md
 //! section 5), or its number of steps. The candidates:
 //! - the fewest-steps search ([`synthesize_steps_with`]: one piece per link per step, exact where
 //!   the program is small enough);
@@ -300,7 +300,7 @@ fn schedule(t: &crate::topology::Topology, c: &crate::collective::Collective, st
 }
 
 /// The certified bounds of an instance, re-derived by the independent checker
-/// ([`crate::certify`]) from the bound certificate (MODEL.md section 6), in ns.
+/// ([`crate::certify`]) from the bound certificate (docs/design/MODEL.md section 6), in ns.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CertifiedBounds {
     /// The best bandwidth bound (volume, cut or flow); `None` when none applies.

@@ -1,6 +1,6 @@
 //! The SMT backend: z3 with 0-1 variables as `Bool`s and pseudo-boolean constraints.
 //!
-//! DEPENDENCIES.md measured pseudo-boolean encodings far lighter than integer ones on this
+//! docs/design/DEPENDENCIES.md measured pseudo-boolean encodings far lighter than integer ones on this
 //! program, so a constraint over booleans only becomes `pb_le`/`pb_eq`; a constraint that
 //! mentions an integer variable falls back to integer arithmetic.
 

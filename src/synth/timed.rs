@@ -1,4 +1,4 @@
-//! Synthesis for the time objective (MODEL.md section 5): store-and-forward schedules whose
+//! Synthesis for the time objective (docs/design/MODEL.md section 5): store-and-forward schedules whose
 //! step-synchronous time at the collective's size is small, for any topology and fault pattern.
 //!
 //! The fewest-steps program moves one piece per link per step; the time objective instead lets a

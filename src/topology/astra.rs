@@ -1,4 +1,4 @@
-//! ASTRA-sim analytical network files (FORMATS.md) as topologies.
+//! ASTRA-sim analytical network files (docs/design/FORMATS.md) as topologies.
 //!
 //! ```yaml
 //! topology: [ Ring, Ring, Ring ]   # per dimension: Ring | FullyConnected | Switch

@@ -1,6 +1,6 @@
 //! Fat trees of two or three levels, with oversubscription and an optional board model.
 //!
-//! Numbering (MODEL.md section 1): npus `0..n`, then the switches: leaves then spines (2
+//! Numbering (docs/design/MODEL.md section 1): npus `0..n`, then the switches: leaves then spines (2
 //! levels), or ToRs, then aggregation switches, then cores (3 levels). Npu `i` sits under leaf
 //! (ToR) `i / d` and on board `i / b`. Pod `p` of a 3-level tree holds ToRs `p*u .. p*u+u-1` and
 //! aggregation switches `p*u .. p*u+u-1`; aggregation switch `j` of every pod is linked to cores

@@ -1,6 +1,6 @@
 //! Networks: nodes (npus and switches), directed links, and the families the project builds.
 //!
-//! MODEL.md section 1. In every family the npus come first (ids `0..n`), then the switches; links
+//! docs/design/MODEL.md section 1. In every family the npus come first (ids `0..n`), then the switches; links
 //! are directed and a bidirectional cable is two links. A [`Topology`] is stored as a
 //! [`petgraph`] directed graph whose node and edge indices are exactly the [`NodeId`]s and
 //! [`LinkId`]s of the schedule file, so graph algorithms and the file agree on every id.
@@ -291,7 +291,7 @@ impl Topology {
     }
 
     /// Seconds-free latency of a path: the links' latencies plus the switch latency for every
-    /// switch the path passes through (MODEL.md section 5).
+    /// switch the path passes through (docs/design/MODEL.md section 5).
     pub fn path_latency_ns(&self, path: &[LinkId]) -> f64 {
         let links: f64 = path.iter().map(|&l| self.link(l).latency_ns).sum();
         let switches = path.iter().skip(1).filter(|&&l| !self.is_npu(self.link(l).src)).count();

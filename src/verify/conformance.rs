@@ -1,5 +1,5 @@
 //! Rule 8, bound conformance: a schedule's step-synchronous cost against the lower bounds of
-//! MODEL.md section 6, failing when a declared expectation does not hold.
+//! docs/design/MODEL.md section 6, failing when a declared expectation does not hold.
 
 use super::{Check, Diagnostic, Findings, Rule, Stats};
 use crate::bounds::{bounds, Bounds};

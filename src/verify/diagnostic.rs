@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-/// The rules of MODEL.md section 4.
+/// The rules of docs/design/MODEL.md section 4.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Rule {
     /// 1: ids exist, paths are connected walks between npus over links that are up.

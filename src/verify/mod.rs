@@ -1,4 +1,4 @@
-//! `collsched verify`: the rules of MODEL.md section 4, applied while the schedule streams by.
+//! `collsched verify`: the rules of docs/design/MODEL.md section 4, applied while the schedule streams by.
 //!
 //! Rules 1-5 (structure, no link sharing, causality, reduction soundness, completion) are one
 //! pass over the steps (the private module `rules`). Further rules plug in as [`Check`]s that see the header, every

@@ -4,7 +4,7 @@
 //! State is flat: for copy-only collectives one presence bit per (piece, npu); for reducing
 //! collectives one contributor set (a bitset over rank indices) per (piece, npu). Transfers of a
 //! step read the state at the start of the step; their deliveries are collected and applied at
-//! the end of the step (MODEL.md section 3).
+//! the end of the step (docs/design/MODEL.md section 3).
 
 use super::{Diagnostic, Findings, Rule, Stats, VerifyOptions};
 use crate::collective::{Collective, CollectiveKind};

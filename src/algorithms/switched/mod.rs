@@ -1,4 +1,4 @@
-//! Collectives on switched networks (fat trees, or any topology with switches), ALGORITHMS.md
+//! Collectives on switched networks (fat trees, or any topology with switches), docs/design/ALGORITHMS.md
 //! "Switched (fat-tree) algorithms".
 //!
 //! Three parts, one module each:
@@ -21,7 +21,7 @@ use crate::topology::{shape_json, Topology};
 use plan::Plan;
 use route::Router;
 
-/// A collective algorithm for switched networks (ALGORITHMS.md, "Switched (fat-tree) algorithms").
+/// A collective algorithm for switched networks (docs/design/ALGORITHMS.md, "Switched (fat-tree) algorithms").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SwitchedAlgorithm {
     /// all_to_all: in step s = 1..p-1 rank i sends its block to rank i+s.
@@ -44,7 +44,7 @@ pub enum SwitchedAlgorithm {
 }
 
 impl SwitchedAlgorithm {
-    /// Every algorithm, in the order of ALGORITHMS.md.
+    /// Every algorithm, in the order of docs/design/ALGORITHMS.md.
     pub const ALL: [SwitchedAlgorithm; 7] = [
         SwitchedAlgorithm::Pairwise,
         SwitchedAlgorithm::Bruck,
