@@ -4,6 +4,7 @@
 
 use crate::collective::{Collective, CollectiveKind};
 use crate::error::{Error, Result};
+use crate::synth::Solver;
 use crate::topology::{
     custom, fat_tree, torus, tpuv4_ocs_cables, CustomLink, CustomNode, FatTreeParams, FaultPattern, NodeId, Ocs, Topology, TorusParams, TorusShape,
 };
@@ -210,16 +211,16 @@ pub struct GenerateSpec {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SynthesizeSpec {
-    /// `auto`, `ilp`, `smt`, ...
+    /// The exact backend (`auto`, `ilp`, `smt`, `highs`).
     #[serde(default = "auto")]
-    pub solver: String,
+    pub solver: Solver,
     /// Wall-clock limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_limit_s: Option<f64>,
 }
 
-fn auto() -> String {
-    "auto".into()
+fn auto() -> Solver {
+    Solver::Auto
 }
 
 /// What to do with the instance.

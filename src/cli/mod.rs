@@ -118,7 +118,7 @@ pub enum Command {
         /// auto, ilp (microlp), smt (z3), or highs (cargo feature `highs`); default the spec's
         /// `method.synthesize.solver` or auto.
         #[arg(long)]
-        solver: Option<String>,
+        solver: Option<crate::synth::Solver>,
         /// Seconds for the whole search (default the spec's time_limit_s, or 60).
         #[arg(long)]
         time_limit: Option<f64>,
@@ -224,7 +224,7 @@ pub fn run(cli: Cli) -> ExitCode {
         },
         Command::Proof(ProofCommand::Check { paths }) => proof::proof_check(&paths),
         Command::Synthesize { spec, flags, output, objective, solver, time_limit, pareto, json } => match load_spec(spec.as_deref(), &flags) {
-            Ok(Some(spec)) => synth::synthesize(&spec, &output, &objective, solver.as_deref(), time_limit, pareto, json),
+            Ok(Some(spec)) => synth::synthesize(&spec, &output, &objective, solver, time_limit, pareto, json),
             Ok(None) => Ok(ExitCode::Ok),
             Err(e) => Err(e),
         },

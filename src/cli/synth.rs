@@ -21,15 +21,14 @@ use std::path::Path;
 use std::time::Duration;
 
 /// The synthesis options: the spec's `method.synthesize`, overridden by flags.
-fn options(spec: &Spec, solver: Option<&str>, time_limit: Option<f64>) -> Result<SynthOptions> {
+fn options(spec: &Spec, solver: Option<Solver>, time_limit: Option<f64>) -> Result<SynthOptions> {
     let from_spec = match &spec.method {
         Some(MethodSpec::Synthesize(s)) => Some(s),
         _ => None,
     };
-    let name = solver.map(str::to_string).or_else(|| from_spec.map(|s| s.solver.clone())).unwrap_or_else(|| "auto".into());
     let field = if solver.is_some() { "--solver" } else { "method.synthesize.solver" };
-    let solver = Solver::from_name(&name)
-        .ok_or_else(|| Error::bad(format!("{field} = \"{name}\": expected one of {} (highs needs the cargo feature `highs`)", Solver::NAMES.join(", "))))?;
+    let solver = solver.or_else(|| from_spec.map(|s| s.solver)).unwrap_or(Solver::Auto);
+    solver.check_built(field)?;
     let field = if time_limit.is_some() { "--time-limit" } else { "method.synthesize.time_limit_s" };
     let secs = time_limit.or_else(|| from_spec.and_then(|s| s.time_limit_s)).unwrap_or(60.0);
     if !(secs.is_finite() && secs > 0.0) {
@@ -43,7 +42,7 @@ pub fn synthesize(
     spec: &Spec,
     output: &Path,
     objective: &str,
-    solver: Option<&str>,
+    solver: Option<Solver>,
     time_limit: Option<f64>,
     pareto: bool,
     json_out: bool,

@@ -29,6 +29,7 @@ mod heuristic;
 mod hops;
 mod ilp;
 pub mod portfolio;
+#[cfg(feature = "smt")]
 mod smt;
 pub mod spread;
 #[cfg(test)]
@@ -37,6 +38,7 @@ pub mod timed;
 
 pub use backend::{Backend, Model, Outcome, Term, Var};
 pub use ilp::IlpBackend;
+#[cfg(feature = "smt")]
 pub use smt::SmtBackend;
 
 use crate::bounds::bounds;
@@ -53,17 +55,18 @@ use std::time::{Duration, Instant};
 /// stalls on MILPs past about 3k variables and z3 past a 4x4 torus (docs/design/DEPENDENCIES.md).
 pub const MAX_EXACT_VARIABLES: usize = 2000;
 
-/// Which exact backend the search uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// Which exact backend the search uses (`method.synthesize.solver` in a spec, `--solver`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Solver {
     /// good_lp with microlp.
     Ilp,
-    /// z3 with pseudo-boolean constraints.
+    /// z3 with pseudo-boolean constraints (cargo feature `smt`: links the system libz3).
     Smt,
-    /// microlp for programs of up to [`AUTO_ILP_VARIABLES`] variables, z3 above (measured).
+    /// microlp for programs of up to [`AUTO_ILP_VARIABLES`] variables, z3 above when the build
+    /// has it (measured), microlp otherwise.
     Auto,
     /// good_lp with HiGHS (cargo feature `highs`: a C++ build that needs cmake and libclang).
-    #[cfg(feature = "highs")]
     Highs,
 }
 
@@ -75,42 +78,81 @@ pub enum Solver {
 pub const AUTO_ILP_VARIABLES: usize = 700;
 
 impl Solver {
-    /// The names [`Solver::from_name`] accepts, for help texts and error messages.
-    #[cfg(not(feature = "highs"))]
-    pub const NAMES: &'static [&'static str] = &["auto", "ilp", "smt"];
-    /// The names [`Solver::from_name`] accepts, for help texts and error messages.
-    #[cfg(feature = "highs")]
+    /// Every solver name, for help texts and error messages.
     pub const NAMES: &'static [&'static str] = &["auto", "ilp", "smt", "highs"];
 
-    /// The solver of a name in [`Solver::NAMES`]: "auto", "ilp" (microlp), "smt" (z3) and, when
-    /// built with the cargo feature `highs`, "highs"; `None` for any other name.
+    /// The solver of a name in [`Solver::NAMES`]; `None` for any other name. A solver that this
+    /// build lacks is still named here: [`Solver::check_built`] says how to get it.
     pub fn from_name(name: &str) -> Option<Solver> {
         match name {
             "auto" => Some(Solver::Auto),
             "ilp" => Some(Solver::Ilp),
             "smt" => Some(Solver::Smt),
-            #[cfg(feature = "highs")]
             "highs" => Some(Solver::Highs),
             _ => None,
+        }
+    }
+
+    /// The name of the solver (as in a spec).
+    pub fn name(self) -> &'static str {
+        match self {
+            Solver::Auto => "auto",
+            Solver::Ilp => "ilp",
+            Solver::Smt => "smt",
+            Solver::Highs => "highs",
+        }
+    }
+
+    /// Whether this build has the backend (`smt` and `highs` are cargo features).
+    pub fn is_built(self) -> bool {
+        match self {
+            Solver::Auto | Solver::Ilp => true,
+            Solver::Smt => cfg!(feature = "smt"),
+            Solver::Highs => cfg!(feature = "highs"),
+        }
+    }
+
+    /// Bad input (exit 2) naming `field` when this build lacks the backend, with how to get it.
+    pub fn check_built(self, field: &str) -> Result<()> {
+        match self {
+            _ if self.is_built() => Ok(()),
+            Solver::Smt => Err(Error::bad(format!(
+                "{field} = \"smt\": this build has no SMT backend; install libz3 (`apt-get install -y libz3-dev`) and build with `cargo build --release --features smt`"
+            ))),
+            _ => Err(Error::bad(format!(
+                "{field} = \"highs\": this build has no HiGHS backend; install cmake and libclang (`apt-get install -y cmake libclang-dev`) and build with `cargo build --release --features highs`"
+            ))),
         }
     }
 
     /// The concrete backend for a program of `variables` 0-1 variables.
     pub fn resolve(self, variables: usize) -> Solver {
         match self {
-            Solver::Auto if variables <= AUTO_ILP_VARIABLES => Solver::Ilp,
+            Solver::Auto if variables <= AUTO_ILP_VARIABLES || !Solver::Smt.is_built() => Solver::Ilp,
             Solver::Auto => Solver::Smt,
             s => s,
         }
     }
 
-    fn backend(self, variables: usize) -> Box<dyn Backend> {
-        match self.resolve(variables) {
-            Solver::Ilp => Box::new(IlpBackend::new()),
+    /// The backend; an error only for a backend this build lacks (see [`Solver::check_built`]).
+    fn backend(self, variables: usize) -> Result<Box<dyn Backend>> {
+        let solver = self.resolve(variables);
+        solver.check_built("solver")?;
+        Ok(match solver {
+            #[cfg(feature = "smt")]
+            Solver::Smt => Box::new(SmtBackend::new()),
             #[cfg(feature = "highs")]
             Solver::Highs => Box::new(IlpBackend::highs()),
-            _ => Box::new(SmtBackend::new()),
-        }
+            _ => Box::new(IlpBackend::new()),
+        })
+    }
+}
+
+impl std::str::FromStr for Solver {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        Solver::from_name(s).ok_or_else(|| format!("expected one of {}", Solver::NAMES.join(", ")))
     }
 }
 
@@ -356,7 +398,7 @@ impl ExactProgram<'_> {
     /// answer. Errors only for a schedule that fails verification (a bug).
     fn solve(&self, horizon: u32, variables: usize, solver: Solver, left: Duration, progress: &mut dyn FnMut(&Progress)) -> Result<Option<Option<Schedule>>> {
         progress(&Progress::Solving { steps: horizon, variables });
-        let mut backend = solver.backend(variables);
+        let mut backend = solver.backend(variables)?;
         let program = TimeExpanded::encode(backend.as_mut(), self.hops, self.demand, self.reach, horizon);
         let answer = match backend.solve(left) {
             Outcome::Sat(model) => {
