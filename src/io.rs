@@ -47,6 +47,40 @@ pub fn write_atomic<T>(path: &Path, write: impl FnOnce(&mut BufWriter<File>) -> 
     }
 }
 
+/// A reader that hashes (SHA-256) what passes through it, so that a file is parsed and hashed in
+/// one streaming pass.
+pub struct HashingReader<R> {
+    inner: R,
+    hasher: sha2::Sha256,
+}
+
+impl<R: std::io::Read> HashingReader<R> {
+    /// Wraps `inner`.
+    pub fn new(inner: R) -> Self {
+        HashingReader { inner, hasher: sha2::Digest::new() }
+    }
+
+    /// The hex SHA-256 of everything read so far.
+    pub fn hex_digest(self) -> String {
+        sha2::Digest::finalize(self.hasher).iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+impl<R: std::io::Read> std::io::Read for HashingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        sha2::Digest::update(&mut self.hasher, &buf[..n]);
+        Ok(n)
+    }
+}
+
+/// The hex SHA-256 of some bytes.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let mut h = HashingReader::new(bytes);
+    std::io::copy(&mut h, &mut std::io::sink()).expect("reading a slice cannot fail");
+    h.hex_digest()
+}
+
 /// Maps an I/O error while writing to a message naming the file.
 pub fn write_error(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
     move |e| Error::bad(format!("{}: cannot write: {e}", path.display()))
@@ -68,6 +102,8 @@ mod tests {
         assert!(!path.exists());
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
         write_atomic(&path, |w| w.write_all(b"whole").map_err(write_error(&path))).unwrap();
+        // The SHA-256 of "abc" (FIPS 180-2, appendix B.1).
+        assert_eq!(sha256_hex(b"abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "whole");
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -29,7 +29,6 @@
 
 pub mod algorithms;
 pub mod bounds;
-pub mod certify;
 pub mod cli;
 pub mod collective;
 pub mod cost;

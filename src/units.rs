@@ -32,6 +32,12 @@ pub fn rational_from_decimal(x: f64) -> Option<Rational> {
     Some(if negative { -value } else { value })
 }
 
+/// The same number as the certificate checker's exact rational: the one conversion between the
+/// two number types (exact, whatever the sizes, since the checker's integers are unbounded).
+pub fn to_checker(r: &Rational) -> collsched_checker::Q {
+    collsched_checker::Q::new((*r.numer()).into(), (*r.denom()).into())
+}
+
 /// Converts a rational to the nearest `f64`.
 pub fn to_f64(r: &Rational) -> f64 {
     if r.is_zero() {
@@ -101,6 +107,13 @@ mod tests {
         assert_eq!(rational_from_decimal(32.0), Some(Rational::from_integer(32)));
         assert_eq!(rational_from_decimal(1e-3), Some(Rational::new(1, 1000)));
         assert_eq!(rational_from_decimal(f64::NAN), None);
+    }
+
+    #[test]
+    fn conversion_to_the_checker_is_exact() {
+        for r in [Rational::new(25, 2), Rational::new(-7, 3), Rational::from_integer(i128::MAX), Rational::new(1, i128::MAX)] {
+            assert_eq!(to_checker(&r), collsched_checker::parse_q(&r.to_string()).unwrap());
+        }
     }
 
     #[test]

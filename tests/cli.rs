@@ -249,7 +249,15 @@ fn certificates_reject_a_changed_spec_or_schedule() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let o = run(&["proof", "check", s(&dir.join("ring.cert.json"))]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(text(&o).contains("5 claims hold"), "{}", text(&o));
+    assert!(text(&o).contains("6 claims hold"), "{}", text(&o));
+    assert!(text(&o).contains("SHA-256 matches"), "{}", text(&o));
+    // A missing schedule is regenerated from the spec that generates it, byte for byte.
+    let body = std::fs::read(&sched).unwrap();
+    std::fs::remove_file(&sched).unwrap();
+    let o = run(&["proof", "check", s(&cert)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("regenerated from its spec"), "{}", text(&o));
+    assert_eq!(std::fs::read(&sched).unwrap(), body);
     // A claimed bound above what its witness supports: rejected with the claim named.
     let original = std::fs::read_to_string(&cert).unwrap();
     let v: serde_json::Value = serde_json::from_str(&original).unwrap();
@@ -264,9 +272,9 @@ fn certificates_reject_a_changed_spec_or_schedule() {
     let mut sv: serde_json::Value = serde_json::from_str(&body).unwrap();
     sv["steps"].as_array_mut().unwrap().pop();
     std::fs::write(&sched, serde_json::to_string(&sv).unwrap()).unwrap();
-    let o = run(&["proof", "check", s(&dir)]);
+    let o = run(&["proof", "check", s(&cert)]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains("fails verification"), "{}", text(&o));
+    assert!(text(&o).contains("its SHA-256 differs"), "{}", text(&o));
     std::fs::write(&sched, body).unwrap();
     // A spec that changed.
     std::fs::write(&spec, std::fs::read_to_string(&spec).unwrap().replace("32.0", "64.0")).unwrap();
@@ -480,7 +488,11 @@ fn every_subcommand_reports_its_error_paths() {
         (vec!["bound", s(&missing)], 2, "absent.json: cannot read"),
         (vec!["bound", "--torus", "4", "--fail", "0-1", "--fail", "1-2"], 3, "is cut off"),
         (vec!["bound", s(&missing), "--torus", "4"], 2, "not both"),
-        (vec!["synthesize", "--torus", "4", "--solver", "gurobi", "-o", s(&out)], 2, "--solver = \"gurobi\""),
+        (vec!["synthesize", "--torus", "4", "--solver", "gurobi", "-o", s(&out)], 2, "'gurobi' for '--solver"),
+        #[cfg(not(feature = "smt"))]
+        (vec!["synthesize", "--torus", "4", "--solver", "smt", "-o", s(&out)], 2, "--features smt"),
+        #[cfg(not(feature = "highs"))]
+        (vec!["synthesize", "--torus", "4", "--solver", "highs", "-o", s(&out)], 2, "--features highs"),
         (vec!["cost", s(&missing)], 2, "absent.json: cannot read"),
         (vec!["export", s(&missing), "--to", "msccl-xml", "-o", s(&out)], 2, "absent.json: cannot read"),
         (vec!["eval", "--tori", "4xq", "--out", s(&out)], 2, "`4xq`"),

@@ -192,7 +192,7 @@ proptest! {
     #[test]
     fn certificate_and_xml_readers_never_panic(data in proptest::collection::vec(any::<u8>(), 0..300), flip in 0usize..3000, byte in any::<u8>()) {
         let text = String::from_utf8_lossy(&data).into_owned();
-        let _ = collsched::certify::check_str(&text);
+        let _ = collsched_checker::check_str(&text);
         let _ = collsched::export::check_reader_rules(&text);
         let _ = collsched::export::simulate(&text);
         // A real certificate and a real XML file with one byte changed.

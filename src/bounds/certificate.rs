@@ -1,5 +1,5 @@
 //! Builds the certificate of an instance's bounds (docs/design/MODEL.md section 6), in the format that
-//! [`crate::certify`] checks: the instance itself, and each bound with its witness.
+//! [`collsched_checker`] checks: the instance itself, and each bound with its witness.
 
 use super::cut::best_cut;
 use super::flow::{flow_bound, FlowOptions};
@@ -10,7 +10,7 @@ use crate::spec::{Instance, Spec};
 use crate::topology::{NodeId, Topology};
 use crate::units::{rational_from_decimal, Rational};
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
+use crate::io::sha256_hex;
 
 fn q(r: Rational) -> String {
     r.to_string()
@@ -55,8 +55,9 @@ fn farthest_pairs(t: &Topology, c: &Collective) -> Option<((NodeId, NodeId), (No
     let r = c.num_ranks();
     let mut hops: Option<(u32, (NodeId, NodeId))> = None;
     let mut lat: Option<(Rational, (NodeId, NodeId))> = None;
+    let stores = c.rank_mask(t);
     for (si, &s) in c.ranks.iter().enumerate() {
-        let h = single_hop_distances(t, s);
+        let h = single_hop_distances(t, &stores, s);
         let l = latency_distances(t, s);
         for (di, &d) in c.ranks.iter().enumerate() {
             // The same "needed" rule as `bounds`: a non-uniform all_to_all may leave blocks empty.
@@ -79,10 +80,6 @@ fn farthest_pairs(t: &Topology, c: &Collective) -> Option<((NodeId, NodeId), (No
     Some((hops?.1, lat?.1))
 }
 
-/// The hex SHA-256 of a file's bytes (the certificate's `spec_sha256`).
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
-}
 
 /// The certificate of the spec's instance (steps, latency, volume, best cut, flow), with the
 /// flow bound computed under default limits (60 s, 2% gap).
@@ -107,6 +104,9 @@ pub fn certificate_of_instance(inst: &Instance, spec_sha256: &str, flow: &FlowOp
     }
     if let Some(v) = b.volume_ns {
         claims.push(json!({"bound": "volume", "value": q(v)}));
+    }
+    if let Some(tr) = b.transmissions {
+        claims.push(json!({"bound": "transmissions", "value": q(tr.value_ns), "witness": {"into": tr.into}}));
     }
     if let Some(cut) = best_cut(t, c) {
         let nodes: Vec<u32> = cut.nodes.iter().map(|n| n.0).collect();
@@ -134,7 +134,7 @@ pub fn schedule_json(bandwidth_ns: Rational, time_ns: Rational, bandwidth_optima
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::certify::check_str;
+    use collsched_checker::check_str;
     use std::time::Duration;
 
     fn quick() -> FlowOptions {
@@ -202,8 +202,8 @@ mod tests {
 
         // Claiming a little more than proven.
         let mut t = v.clone();
-        let claimed = crate::certify::parse_q(t["claims"][flow]["value"].as_str().unwrap()).unwrap();
-        t["claims"][flow]["value"] = json!((claimed * crate::certify::Q::new(1001.into(), 1000.into())).to_string());
+        let claimed = collsched_checker::parse_q(t["claims"][flow]["value"].as_str().unwrap()).unwrap();
+        t["claims"][flow]["value"] = json!((claimed * collsched_checker::Q::new(1001.into(), 1000.into())).to_string());
         let msg = rejected(&t);
         assert!(msg.contains("(flow): the witness supports"), "{msg}");
 
@@ -217,12 +217,12 @@ mod tests {
         let report = check_str(&v.to_string()).unwrap();
         let best = report.bandwidth_bound.unwrap();
         let mut t = v.clone();
-        let below = &best - crate::certify::Q::new(1.into(), 1000.into());
+        let below = &best - collsched_checker::Q::new(1.into(), 1000.into());
         t["schedule"] = json!({"bandwidth_ns": below.to_string(), "time_ns": "1000000000"});
         let msg = rejected(&t);
         assert!(msg.contains("below the proven bandwidth bound"), "{msg}");
         let mut t = v.clone();
-        let above = &best + crate::certify::Q::new(1.into(), 1000.into());
+        let above = &best + collsched_checker::Q::new(1.into(), 1000.into());
         t["schedule"] = json!({"bandwidth_ns": above.to_string(), "time_ns": "1000000000", "bandwidth_optimal": true});
         let msg = rejected(&t);
         assert!(msg.contains("not the best claimed bandwidth bound"), "{msg}");
@@ -238,7 +238,7 @@ mod tests {
         let volume = bounds(&inst.topology, &inst.collective).volume_ns.unwrap();
         v["schedule"] = schedule_json(volume, volume + Rational::from_integer(10_000), true);
         let report = check_str(&v.to_string()).unwrap();
-        assert!(report.schedule_checked);
+        assert!(report.schedule.is_some());
         let flow = &report.claims[claim_index(&v, "flow")];
         assert_eq!(flow.derived, report.bandwidth_bound.unwrap());
     }

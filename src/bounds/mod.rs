@@ -24,30 +24,86 @@ pub struct Bounds {
     /// all_to_all only: sum over pieces of size times shortest distance (links), over the total
     /// bandwidth of the links that are up, ns.
     pub volume_ns: Option<Rational>,
+    /// The transmission-count bound ([`transmissions`]), ns; `None` when no link leaves a rank.
+    pub transmissions: Option<Transmissions>,
 }
 
 impl Bounds {
-    /// The best bandwidth bound known here (the volume bound), ns.
+    /// The best bandwidth bound known here (volume or transmission count), ns. The cut and flow
+    /// bounds of [`cut`] and [`flow`] may be higher; they cost a search, so they are computed
+    /// for certificates, not here.
     pub fn bandwidth_ns(&self) -> Option<Rational> {
-        self.volume_ns
+        match (self.volume_ns, self.transmissions.map(|t| t.value_ns)) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
     }
 }
 
-/// Single-hop distances from `from` to every npu: BFS where a hop goes from an npu over links
-/// that are up, through switches only, to another npu.
-pub fn single_hop_distances(t: &Topology, from: NodeId) -> Vec<Option<u32>> {
+/// The transmission-count bound (docs/design/MODEL.md section 6): every piece needs a number of
+/// transfers, each leaving a rank and entering a rank, so the bytes over the links out of ranks
+/// (or into them) are at least `count x size` summed over pieces.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Transmissions {
+    /// The bound, ns.
+    pub value_ns: Rational,
+    /// Whether it counts the links entering ranks (else those leaving them): the larger one.
+    pub into: bool,
+}
+
+/// How many transfers a piece needs at least (docs/design/MODEL.md section 6): all_to_all 1,
+/// all_gather and reduce_scatter R-1, all_reduce 2(R-1).
+pub fn transfers_per_piece(kind: CollectiveKind, ranks: usize) -> i128 {
+    let r = ranks as i128;
+    match kind {
+        CollectiveKind::AllToAll => 1,
+        CollectiveKind::AllGather | CollectiveKind::ReduceScatter => r - 1,
+        CollectiveKind::AllReduce => 2 * (r - 1),
+    }
+}
+
+/// The transmission-count bound of an instance, over the links out of ranks and into ranks,
+/// whichever is larger; `None` when no up link leaves or enters a rank.
+pub fn transmissions(t: &Topology, c: &Collective) -> Option<Transmissions> {
+    let r = c.num_ranks();
+    let bytes: Rational = match c.kind {
+        CollectiveKind::AllToAll => (0..r).flat_map(|i| (0..r).filter(move |&j| j != i).map(move |j| (i, j))).map(|(i, j)| c.block_size(i, j)).sum(),
+        kind => c.piece_size_at(0) * Rational::from_integer(c.pieces as i128 * r as i128 * transfers_per_piece(kind, r)),
+    };
+    let stores = c.rank_mask(t);
+    let is_rank = |n: NodeId| stores.get(n.index()).copied().unwrap_or(false);
+    let capacity = |into: bool| -> Rational {
+        t.links()
+            .filter(|(_, l)| l.up && is_rank(if into { l.dst } else { l.src }))
+            .map(|(_, l)| rational_from_decimal(l.bandwidth_gbps).unwrap_or_default())
+            .sum()
+    };
+    [false, true]
+        .into_iter()
+        .filter_map(|into| {
+            let cap = capacity(into);
+            (!cap.is_zero()).then(|| Transmissions { value_ns: bytes / cap, into })
+        })
+        .max_by(|a, b| a.value_ns.cmp(&b.value_ns))
+}
+
+/// Single-hop distances from `from` to every rank: BFS where a hop goes from a rank over links
+/// that are up, through switches and npus outside the collective only (`stores[n]` false), to
+/// another rank (only ranks store, docs/design/MODEL.md sections 1 and 3). `stores` is indexed by
+/// npu id (nodes past its end are switches).
+pub fn single_hop_distances(t: &Topology, stores: &[bool], from: NodeId) -> Vec<Option<u32>> {
     let mut dist = vec![None; t.num_nodes()];
     dist[from.index()] = Some(0);
     let mut queue = VecDeque::from([from]);
     while let Some(n) = queue.pop_front() {
         let d = dist[n.index()].expect("queued nodes have a distance");
-        // Expand through switches within one hop.
+        // Expand through the nodes that do not store within one hop.
         let mut stack = vec![n];
         let mut seen_sw = std::collections::HashSet::new();
         while let Some(x) = stack.pop() {
             for l in t.up_out_links(x) {
                 let y = t.link(l).dst;
-                if t.is_npu(y) {
+                if stores.get(y.index()).copied().unwrap_or(false) {
                     if dist[y.index()].is_none() {
                         dist[y.index()] = Some(d + 1);
                         queue.push_back(y);
@@ -94,8 +150,9 @@ pub fn bounds(t: &Topology, c: &Collective) -> Bounds {
     let mut latency = Rational::zero();
     let mut volume = Rational::zero();
     let reducing_or_gather = c.kind != CollectiveKind::AllToAll;
+    let stores = c.rank_mask(t);
     for (si, &src) in c.ranks.iter().enumerate() {
-        let hops = single_hop_distances(t, src);
+        let hops = single_hop_distances(t, &stores, src);
         let lats = latency_distances(t, src);
         let links = t.hop_distances(src);
         for (di, &dst) in c.ranks.iter().enumerate() {
@@ -123,13 +180,14 @@ pub fn bounds(t: &Topology, c: &Collective) -> Bounds {
     }
     let total_bw: Rational = t.links().filter(|(_, l)| l.up).map(|(_, l)| rational_from_decimal(l.bandwidth_gbps).unwrap_or_default()).sum();
     let volume_ns = (c.kind == CollectiveKind::AllToAll && !total_bw.is_zero()).then(|| volume / total_bw);
-    Bounds { steps, latency_ns: latency, volume_ns }
+    Bounds { steps, latency_ns: latency, volume_ns, transmissions: transmissions(t, c) }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::topology::{fat_tree, torus, FatTreeParams, TorusParams};
+    use crate::units::to_f64;
 
     #[test]
     fn ring_volume_bound_is_halfring() {
@@ -144,6 +202,21 @@ mod tests {
             assert_eq!(b.steps, (n / 2) as u32);
             assert_eq!(b.latency_ns, Rational::from_integer(100 * (n / 2) as i128));
         }
+    }
+
+    #[test]
+    fn transmission_counts_on_a_healthy_torus() {
+        // docs/design/MODEL.md section 6: all_reduce on a healthy 4x4x4 torus at 32 GB/s and 8 MiB,
+        // 2(R-1)S over the ranks' outgoing capacity (64 x 6 links of 32 GB/s): 86.0 us.
+        let t = torus(&TorusParams::uniform(&[4, 4, 4], 32.0, 100.0)).unwrap();
+        let s = 8u64 << 20;
+        for (kind, count) in [(CollectiveKind::AllGather, 63), (CollectiveKind::ReduceScatter, 63), (CollectiveKind::AllReduce, 126)] {
+            let c = Collective::new(kind, t.node_ids().collect(), s, 1, None, &t).unwrap();
+            let b = bounds(&t, &c).transmissions.unwrap();
+            assert_eq!(b.value_ns, Rational::new(count * s as i128, 64 * 6 * 32), "{kind}");
+        }
+        let c = Collective::new(CollectiveKind::AllReduce, t.node_ids().collect(), s, 1, None, &t).unwrap();
+        assert!((to_f64(&bounds(&t, &c).bandwidth_ns().unwrap()) - 86_016.0).abs() < 1.0);
     }
 
     #[test]

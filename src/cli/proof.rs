@@ -3,11 +3,13 @@
 //! still hashes the same and describes the same instance; an attached schedule still costs what
 //! the certificate says).
 
-use crate::bounds::certificate::{certificate_for, instance_json, schedule_json, sha256_hex};
+use crate::bounds::certificate::{certificate_for, instance_json, schedule_json};
+use crate::io::{sha256_hex, HashingReader};
 use crate::error::{Error, ExitCode, Result};
 use crate::spec::Spec;
-use crate::units::to_f64;
+use crate::units::{to_checker, to_f64};
 use crate::verify::{verify_schedule, VerifyOptions};
+use collsched_checker::ScheduleClaim;
 use serde_json::{json, Value};
 use std::path::{Component, Path, PathBuf};
 
@@ -43,25 +45,28 @@ pub fn bound(spec: &Spec, certificate: Option<&Path>, schedule: Option<&Path>, j
         (None, None) => (PathBuf::from("spec"), spec.to_json_string().into_bytes()),
     };
     let mut cert = certificate_for(spec, &bytes)?;
-    let report = crate::certify::check_str(&cert.to_string()).map_err(|e| Error::bad(format!("internal: the certificate we built does not check: {e}")))?;
+    let report = collsched_checker::check_str(&cert.to_string()).map_err(|e| Error::bad(format!("internal: the certificate we built does not check: {e}")))?;
     let best = report.bandwidth_bound.clone();
     if let Some(sched_path) = schedule {
-        let s = crate::schedule::read_schedule_file(sched_path)?;
+        let mut reader = HashingReader::new(crate::io::open(sched_path)?);
+        let s = crate::schedule::read_schedule(&mut reader, &sched_path.display().to_string())?;
+        let sha256 = reader.hex_digest();
         let r = verify_schedule(&s, &VerifyOptions::default())?;
         if !r.is_valid() {
             return Err(Error::bad(format!("{}: the schedule fails verification: {}", sched_path.display(), r.findings.failures()[0])));
         }
         let c = r.cost.expect("verification computes the cost");
-        let optimal = best.as_ref().is_some_and(|b| crate::certify::parse_q(&c.bandwidth_ns().to_string()).is_ok_and(|x| &x == b));
+        let optimal = best.as_ref().is_some_and(|b| &to_checker(&c.bandwidth_ns()) == b);
         let mut attach = schedule_json(c.bandwidth_ns(), c.time_ns(), optimal);
         if let Some(out) = certificate {
             attach["file"] = json!(relative(sched_path, out.parent().unwrap_or(Path::new("."))));
+            attach["sha256"] = json!(sha256);
         }
         cert["schedule"] = attach;
     }
     if let Some(out) = certificate {
         cert["spec"] = json!(relative(&spec_path, out.parent().unwrap_or(Path::new("."))));
-        crate::certify::check_str(&cert.to_string()).map_err(|e| Error::bad(format!("the schedule does not meet the bounds: {e}")))?;
+        collsched_checker::check_str(&cert.to_string()).map_err(|e| Error::bad(format!("the schedule does not meet the bounds: {e}")))?;
         if spec.path.is_none() {
             crate::io::write_atomic(&spec_path, |w| std::io::Write::write_all(w, &bytes).map_err(crate::io::write_error(&spec_path)))?;
             eprintln!("wrote {}", spec_path.display());
@@ -76,7 +81,7 @@ pub fn bound(spec: &Spec, certificate: Option<&Path>, schedule: Option<&Path>, j
     } else {
         println!("lower bounds for {} over {} ranks:", inst.collective.kind, inst.collective.num_ranks());
         for c in &claims {
-            let v = crate::certify::parse_q(c["value"].as_str().unwrap_or("0")).map(|q| crate::certify::show_q(&q)).unwrap_or_default();
+            let v = collsched_checker::parse_q(c["value"].as_str().unwrap_or("0")).map(|q| collsched_checker::show_q(&q)).unwrap_or_default();
             let unit = if c["bound"] == "steps" { "steps" } else { "ns" };
             println!("  {:<8} {v} {unit}", c["bound"].as_str().unwrap_or("?"));
         }
@@ -113,7 +118,7 @@ fn certificate_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
 
 /// Checks one certificate and the files it names; returns a one-line summary.
 fn check_one(path: &Path) -> std::result::Result<String, String> {
-    let report = crate::certify::check_file(path).map_err(|e| e.message)?;
+    let report = collsched_checker::check_file(path).map_err(|e| e.message)?;
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut notes = Vec::new();
     if let Some(rel) = &report.spec {
@@ -128,33 +133,61 @@ fn check_one(path: &Path) -> std::result::Result<String, String> {
         }
         notes.push(format!("spec {rel}"));
     }
-    if let Some((Some(rel), bw, time)) = &report.schedule {
-        let sched_path = dir.join(rel);
-        let s = crate::schedule::read_schedule_file(&sched_path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let r = verify_schedule(&s, &VerifyOptions::default()).map_err(|e| format!("{}: {e}", path.display()))?;
-        if !r.is_valid() {
-            return Err(format!("{}: the attached schedule {} fails verification: {}", path.display(), sched_path.display(), r.findings.failures()[0]));
+    if let Some(claim) = &report.schedule {
+        if let Some(rel) = &claim.file {
+            let note = check_attached_schedule(path, &dir.join(rel), claim, report.spec.as_ref().map(|s| dir.join(s)).as_deref())?;
+            notes.push(format!("schedule {rel}{note}"));
         }
-        let c = r.cost.expect("verification computes the cost");
-        let q = |x: crate::units::Rational| crate::certify::parse_q(&x.to_string()).unwrap_or_default();
-        if &q(c.bandwidth_ns()) != bw || &q(c.time_ns()) != time {
-            return Err(format!(
-                "{}: the attached schedule {} no longer costs what the certificate claims (bandwidth term {} ns, time {} ns)",
-                path.display(),
-                sched_path.display(),
-                to_f64(&c.bandwidth_ns()),
-                to_f64(&c.time_ns())
-            ));
-        }
-        notes.push(format!("schedule {rel}"));
     }
-    let best = report.bandwidth_bound.as_ref().map(|b| format!(", bandwidth bound {}", crate::certify::show_q(b))).unwrap_or_default();
+    let best = report.bandwidth_bound.as_ref().map(|b| format!(", bandwidth bound {}", collsched_checker::show_q(b))).unwrap_or_default();
     Ok(format!(
         "{}: {} claims hold{best}{}",
         path.display(),
         report.claims.len(),
         if notes.is_empty() { String::new() } else { format!(" ({})", notes.join(", ")) }
     ))
+}
+
+/// Checks the schedule a certificate attaches: the file's SHA-256 is the one recorded, it verifies,
+/// and it costs what the certificate claims. A missing file is regenerated first from the spec
+/// that generates it (`generate` is deterministic: the same spec gives the same bytes), so that a
+/// fresh clone checks every certificate without running anything before. Returns what it did,
+/// for the summary line.
+fn check_attached_schedule(cert: &Path, sched_path: &Path, claim: &ScheduleClaim, spec: Option<&Path>) -> std::result::Result<String, String> {
+    let at = |msg: String| format!("{}: {msg}", cert.display());
+    let mut note = String::new();
+    if !sched_path.exists() {
+        let spec = spec.ok_or_else(|| at(format!("the attached schedule {} is missing and no spec names how to generate it", sched_path.display())))?;
+        let spec = Spec::load(spec).map_err(|e| at(e.to_string()))?;
+        if !matches!(spec.method, Some(crate::spec::MethodSpec::Generate(_))) {
+            return Err(at(format!("the attached schedule {} is missing, and its spec synthesizes (a timed search) rather than generates it", sched_path.display())));
+        }
+        let schedule = crate::generate::from_spec(&spec).map_err(|e| at(e.to_string()))?;
+        crate::schedule::write_schedule_file(sched_path, &schedule).map_err(|e| at(e.to_string()))?;
+        note.push_str(" (regenerated from its spec)");
+    }
+    let mut reader = HashingReader::new(crate::io::open(sched_path).map_err(|e| at(e.to_string()))?);
+    let s = crate::schedule::read_schedule(&mut reader, &sched_path.display().to_string()).map_err(|e| at(e.to_string()))?;
+    if let Some(expected) = &claim.sha256 {
+        if reader.hex_digest() != *expected {
+            return Err(at(format!("the attached schedule {} is not the file the certificate was made with (its SHA-256 differs)", sched_path.display())));
+        }
+        note.push_str(", SHA-256 matches");
+    }
+    let r = verify_schedule(&s, &VerifyOptions::default()).map_err(|e| at(e.to_string()))?;
+    if !r.is_valid() {
+        return Err(at(format!("the attached schedule {} fails verification: {}", sched_path.display(), r.findings.failures()[0])));
+    }
+    let c = r.cost.expect("verification computes the cost");
+    if to_checker(&c.bandwidth_ns()) != claim.bandwidth_ns || to_checker(&c.time_ns()) != claim.time_ns {
+        return Err(at(format!(
+            "the attached schedule {} no longer costs what the certificate claims (bandwidth term {} ns, time {} ns)",
+            sched_path.display(),
+            to_f64(&c.bandwidth_ns()),
+            to_f64(&c.time_ns())
+        )));
+    }
+    Ok(note)
 }
 
 /// `proof check PATH...`.

@@ -22,7 +22,7 @@
 //! step-synchronous model charges a full path latency through the switches to every step, which
 //! no runtime pays: ranks pipeline their steps; the fat-tree candidates are built for that). The
 //! gap is measured against the certified bandwidth bound plus the latency bound, both re-derived
-//! by the independent checker (`crate::certify`) from the bound certificate of the instance; the
+//! by the independent checker (`collsched_checker`) from the bound certificate of the instance; the
 //! bound is proven for the step-synchronous model, and on switched networks the event-driven gap
 //! is reported beside it as a measure, not a proof.
 
@@ -31,14 +31,14 @@ use super::{synthesize_steps_with, Progress, SynthOptions, SynthReport, SynthSta
 use crate::algorithms::{torus_all_to_all, torus_all_to_all_shape, torus_mate, torus_ring_collective, RingAlgorithm, Scheduler};
 use crate::bounds::certificate::certificate_of_instance;
 use crate::bounds::flow::FlowOptions;
-use crate::certify::Q;
+use collsched_checker::Q;
 use crate::collective::CollectiveKind;
 use crate::cost::event_cost;
 use crate::cost::SyncCost;
 use crate::error::{Error, Result};
 use crate::schedule::{Schedule, ScheduleHeader};
 use crate::spec::Instance;
-use crate::units::to_f64;
+use crate::units::{to_checker, to_f64};
 use crate::verify::{verify_schedule, VerifyOptions};
 use std::time::{Duration, Instant};
 
@@ -267,9 +267,8 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
     let flow_budget = opts.time_limit.mul_f64(0.1).min(Duration::from_secs(20));
     let bounds = certified_bounds(inst, flow_budget)?;
     let bound = bounds.bandwidth.as_ref().map(|b| b + &bounds.latency);
-    let q = |x: crate::units::Rational| crate::certify::parse_q(&x.to_string()).unwrap_or_default();
-    let gap = bound.as_ref().and_then(|b| q_to_f64(&(q(cost.time_ns()) / b))).map(|r| r - 1.0);
-    let bandwidth_optimal = bounds.bandwidth.as_ref().is_some_and(|b| &q(cost.bandwidth_ns()) == b);
+    let gap = bound.as_ref().and_then(|b| q_to_f64(&(to_checker(&cost.time_ns()) / b))).map(|r| r - 1.0);
+    let bandwidth_optimal = bounds.bandwidth.as_ref().is_some_and(|b| &to_checker(&cost.bandwidth_ns()) == b);
     Ok(Answer {
         steps_report,
         chosen: chosen.name,
@@ -300,7 +299,7 @@ fn schedule(t: &crate::topology::Topology, c: &crate::collective::Collective, st
 }
 
 /// The certified bounds of an instance, re-derived by the independent checker
-/// ([`crate::certify`]) from the bound certificate (docs/design/MODEL.md section 6), in ns.
+/// ([`collsched_checker`]) from the bound certificate (docs/design/MODEL.md section 6), in ns.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CertifiedBounds {
     /// The best bandwidth bound (volume, cut or flow); `None` when none applies.
@@ -315,7 +314,7 @@ pub struct CertifiedBounds {
 /// Errors: [`Error::bad`] when the certificate does not check (a bug).
 pub fn certified_bounds(inst: &Instance, flow_time: Duration) -> Result<CertifiedBounds> {
     let cert = certificate_of_instance(inst, &"0".repeat(64), &FlowOptions { time_limit: flow_time, ..Default::default() });
-    let checked = crate::certify::check_str(&cert.to_string()).map_err(|e| Error::bad(format!("internal: the bound certificate does not check: {e}")))?;
+    let checked = collsched_checker::check_str(&cert.to_string()).map_err(|e| Error::bad(format!("internal: the bound certificate does not check: {e}")))?;
     let latency = checked.claims.iter().find(|cl| cl.bound == "latency").map(|cl| cl.derived.clone()).unwrap_or_default();
     Ok(CertifiedBounds { bandwidth: checked.bandwidth_bound, latency })
 }

@@ -1,7 +1,8 @@
 //! The trusted certificate checker: re-derives every claimed lower bound from its witness with exact rational arithmetic, without any solver.
 //!
-//! It depends on nothing else of this crate (only std, serde_json and the num crates), so that a
-//! bug in the code that computes bounds cannot also hide in the code that checks them. A
+//! It is a crate of its own that depends on nothing of collsched (only std, serde and the num
+//! crates), so that a bug in the code that computes bounds cannot also hide in the code that
+//! checks them. A
 //! certificate carries the instance it speaks of (nodes, links, demands) and the checker reads
 //! nothing else; whoever calls it checks that this instance is the one of the spec (by comparing
 //! the `instance` object, and `spec_sha256` against the spec file's bytes).
@@ -24,12 +25,13 @@
 //!    {"bound": "latency", "value": "100", "witness": {"source": 0, "destination": 1}},
 //!    {"bound": "volume", "value": "125/12"},
 //!    {"bound": "cut", "value": "125/12", "witness": {"nodes": [0], "into": false}},
-//!    {"bound": "flow", "value": "125/12", "witness": {"lengths": ["1", "1", "1", "1", "1", "1"]}}],
+//!    {"bound": "flow", "value": "125/12", "witness": {"lengths": ["1", "1", "1", "1", "1", "1"]}},
+//!    {"bound": "transmissions", "value": "125/12", "witness": {"into": false}}],
 //!  "schedule": {"bandwidth_ns": "125/12", "time_ns": "1325/12", "bandwidth_optimal": true}}
 //! ```
 //!
 //! Values are exact rationals written as `"7"`, `"25/2"` or `"12.5"`; capacities are bytes per
-//! ns (GB/s), times are ns, `steps` counts single hops. `collective` is, for all_to_all, either
+//! ns (GB/s), times are ns, `steps` counts single hops (a hop ends at a rank: only ranks store). `collective` is, for all_to_all, either
 //! `block_bytes` (the same bytes between every ordered pair of distinct ranks) or `demands`
 //! (`[source node, destination node, "bytes"]` triples); for all_gather, reduce_scatter and
 //! all_reduce, `piece_bytes` and `pieces` (a block is `pieces` pieces).
@@ -58,7 +60,7 @@ pub const VERSION: u32 = 1;
 pub struct ClaimReport {
     /// Position in the certificate's `claims` list (0-based).
     pub index: usize,
-    /// `steps`, `latency`, `volume`, `cut` or `flow`.
+    /// `steps`, `latency`, `volume`, `cut`, `flow` or `transmissions`.
     pub bound: String,
     /// The value the certificate claims (hops for steps, ns otherwise).
     pub claimed: Q,
@@ -75,15 +77,26 @@ pub struct CheckReport {
     pub instance: serde_json::Value,
     /// Every claim, each of which holds.
     pub claims: Vec<ClaimReport>,
-    /// The best bandwidth bound proven (max of volume, cut and flow), if any was claimed.
+    /// The best bandwidth bound proven (max of volume, cut, flow and transmissions), if any was
+    /// claimed.
     pub bandwidth_bound: Option<Q>,
-    /// Whether a schedule attachment was present (and held).
-    pub schedule_checked: bool,
     /// The spec's path relative to the certificate, when recorded.
     pub spec: Option<String>,
-    /// The attached schedule: its file (relative to the certificate), bandwidth time and time
-    /// as claimed, when recorded.
-    pub schedule: Option<(Option<String>, Q, Q)>,
+    /// The attached schedule, when recorded.
+    pub schedule: Option<ScheduleClaim>,
+}
+
+/// A schedule attached to a certificate, as claimed (its times already held to the bounds).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScheduleClaim {
+    /// The schedule file, relative to the certificate.
+    pub file: Option<String>,
+    /// The hex SHA-256 of the schedule file's bytes.
+    pub sha256: Option<String>,
+    /// Its step-synchronous time with every latency 0, ns.
+    pub bandwidth_ns: Q,
+    /// Its step-synchronous time, ns.
+    pub time_ns: Q,
 }
 
 /// Why a certificate was rejected; the message says where (`claim 2 (flow): ...`).
@@ -174,6 +187,14 @@ enum RawClaim {
     Volume { value: String },
     Cut { value: String, witness: CutWitness },
     Flow { value: String, witness: FlowWitness },
+    Transmissions { value: String, witness: DirectionWitness },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DirectionWitness {
+    /// Count the links entering ranks instead of those leaving them.
+    into: bool,
 }
 
 #[derive(Deserialize)]
@@ -208,6 +229,13 @@ struct RawSchedule {
     /// the command around the checker).
     #[serde(default)]
     file: Option<String>,
+    /// The hex SHA-256 of that file's bytes (compared by the command around the checker).
+    #[serde(default)]
+    sha256: Option<String>,
+}
+
+fn is_sha256_hex(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// Checks a certificate file.
@@ -223,7 +251,7 @@ pub fn check_str(text: &str) -> Result<CheckReport, CheckError> {
     if raw.format != FORMAT || raw.version != VERSION {
         return Err(fail(format!("format `{}` version {}: this checker reads `{FORMAT}` version {VERSION}", raw.format, raw.version)));
     }
-    if raw.spec_sha256.len() != 64 || !raw.spec_sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if !is_sha256_hex(&raw.spec_sha256) {
         return Err(fail("spec_sha256: expected 64 hex digits"));
     }
     let inst = Instance::from_json(&raw.instance).map_err(fail)?;
@@ -254,6 +282,7 @@ pub fn check_str(text: &str) -> Result<CheckReport, CheckError> {
                     .collect::<Result<Vec<_>, _>>()?;
                 (value, derive::flow(&inst, &y).map_err(at)?)
             }
+            RawClaim::Transmissions { value, witness } => (value, derive::transmissions(&inst, witness.into).map_err(at)?),
         };
         let claimed = parse_q(claimed_text).map_err(|e| at(format!("value: {e}")))?;
         let unit = if matches!(claim, RawClaim::Steps { .. }) { " steps" } else { " ns" };
@@ -262,7 +291,7 @@ pub fn check_str(text: &str) -> Result<CheckReport, CheckError> {
         }
         match claim {
             RawClaim::Latency { .. } => latency_bound = Some(latency_bound.map_or(derived.clone(), |b| b.max(derived.clone()))),
-            RawClaim::Volume { .. } | RawClaim::Cut { .. } | RawClaim::Flow { .. } => {
+            RawClaim::Volume { .. } | RawClaim::Cut { .. } | RawClaim::Flow { .. } | RawClaim::Transmissions { .. } => {
                 bandwidth = Some(match bandwidth {
                     Some((d, c)) => (d.max(derived.clone()), c.max(claimed.clone())),
                     None => (derived.clone(), claimed.clone()),
@@ -272,12 +301,16 @@ pub fn check_str(text: &str) -> Result<CheckReport, CheckError> {
         }
         claims.push(ClaimReport { index, bound: name, claimed, derived });
     }
-    let schedule_checked = raw.schedule.is_some();
     if let Some(s) = &raw.schedule {
         check_schedule(s, bandwidth.as_ref(), latency_bound.as_ref())?;
     }
-    let schedule = match &raw.schedule {
-        Some(sc) => Some((sc.file.clone(), parse_q(&sc.bandwidth_ns).map_err(fail)?, parse_q(&sc.time_ns).map_err(fail)?)),
+    let schedule = match raw.schedule {
+        Some(sc) => {
+            if sc.sha256.as_deref().is_some_and(|h| !is_sha256_hex(h)) {
+                return Err(fail("schedule.sha256: expected 64 hex digits"));
+            }
+            Some(ScheduleClaim { bandwidth_ns: parse_q(&sc.bandwidth_ns).map_err(fail)?, time_ns: parse_q(&sc.time_ns).map_err(fail)?, file: sc.file, sha256: sc.sha256 })
+        }
         None => None,
     };
     Ok(CheckReport {
@@ -285,7 +318,6 @@ pub fn check_str(text: &str) -> Result<CheckReport, CheckError> {
         instance: raw.instance,
         claims,
         bandwidth_bound: bandwidth.map(|(d, _)| d),
-        schedule_checked,
         spec: raw.spec,
         schedule,
     })

@@ -3,7 +3,7 @@
 //! This is deliberately a second, independent description of a network and a collective: the
 //! checker must not trust the code that built the certificate, so it reads only numbers.
 
-use super::{parse_q, Q};
+use crate::{parse_q, Q};
 use num_traits::Signed;
 use serde::Deserialize;
 
@@ -158,6 +158,15 @@ impl Instance {
             }
         }
         adj
+    }
+
+    /// Membership flags of the ranks, by node.
+    pub fn rank_flags(&self) -> Vec<bool> {
+        let mut flags = vec![false; self.nodes];
+        for &r in &self.ranks {
+            flags[r] = true;
+        }
+        flags
     }
 
     /// The point-to-point demands grouped by source node, `None` unless all_to_all.

@@ -2,17 +2,19 @@
 //! column). Each function returns the value the witness proves; the caller compares it with the
 //! claim.
 
-use super::instance::{BlockKind, Demands, Instance};
-use super::Q;
+use crate::instance::{BlockKind, Demands, Instance};
+use crate::Q;
 use num_bigint::BigInt;
 use num_traits::{One, Signed, Zero};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
-/// Single-hop distance from `s` to `d`: a hop leaves an npu, passes through switches only, and
-/// ends at an npu, because a store-and-forward step can only store at npus.
+/// Single-hop distance from `s` to `d`: a hop leaves a rank, passes through switches and npus
+/// outside the collective only, and ends at a rank, because only ranks store (docs/design/MODEL.md
+/// sections 1 and 3).
 pub(crate) fn steps(inst: &Instance, s: usize, d: usize) -> Result<Q, String> {
     let adj = inst.up_adjacency();
+    let stores = inst.rank_flags();
     let mut dist: Vec<Option<u64>> = vec![None; inst.nodes];
     dist[s] = Some(0);
     let mut queue = VecDeque::from([s]);
@@ -23,7 +25,7 @@ pub(crate) fn steps(inst: &Instance, s: usize, d: usize) -> Result<Q, String> {
         let mut seen = vec![false; inst.nodes];
         while let Some(x) = stack.pop() {
             for &(_, y) in &adj[x] {
-                if y < inst.npus {
+                if stores[y] {
                     if dist[y].is_none() {
                         dist[y] = Some(here + 1);
                         queue.push_back(y);
@@ -137,6 +139,41 @@ fn gcd(mut a: BigInt, mut b: BigInt) -> BigInt {
         a = std::mem::replace(&mut b, r);
     }
     a.abs()
+}
+
+/// The transmission-count bound (docs/design/MODEL.md section 6): every piece needs at least a
+/// number of transfers, each of which leaves a rank over a link out of a rank and enters a rank
+/// over a link into one; so the bytes crossing those links, summed over the schedule, are at
+/// least `count x size` summed over pieces, and a step-synchronous schedule takes at least that
+/// over the summed capacity of the up links leaving ranks (or, with `into`, entering ranks).
+///
+/// - all_to_all: each demand is carried by at least one transfer (from its source to its
+///   destination);
+/// - all_gather: a block must reach R-1 ranks that lack it, one destination per transfer: R-1
+///   transfers for each of the R blocks;
+/// - reduce_scatter: the R-1 contributions a block's destination lacks start at R-1 different
+///   ranks and each must leave its rank: R-1 transfers for each of the R blocks;
+/// - all_reduce: 2(R-1) transfers for each of the R blocks (the one-way gossip bound, proven in
+///   MODEL.md section 6).
+pub(crate) fn transmissions(inst: &Instance, into: bool) -> Result<Q, String> {
+    let r = inst.ranks.len() as i64;
+    let bytes = match &inst.demands {
+        Demands::UniformAllToAll(b) => b * Q::from_integer((r * (r - 1)).into()),
+        Demands::AllToAll(list) => list.iter().fold(Q::zero(), |acc, (_, _, b)| acc + b),
+        Demands::Blocks { kind, block_bytes } => {
+            let per_block = match kind {
+                BlockKind::AllGather | BlockKind::ReduceScatter => r - 1,
+                BlockKind::AllReduce => 2 * (r - 1),
+            };
+            block_bytes * Q::from_integer((r * per_block).into())
+        }
+    };
+    let rank = inst.rank_flags();
+    let capacity = inst.links.iter().filter(|l| l.up && rank[if into { l.dst } else { l.src }]).fold(Q::zero(), |acc, l| acc + &l.capacity);
+    if capacity.is_zero() {
+        return if bytes.is_zero() { Ok(Q::zero()) } else { Err("no up link leaves or enters a rank, yet bytes must move".into()) };
+    }
+    Ok(bytes / capacity)
 }
 
 /// Bytes that must leave `u` (a node set, as membership flags), by the collective's rule.

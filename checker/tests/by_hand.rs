@@ -1,0 +1,169 @@
+//! The checker on certificates small enough to re-derive on paper. Each value below is worked out
+//! in the comment beside it, not taken from the code that builds certificates.
+
+use collsched_checker::{check_str, parse_q, Q};
+use serde_json::{json, Value};
+
+fn q(s: &str) -> Q {
+    parse_q(s).unwrap()
+}
+
+/// A ring of 3 npus, both directions: 6 links of 2 bytes/ns and 10 ns each. Links, in order:
+/// 0->1, 1->0, 1->2, 2->1, 2->0, 0->2. `down` lists link indices that are down.
+fn ring3(down: &[usize], collective: Value) -> Value {
+    let pairs = [(0, 1), (1, 0), (1, 2), (2, 1), (2, 0), (0, 2)];
+    let links: Vec<Value> = pairs
+        .iter()
+        .enumerate()
+        .map(|(i, (s, d))| json!({"src": s, "dst": d, "capacity": "2", "latency_ns": "10", "up": !down.contains(&i)}))
+        .collect();
+    json!({"nodes": 3, "npus": 3, "switch_latency_ns": "0", "links": links, "collective": collective})
+}
+
+fn a2a(block: &str) -> Value {
+    json!({"kind": "all_to_all", "ranks": [0, 1, 2], "block_bytes": block})
+}
+
+fn cert(instance: Value, claims: Value) -> Value {
+    json!({"format": "collsched.certificate", "version": 1, "spec_sha256": "0".repeat(64), "instance": instance, "claims": claims})
+}
+
+fn derived(c: &Value) -> Vec<Q> {
+    check_str(&c.to_string()).unwrap_or_else(|e| panic!("{e}")).claims.into_iter().map(|c| c.derived).collect()
+}
+
+fn rejected(c: &Value) -> String {
+    check_str(&c.to_string()).expect_err("the certificate must be rejected").message
+}
+
+#[test]
+fn healthy_ring_of_three_all_to_all() {
+    // 6 blocks of 12 bytes, each one hop: volume = 6*12*1 / (6 links * 2) = 6 ns. The cut {0}
+    // must send 2 blocks (24 bytes) over its 2 outgoing links (4 bytes/ns): 6 ns. Lengths 1 on
+    // every link are the volume bound again: 6 ns. Each block needs one transfer, leaving a rank
+    // over the 6 links out of ranks: 72 / 12 = 6 ns. Farthest pair: 1 hop, 10 ns.
+    let c = cert(
+        ring3(&[], a2a("12")),
+        json!([
+            {"bound": "steps", "value": "1", "witness": {"source": 0, "destination": 2}},
+            {"bound": "latency", "value": "10", "witness": {"source": 0, "destination": 2}},
+            {"bound": "volume", "value": "6"},
+            {"bound": "cut", "value": "6", "witness": {"nodes": [0], "into": false}},
+            {"bound": "flow", "value": "6", "witness": {"lengths": ["1", "1", "1", "1", "1", "1"]}},
+            {"bound": "transmissions", "value": "6", "witness": {"into": true}}
+        ]),
+    );
+    assert_eq!(derived(&c), ["1", "10", "6", "6", "6", "6"].map(q));
+    let report = check_str(&c.to_string()).unwrap();
+    assert_eq!(report.bandwidth_bound, Some(q("6")));
+}
+
+#[test]
+fn a_failed_cable_makes_a_line() {
+    // Cable 2-0 down (links 4 and 5): the line 0 - 1 - 2. Blocks 0<->2 take 2 hops, 20 ns.
+    // volume = (4 blocks * 1 hop + 2 blocks * 2 hops) * 12 / (4 up links * 2) = 96 / 8 = 12 ns.
+    // The cut {0}: 24 bytes over one link of 2 bytes/ns = 12 ns; the cut {0, 1} into 2 likewise.
+    // Lengths (1, 0, 0, 0, -, -) charge only link 0->1: 2 blocks cross it, 24 over 2 = 12 ns.
+    let c = cert(
+        ring3(&[4, 5], a2a("12")),
+        json!([
+            {"bound": "steps", "value": "2", "witness": {"source": 0, "destination": 2}},
+            {"bound": "latency", "value": "20", "witness": {"source": 2, "destination": 0}},
+            {"bound": "volume", "value": "12"},
+            {"bound": "cut", "value": "12", "witness": {"nodes": [0], "into": false}},
+            {"bound": "cut", "value": "12", "witness": {"nodes": [2], "into": true}},
+            {"bound": "flow", "value": "12", "witness": {"lengths": ["1", "0", "0", "0", "5", "7"]}}
+        ]),
+    );
+    assert_eq!(derived(&c), ["2", "20", "12", "12", "12", "12"].map(q));
+    // A claim above what its witness proves fails, and names the claim.
+    let over = cert(ring3(&[4, 5], a2a("12")), json!([{"bound": "cut", "value": "25/2", "witness": {"nodes": [0], "into": false}}]));
+    assert!(rejected(&over).contains("claim 0 (cut)"), "{}", rejected(&over));
+}
+
+#[test]
+fn gathering_and_reducing_kinds_count_transmissions() {
+    // 3 ranks, blocks of 2 pieces of 3 bytes = 6 bytes. all_gather: each of 3 blocks needs 2
+    // transfers: 36 bytes over 12 bytes/ns leaving ranks = 3 ns. reduce_scatter the same. all_reduce
+    // twice as many: 6 ns. The cut {0} for all_gather: block 0 must leave, 6 bytes over 4 = 3/2 ns.
+    for (kind, expected) in [("all_gather", "3"), ("reduce_scatter", "3"), ("all_reduce", "6")] {
+        let c = cert(
+            ring3(&[], json!({"kind": kind, "ranks": [0, 1, 2], "piece_bytes": "3", "pieces": 2})),
+            json!([{"bound": "transmissions", "value": expected, "witness": {"into": false}}]),
+        );
+        assert_eq!(derived(&c), [q(expected)], "{kind}");
+    }
+    let c = cert(
+        ring3(&[], json!({"kind": "all_gather", "ranks": [0, 1, 2], "piece_bytes": "3", "pieces": 2})),
+        json!([{"bound": "cut", "value": "3/2", "witness": {"nodes": [0], "into": false}}]),
+    );
+    assert_eq!(derived(&c), [q("3/2")]);
+    // The flow bound is for point-to-point demands only.
+    let c = cert(
+        ring3(&[], json!({"kind": "all_reduce", "ranks": [0, 1, 2], "piece_bytes": "3", "pieces": 2})),
+        json!([{"bound": "flow", "value": "1", "witness": {"lengths": ["1", "1", "1", "1", "1", "1"]}}]),
+    );
+    assert!(rejected(&c).contains("all_to_all only"));
+}
+
+#[test]
+fn a_non_rank_npu_routes_but_does_not_store() {
+    // Ranks 0 and 2 only: npu 1 routes, so 0 -> 1 -> 2 is a single hop (1 step), though 2 links.
+    let c = cert(
+        ring3(&[4, 5], json!({"kind": "all_to_all", "ranks": [0, 2], "block_bytes": "12"})),
+        json!([{"bound": "steps", "value": "1", "witness": {"source": 0, "destination": 2}}]),
+    );
+    assert_eq!(derived(&c), [q("1")]);
+    let two = cert(
+        ring3(&[4, 5], json!({"kind": "all_to_all", "ranks": [0, 2], "block_bytes": "12"})),
+        json!([{"bound": "steps", "value": "2", "witness": {"source": 0, "destination": 2}}]),
+    );
+    assert!(rejected(&two).contains("supports 1 steps"));
+}
+
+#[test]
+fn schedule_attachments_are_held_to_the_bounds() {
+    let claims = json!([
+        {"bound": "latency", "value": "10", "witness": {"source": 0, "destination": 1}},
+        {"bound": "volume", "value": "6"}
+    ]);
+    let with = |schedule: Value| {
+        let mut c = cert(ring3(&[], a2a("12")), claims.clone());
+        c["schedule"] = schedule;
+        c
+    };
+    // HalfRing on 3 nodes: one step moving each block one hop, 12 bytes / 2 = 6 ns, plus 10 ns.
+    assert!(check_str(&with(json!({"bandwidth_ns": "6", "time_ns": "16", "bandwidth_optimal": true})).to_string()).is_ok());
+    assert!(rejected(&with(json!({"bandwidth_ns": "6", "time_ns": "15"}))).contains("below the proven bandwidth + latency bound"));
+    assert!(rejected(&with(json!({"bandwidth_ns": "11/2", "time_ns": "20"}))).contains("below the proven bandwidth bound"));
+    assert!(rejected(&with(json!({"bandwidth_ns": "7", "time_ns": "20", "bandwidth_optimal": true}))).contains("claims bandwidth-optimal"));
+}
+
+#[test]
+fn malformed_certificates_say_where() {
+    let good = cert(ring3(&[], a2a("12")), json!([{"bound": "volume", "value": "6"}]));
+    let mut c = good.clone();
+    c["version"] = json!(2);
+    assert!(rejected(&c).contains("version 2"));
+    let mut c = good.clone();
+    c["instance"]["links"][3]["capacity"] = json!("0");
+    assert!(rejected(&c).contains("instance.links[3].capacity"));
+    let mut c = good.clone();
+    c["claims"][0]["value"] = json!("six");
+    assert!(rejected(&c).contains("claim 0 (volume): value"));
+    let mut c = good.clone();
+    c["claims"][0]["extra"] = json!(1);
+    assert!(rejected(&c).contains("unknown field"));
+    let mut c = good;
+    c["claims"] = json!([{"bound": "steps", "value": "1", "witness": {"source": 0, "destination": 0}}]);
+    assert!(rejected(&c).contains("needs nothing"));
+}
+
+#[test]
+fn rationals_parse_exactly() {
+    assert_eq!(q("12.5"), Q::new(25.into(), 2.into()));
+    assert_eq!(q("-3/6"), Q::new((-1).into(), 2.into()));
+    for bad in ["", "1/0", "1.", "x", "--1", "1e3"] {
+        assert!(parse_q(bad).is_err(), "{bad}");
+    }
+}
