@@ -15,6 +15,10 @@ pub enum ExitCode {
     Infeasible = 3,
     /// A time or size limit was reached before the result was proven.
     LimitReached = 4,
+    /// A file could not be written (permissions, a full disk): nothing is left behind.
+    Io = 5,
+    /// A bug in collsched: a check of our own output failed. Please report it.
+    Internal = 6,
 }
 
 /// An error that carries its exit code and a message naming the file, field and value.
@@ -25,6 +29,12 @@ pub enum Error {
     /// An instance that cannot be solved: a rank cut off by faults, or an algorithm that cannot
     /// run on the fault pattern (exit 3).
     Infeasible(String),
+    /// A time or size limit stopped the work before it had an answer (exit 4).
+    Limit(String),
+    /// Writing a file failed (exit 5).
+    Io(String),
+    /// A bug: something collsched built failed its own check (exit 6).
+    Internal(String),
 }
 
 impl Error {
@@ -38,26 +48,48 @@ impl Error {
         Error::Infeasible(msg.into())
     }
 
+    /// A limit reached with a message.
+    pub fn limit(msg: impl Into<String>) -> Self {
+        Error::Limit(msg.into())
+    }
+
+    /// A failed write with a message.
+    pub fn io(msg: impl Into<String>) -> Self {
+        Error::Io(msg.into())
+    }
+
+    /// A bug with a message.
+    pub fn internal(msg: impl Into<String>) -> Self {
+        Error::Internal(msg.into())
+    }
+
     /// The exit code this error maps to.
     pub fn exit_code(&self) -> ExitCode {
         match self {
             Error::BadInput(_) => ExitCode::BadInput,
             Error::Infeasible(_) => ExitCode::Infeasible,
+            Error::Limit(_) => ExitCode::LimitReached,
+            Error::Io(_) => ExitCode::Io,
+            Error::Internal(_) => ExitCode::Internal,
         }
     }
 
     /// Prefixes the message with a context (usually a file name or field path).
     pub fn context(self, ctx: impl fmt::Display) -> Self {
+        let with = |m: String| format!("{ctx}: {m}");
         match self {
-            Error::BadInput(m) => Error::BadInput(format!("{ctx}: {m}")),
-            Error::Infeasible(m) => Error::Infeasible(format!("{ctx}: {m}")),
+            Error::BadInput(m) => Error::BadInput(with(m)),
+            Error::Infeasible(m) => Error::Infeasible(with(m)),
+            Error::Limit(m) => Error::Limit(with(m)),
+            Error::Io(m) => Error::Io(with(m)),
+            Error::Internal(m) => Error::Internal(with(m)),
         }
     }
 
     /// The message without its kind.
     pub fn message(&self) -> &str {
         match self {
-            Error::BadInput(m) | Error::Infeasible(m) => m,
+            Error::BadInput(m) | Error::Infeasible(m) | Error::Limit(m) | Error::Io(m) | Error::Internal(m) => m,
         }
     }
 }

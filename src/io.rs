@@ -22,13 +22,13 @@ pub fn write_atomic<T>(path: &Path, write: impl FnOnce(&mut BufWriter<File>) -> 
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    std::fs::create_dir_all(&dir).map_err(|e| Error::bad(format!("{}: cannot create folder: {e}", dir.display())))?;
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io(format!("{}: cannot create folder: {e}", dir.display())))?;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into());
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let file = File::create(&tmp).map_err(|e| Error::bad(format!("{}: cannot write: {e}", path.display())))?;
+    let file = File::create(&tmp).map_err(|e| Error::io(format!("{}: cannot write: {e}", path.display())))?;
     let mut w = BufWriter::with_capacity(1 << 20, file);
     let result = write(&mut w).and_then(|v| {
-        w.flush().map_err(|e| Error::bad(format!("{}: cannot write: {e}", path.display())))?;
+        w.flush().map_err(|e| Error::io(format!("{}: cannot write: {e}", path.display())))?;
         Ok(v)
     });
     drop(w);
@@ -36,7 +36,7 @@ pub fn write_atomic<T>(path: &Path, write: impl FnOnce(&mut BufWriter<File>) -> 
         Ok(v) => {
             std::fs::rename(&tmp, path).map_err(|e| {
                 let _ = std::fs::remove_file(&tmp);
-                Error::bad(format!("{}: cannot write: {e}", path.display()))
+                Error::io(format!("{}: cannot write: {e}", path.display()))
             })?;
             Ok(v)
         }
@@ -83,7 +83,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// Maps an I/O error while writing to a message naming the file.
 pub fn write_error(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
-    move |e| Error::bad(format!("{}: cannot write: {e}", path.display()))
+    move |e| Error::io(format!("{}: cannot write: {e}", path.display()))
 }
 
 #[cfg(test)]

@@ -8,6 +8,8 @@ fn main() {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let cli = collsched::cli::Cli::parse();
-    let code = collsched::cli::run(cli);
+    // A panic is a bug: it exits with the internal-error code (docs/design/CLI.md), after the
+    // default hook has printed where it happened.
+    let code = std::panic::catch_unwind(|| collsched::cli::run(cli)).unwrap_or(collsched::error::ExitCode::Internal);
     std::process::exit(code as i32);
 }

@@ -219,7 +219,7 @@ impl TorusPlan {
 pub(super) fn link(topo: &Topology, a: NodeId, b: NodeId) -> Result<LinkId> {
     match topo.link_between(a, b) {
         Some(l) if topo.link(l).up => Ok(l),
-        _ => Err(Error::infeasible(format!("internal: no up link {}->{} for a planned hop", topo.node(a).name, topo.node(b).name))),
+        _ => Err(Error::internal(format!("no up link {}->{} for a planned hop", topo.node(a).name, topo.node(b).name))),
     }
 }
 

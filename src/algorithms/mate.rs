@@ -249,7 +249,7 @@ struct Torus {
 fn up_link(topo: &Topology, a: NodeId, b: NodeId) -> Result<LinkId> {
     match topo.link_between(a, b) {
         Some(l) if topo.link(l).up => Ok(l),
-        _ => Err(Error::infeasible(format!("mate: internal: no up link {}->{} for a planned hop", topo.node(a).name, topo.node(b).name))),
+        _ => Err(Error::internal(format!("mate: no up link {}->{} for a planned hop", topo.node(a).name, topo.node(b).name))),
     }
 }
 

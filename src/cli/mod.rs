@@ -232,6 +232,10 @@ pub fn run(cli: Cli) -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        Err(e @ Error::Internal(_)) => {
+            eprintln!("internal error (a bug in collsched {}; please report it with the command): {e}", env!("CARGO_PKG_VERSION"));
+            e.exit_code()
+        }
         Err(e) => {
             eprintln!("error: {e}");
             e.exit_code()

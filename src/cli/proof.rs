@@ -45,7 +45,7 @@ pub fn bound(spec: &Spec, certificate: Option<&Path>, schedule: Option<&Path>, j
         (None, None) => (PathBuf::from("spec"), spec.to_json_string().into_bytes()),
     };
     let mut cert = certificate_for(spec, &bytes)?;
-    let report = collsched_checker::check_str(&cert.to_string()).map_err(|e| Error::bad(format!("internal: the certificate we built does not check: {e}")))?;
+    let report = collsched_checker::check_str(&cert.to_string()).map_err(|e| Error::internal(format!("the certificate we built does not check: {e}")))?;
     let best = report.bandwidth_bound.clone();
     if let Some(sched_path) = schedule {
         let mut reader = HashingReader::new(crate::io::open(sched_path)?);

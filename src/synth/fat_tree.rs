@@ -144,7 +144,7 @@ pub fn fat_tree_candidates(t: &Topology, c: &Collective) -> Result<Vec<(String, 
 /// The certified bounds of an instance in ns ([`super::portfolio::certified_bounds`]): the best
 /// bandwidth bound (`None` when none applies) and the latency bound.
 ///
-/// Errors: [`Error::bad`] when the certificate does not check (a bug).
+/// Errors: [`Error::Internal`] when the certificate does not check (a bug).
 pub fn certified_bounds_ns(t: &Topology, c: &Collective, flow_time: Duration) -> Result<(Option<f64>, f64)> {
     let inst = Instance { topology: t.clone(), collective: c.clone(), pieces_given: true };
     let b = super::portfolio::certified_bounds(&inst, flow_time)?;
@@ -158,7 +158,7 @@ fn checked(t: &Topology, c: &Collective, steps: Vec<Step>, method: &str) -> Resu
     let verdict = verify_schedule(&schedule, &VerifyOptions::default())?;
     if !verdict.is_valid() {
         let first: Vec<String> = verdict.findings.failures().iter().take(3).map(|d| d.to_string()).collect();
-        return Err(Error::bad(format!("fat-tree synthesis ({method}): the schedule fails verification (a bug): {first:?}")));
+        return Err(Error::internal(format!("fat-tree synthesis ({method}): the schedule fails verification: {first:?}")));
     }
     Ok(schedule)
 }
@@ -547,7 +547,7 @@ fn greedy_slotted_all_to_all(t: &Topology, c: &Collective, relay: bool) -> Resul
             }
         }
         if subs.iter().all(|st| st.transfers.is_empty()) && slot > 2 + steps.len() {
-            return Err(Error::bad(format!("fat-tree synthesis: slot {slot} places no block (a bug)")));
+            return Err(Error::internal(format!("fat-tree synthesis: slot {slot} places no block")));
         }
         steps.extend(subs.into_iter().filter(|st| !st.transfers.is_empty()));
         pending = rest;

@@ -243,7 +243,7 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
         let r = verify_schedule(&s, &VerifyOptions::default())?;
         if !r.is_valid() {
             if name.starts_with("time-expanded") || name.starts_with("fewest") || name.starts_with("spreading") {
-                return Err(Error::bad(format!("synthesis ({name}): the schedule fails verification (a bug): {:?}", r.findings.failures().first())));
+                return Err(Error::internal(format!("synthesis ({name}): the schedule fails verification: {:?}", r.findings.failures().first())));
             }
             continue;
         }
@@ -311,10 +311,10 @@ pub struct CertifiedBounds {
 /// The certified bounds of `inst`; `flow_time` caps the flow bound's multiplicative weights (any
 /// length function gives a valid bound, only a weaker one).
 ///
-/// Errors: [`Error::bad`] when the certificate does not check (a bug).
+/// Errors: [`Error::Internal`] when the certificate does not check (a bug).
 pub fn certified_bounds(inst: &Instance, flow_time: Duration) -> Result<CertifiedBounds> {
     let cert = certificate_of_instance(inst, &"0".repeat(64), &FlowOptions { time_limit: flow_time, ..Default::default() });
-    let checked = collsched_checker::check_str(&cert.to_string()).map_err(|e| Error::bad(format!("internal: the bound certificate does not check: {e}")))?;
+    let checked = collsched_checker::check_str(&cert.to_string()).map_err(|e| Error::internal(format!("the bound certificate does not check: {e}")))?;
     let latency = checked.claims.iter().find(|cl| cl.bound == "latency").map(|cl| cl.derived.clone()).unwrap_or_default();
     Ok(CertifiedBounds { bandwidth: checked.bandwidth_bound, latency })
 }
