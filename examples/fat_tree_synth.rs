@@ -2,7 +2,7 @@
 //! 8, 400 GB/s and 25 ns per link, 1 us per switch), 1 MiB per npu, EP groups of the first 32
 //! and all 64 npus, healthy and with a failed leaf-spine (ToR-aggregation) cable: for every
 //! collective the candidate with the least event-driven time (route-and-step, and for the
-//! gathering and reducing kinds also the spreading trees of `synth::spread`), its
+//! gathering and reducing kinds also the spreading trees of `synth::spreading`), its
 //! step-synchronous time, the certified bound (bandwidth + latency) and the gap of the
 //! event-driven time to it.
 //!
@@ -11,8 +11,9 @@
 use collsched::collective::{Collective, CollectiveKind};
 use collsched::cost::event_cost;
 use collsched::schedule::{Schedule, ScheduleHeader};
-use collsched::synth::fat_tree::{certified_bounds_ns, fat_tree_candidates};
-use collsched::synth::spread::spread_steps;
+use collsched::bounds::certified::certified_bounds_ns;
+use collsched::synth::switched::fat_tree_candidates;
+use collsched::synth::spreading::spread_steps;
 use collsched::topology::{fat_tree, FatTreeParams, FaultPattern, NodeId};
 use collsched::units::to_f64;
 use collsched::verify::{verify_schedule, VerifyOptions};

@@ -3,6 +3,7 @@
 //! Every bound here is computed exactly (rationals) from the instance alone: no solver.
 
 pub mod certificate;
+pub mod certified;
 pub mod cut;
 pub mod flow;
 

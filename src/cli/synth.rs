@@ -4,10 +4,10 @@
 //! `--objective steps` runs the solver search for the fewest steps (one piece per link per step,
 //! docs/design/MODEL.md section 3). The default objective, the schedule's time at the spec's message size,
 //! takes the fastest verified candidate of [`portfolio::synthesize`]: the fewest-steps schedule,
-//! time-expanded routing over pieces per block and horizons (`synth::timed`), on tori the
+//! time-expanded routing over pieces per block and horizons (`synth::routing`), on tori the
 //! hand-written schedules that fit the faults (HalfRing+DimRotation, MATE, MATEe), for the
-//! gathering and reducing kinds the spreading trees of `synth::spread`, and on switched networks
-//! the route-and-step candidates of `synth::fat_tree` (chosen there by event-driven time). Its
+//! gathering and reducing kinds the spreading trees of `synth::spreading`, and on switched networks
+//! the route-and-step candidates of `synth::switched` (chosen there by event-driven time). Its
 //! gap is measured against the certified bandwidth bound plus the latency bound (docs/design/MODEL.md
 //! section 6); `--pareto` lists the candidates' steps/time trade-off.
 

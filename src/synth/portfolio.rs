@@ -26,12 +26,11 @@
 //! bound is proven for the step-synchronous model, and on switched networks the event-driven gap
 //! is reported beside it as a measure, not a proof.
 
-use super::{fat_tree, spread, timed};
-use super::{synthesize_steps_with, Progress, SynthOptions, SynthReport, SynthStatus};
+use super::steps::{synthesize_steps_with, SynthReport, SynthStatus};
+use super::{routing, spreading, switched};
+use super::{Progress, SynthOptions};
 use crate::algorithms::{torus_all_to_all, torus_all_to_all_shape, torus_mate, torus_ring_collective, RingAlgorithm, Scheduler};
-use crate::bounds::certificate::certificate_of_instance;
-use crate::bounds::flow::FlowOptions;
-use collsched_checker::Q;
+use crate::bounds::certified::{certified_bounds, q_to_f64};
 use crate::collective::CollectiveKind;
 use crate::cost::event_cost;
 use crate::cost::SyncCost;
@@ -158,7 +157,7 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
     if objective == Objective::Time && c.kind == CollectiveKind::AllToAll {
         let counts: Vec<u32> = if inst.pieces_given { vec![c.pieces] } else { PIECE_COUNTS.to_vec() };
         let mut note = |m: &str| progress(&Progress::Trying(m.to_string()));
-        let sweep = timed::candidates(t, c, &counts, deadline, &mut note)?;
+        let sweep = routing::candidates(t, c, &counts, deadline, &mut note)?;
         limit_reached |= sweep.cut_short;
         // The estimate is the exact cost (tested); the sweep keeps the best per piece count,
         // the points of the trade-off worth verifying.
@@ -207,7 +206,7 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
             };
             progress(&Progress::Trying(name.clone()));
             let cp = crate::collective::Collective::new(c.kind, c.ranks.clone(), c.bytes_per_rank, p, c.block_bytes.clone(), t)?;
-            match spread::spread_steps(t, &cp, batch, deadline) {
+            match spreading::spread_steps(t, &cp, batch, deadline) {
                 Ok(Some(steps)) => candidates.push((name, schedule(t, &cp, steps, "spreading"))),
                 Ok(None) => limit_reached = true,
                 Err(e) => {
@@ -219,7 +218,7 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
     }
     if objective == Objective::Time && switched && !(inst.pieces_given && c.pieces > 1) {
         progress(&Progress::Trying("fat-tree route-and-step candidates".into()));
-        match fat_tree::fat_tree_candidates(t, c) {
+        match switched::fat_tree_candidates(t, c) {
             Ok(found) => candidates.extend(found),
             // Other candidates may remain; with none, the error below says so.
             Err(e) if candidates.is_empty() => return Err(e),
@@ -296,32 +295,6 @@ pub fn relay_outside_group(s: &Schedule) -> Option<crate::topology::NodeId> {
 fn schedule(t: &crate::topology::Topology, c: &crate::collective::Collective, steps: Vec<crate::schedule::Step>, method: &str) -> Schedule {
     let meta = serde_json::json!({"algorithm": "synth", "method": method, "shape": crate::topology::shape_json(t)});
     Schedule { header: ScheduleHeader { topology: t.clone(), collective: c.clone(), meta: Some(meta) }, steps }
-}
-
-/// The certified bounds of an instance, re-derived by the independent checker
-/// ([`collsched_checker`]) from the bound certificate (docs/design/MODEL.md section 6), in ns.
-#[derive(Clone, Debug, PartialEq)]
-pub struct CertifiedBounds {
-    /// The best bandwidth bound (volume, cut or flow); `None` when none applies.
-    pub bandwidth: Option<Q>,
-    /// The latency bound.
-    pub latency: Q,
-}
-
-/// The certified bounds of `inst`; `flow_time` caps the flow bound's multiplicative weights (any
-/// length function gives a valid bound, only a weaker one).
-///
-/// Errors: [`Error::Internal`] when the certificate does not check (a bug).
-pub fn certified_bounds(inst: &Instance, flow_time: Duration) -> Result<CertifiedBounds> {
-    let cert = certificate_of_instance(inst, &"0".repeat(64), &FlowOptions { time_limit: flow_time, ..Default::default() });
-    let checked = collsched_checker::check_str(&cert.to_string()).map_err(|e| Error::internal(format!("the bound certificate does not check: {e}")))?;
-    let latency = checked.claims.iter().find(|cl| cl.bound == "latency").map(|cl| cl.derived.clone()).unwrap_or_default();
-    Ok(CertifiedBounds { bandwidth: checked.bandwidth_bound, latency })
-}
-
-/// An exact number as a float.
-pub fn q_to_f64(x: &Q) -> Option<f64> {
-    num_traits::ToPrimitive::to_f64(x)
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //!
 //! The balanced router uses it to give every leaf-to-leaf flow of a step its own spine: edges of
 //! one colour share no endpoint, so flows of one colour share no uplink and no downlink. The
-//! fat-tree synthesizer (`crate::synth::fat_tree`) uses it for its slots and spines.
+//! fat-tree synthesizer (`crate::synth::switched`) uses it for its slots and spines.
 
 const FREE: usize = usize::MAX;
 

@@ -43,8 +43,8 @@
 //!
 //! Every candidate is verified (rules 1-5, no contention allowed) before it is returned.
 
-use super::encoding::Demand;
-use super::heuristic::route_and_pack;
+use super::steps::encoding::Demand;
+use super::steps::heuristic::route_and_pack;
 use super::hops::HopGraph;
 use crate::algorithms::switched::colour::colour_edges;
 use crate::algorithms::switched::route::free_path;
@@ -52,11 +52,9 @@ use crate::algorithms::switched::{switched, Routing, SwitchedAlgorithm};
 use crate::collective::{Collective, CollectiveKind, PieceId};
 use crate::error::{Error, Result};
 use crate::schedule::{Op, Schedule, ScheduleHeader, Step, Transfer};
-use crate::spec::Instance;
 use crate::topology::{shape_json, FatTreeShape, LinkId, NodeId, Topology};
 use crate::verify::{verify_schedule, VerifyOptions};
 use std::collections::{HashMap, VecDeque};
-use std::time::Duration;
 
 /// Named, verified, contention-free candidate schedules of the collective on a topology with
 /// switches (a fat tree, healthy or with failed links, or any custom switched network); the
@@ -139,16 +137,6 @@ pub fn fat_tree_candidates(t: &Topology, c: &Collective) -> Result<Vec<(String, 
         return Err(Error::infeasible(format!("fat-tree synthesis: no contention-free {} schedule was found for these ranks and faults", c.kind)));
     }
     Ok(out)
-}
-
-/// The certified bounds of an instance in ns ([`super::portfolio::certified_bounds`]): the best
-/// bandwidth bound (`None` when none applies) and the latency bound.
-///
-/// Errors: [`Error::Internal`] when the certificate does not check (a bug).
-pub fn certified_bounds_ns(t: &Topology, c: &Collective, flow_time: Duration) -> Result<(Option<f64>, f64)> {
-    let inst = Instance { topology: t.clone(), collective: c.clone(), pieces_given: true };
-    let b = super::portfolio::certified_bounds(&inst, flow_time)?;
-    Ok((b.bandwidth.as_ref().and_then(super::portfolio::q_to_f64), super::portfolio::q_to_f64(&b.latency).unwrap_or(0.0)))
 }
 
 /// Wraps steps into a schedule and verifies it (no contention allowed); a failure is a bug.
@@ -711,6 +699,8 @@ fn healthy_colouring(t: &Topology, shape: &FatTreeShape, ends: &[(NodeId, NodeId
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bounds::certified::certified_bounds_ns;
+    use std::time::Duration;
     use crate::cost::event_cost;
     use crate::topology::{fat_tree, FatTreeParams, FaultPattern};
 

@@ -222,7 +222,7 @@ fn rarest_new(have: &Rows, holders: &[u32], u: usize, v: usize, incoming: &[usiz
 mod tests {
     use super::*;
     use crate::schedule::{Schedule, ScheduleHeader};
-    use crate::synth::tests::{fail_cable, fail_picked_cables};
+    use crate::synth::steps::tests::{fail_cable, fail_picked_cables};
     use crate::topology::{fat_tree, torus, FatTreeParams, NodeId, TorusParams};
     use crate::verify::{verify_schedule, VerifyOptions};
 

@@ -4,7 +4,7 @@
 //! program, so a constraint over booleans only becomes `pb_le`/`pb_eq`; a constraint that
 //! mentions an integer variable falls back to integer arithmetic.
 
-use super::backend::{Backend, Model, Outcome, Term, Var};
+use super::{Backend, Model, Outcome, Term, Var};
 use std::time::Duration;
 use z3::ast::{Bool, Int};
 use z3::{Params, SatResult};

@@ -2,7 +2,7 @@
 //! opt-in cargo feature `highs` (a C++ build that needs cmake and libclang: docs/design/DEPENDENCIES.md), a
 //! zero objective.
 
-use super::backend::{Backend, Model, Outcome, Term, Var};
+use super::{Backend, Model, Outcome, Term, Var};
 use good_lp::{constraint, microlp, variable, Constraint, Expression, ProblemVariables, ResolutionError, Solution, SolverModel, Variable, WithTimeLimit};
 use std::time::Duration;
 

@@ -12,7 +12,7 @@
 //! at most one piece per step.
 
 use super::encoding::Demand;
-use super::hops::HopGraph;
+use crate::synth::hops::HopGraph;
 use crate::schedule::{Op, Step, Transfer};
 
 /// How many tie-break orders are tried; the routes and the packing are greedy, so different

@@ -1,7 +1,7 @@
 //! Tests of the synthesizer: backends agree, schedules verify, limits and faults are reported.
 
 use super::encoding::{Demand, Reach, TimeExpanded};
-use super::hops::HopGraph;
+use crate::synth::hops::HopGraph;
 use super::*;
 use crate::topology::{fat_tree, torus, FatTreeParams, NodeId, TorusParams};
 
@@ -17,7 +17,7 @@ fn a2a(t: &Topology, pieces: u32) -> Collective {
 }
 
 /// Fails the cable between npus `a` and `b`: both directions down.
-pub(super) fn fail_cable(t: &mut Topology, a: u32, b: u32) {
+pub(crate) fn fail_cable(t: &mut Topology, a: u32, b: u32) {
     for (x, y) in [(a, b), (b, a)] {
         let l = t.link_between(NodeId(x), NodeId(y)).unwrap();
         t.set_down(l);
@@ -26,7 +26,7 @@ pub(super) fn fail_cable(t: &mut Topology, a: u32, b: u32) {
 
 /// Fails the cables the property tests pick: per `(node, k)`, the `k`-th cable still up at npu
 /// `node` (both taken modulo), skipping npus with none left.
-pub(super) fn fail_picked_cables(t: &mut Topology, cuts: &[(usize, usize)]) {
+pub(crate) fn fail_picked_cables(t: &mut Topology, cuts: &[(usize, usize)]) {
     for &(node, k) in cuts {
         let u = NodeId((node % t.num_npus()) as u32);
         let outs: Vec<_> = t.up_out_links(u).collect();

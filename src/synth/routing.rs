@@ -399,7 +399,7 @@ pub fn candidates(t: &Topology, c: &Collective, piece_counts: &[u32], deadline: 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::synth::tests::fail_picked_cables;
+    use crate::synth::steps::tests::fail_picked_cables;
     use crate::topology::{torus, TorusParams};
     use crate::verify::{verify_schedule, VerifyOptions};
 
@@ -423,7 +423,7 @@ mod tests {
         // Every other npu of a 4x4 torus with a failed cable: the candidates' paths pass npus
         // outside the group, which run no program, so rule 6 must lower the ranks alone.
         let mut t = torus(&TorusParams::uniform(&[4, 4], 32.0, 100.0)).unwrap();
-        crate::synth::tests::fail_cable(&mut t, 0, 1);
+        crate::synth::steps::tests::fail_cable(&mut t, 0, 1);
         let ranks: Vec<NodeId> = t.node_ids().filter(|v| v.0 % 2 == 0).collect();
         let c = Collective::new(CollectiveKind::AllToAll, ranks, 8 << 20, 1, None, &t).unwrap();
         let sweep = candidates(&t, &c, &[1, 2], far(), &mut |_| {}).unwrap();

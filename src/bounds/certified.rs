@@ -1,0 +1,48 @@
+//! The certified bounds of an instance: its bound certificate (docs/design/MODEL.md section 6),
+//! re-derived by the independent checker ([`collsched_checker`]), so that every gap collsched
+//! prints is measured against a bound that the trusted base has checked.
+
+use super::certificate::certificate_of_instance;
+use super::flow::FlowOptions;
+use crate::collective::Collective;
+use crate::error::{Error, Result};
+use crate::spec::Instance;
+use crate::topology::Topology;
+use collsched_checker::Q;
+use std::time::Duration;
+
+/// The certified bounds of an instance, re-derived by the independent checker
+/// ([`collsched_checker`]) from the bound certificate (docs/design/MODEL.md section 6), in ns.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CertifiedBounds {
+    /// The best bandwidth bound (volume, cut or flow); `None` when none applies.
+    pub bandwidth: Option<Q>,
+    /// The latency bound.
+    pub latency: Q,
+}
+
+/// The certified bounds of `inst`; `flow_time` caps the flow bound's multiplicative weights (any
+/// length function gives a valid bound, only a weaker one).
+///
+/// Errors: [`Error::Internal`] when the certificate does not check (a bug).
+pub fn certified_bounds(inst: &Instance, flow_time: Duration) -> Result<CertifiedBounds> {
+    let cert = certificate_of_instance(inst, &"0".repeat(64), &FlowOptions { time_limit: flow_time, ..Default::default() });
+    let checked = collsched_checker::check_str(&cert.to_string()).map_err(|e| Error::internal(format!("the bound certificate does not check: {e}")))?;
+    let latency = checked.claims.iter().find(|cl| cl.bound == "latency").map(|cl| cl.derived.clone()).unwrap_or_default();
+    Ok(CertifiedBounds { bandwidth: checked.bandwidth_bound, latency })
+}
+
+/// An exact number as a float.
+pub fn q_to_f64(x: &Q) -> Option<f64> {
+    num_traits::ToPrimitive::to_f64(x)
+}
+
+/// The certified bounds of an instance in ns ([`certified_bounds`]): the best
+/// bandwidth bound (`None` when none applies) and the latency bound.
+///
+/// Errors: [`Error::Internal`] when the certificate does not check (a bug).
+pub fn certified_bounds_ns(t: &Topology, c: &Collective, flow_time: Duration) -> Result<(Option<f64>, f64)> {
+    let inst = Instance { topology: t.clone(), collective: c.clone(), pieces_given: true };
+    let b = certified_bounds(&inst, flow_time)?;
+    Ok((b.bandwidth.as_ref().and_then(q_to_f64), q_to_f64(&b.latency).unwrap_or(0.0)))
+}

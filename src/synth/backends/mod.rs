@@ -1,0 +1,167 @@
+//! The exact backends behind one small interface (good_lp's shape: one trait, one file per
+//! backend): the time-expanded program is written once against [`Backend`], and the ILP
+//! ([`IlpBackend`]: microlp, or HiGHS) and SMT (`SmtBackend`: z3) backends translate it, so they
+//! can be checked against each other and swapped without touching the encoding. [`Solver`] names
+//! a backend and builds it. microlp is always built; z3 (`smt`) and HiGHS (`highs`) are cargo
+//! features, since they link or build C and C++ libraries.
+
+mod ilp;
+#[cfg(feature = "smt")]
+mod smt;
+
+pub use ilp::IlpBackend;
+#[cfg(feature = "smt")]
+pub use smt::SmtBackend;
+
+use crate::error::{Error, Result};
+use std::time::Duration;
+
+/// A variable of a [`Backend`], numbered in creation order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Var(pub usize);
+
+/// A linear term: a variable times an integer coefficient.
+pub type Term = (Var, i64);
+
+/// Values of every variable, indexed by [`Var`] (booleans are 0 or 1).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Model {
+    /// One value per variable.
+    pub values: Vec<i64>,
+}
+
+impl Model {
+    /// The value of a variable.
+    pub fn value(&self, v: Var) -> i64 {
+        self.values[v.0]
+    }
+}
+
+/// What a solve found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// A solution.
+    Sat(Model),
+    /// The solver proved that no solution exists.
+    Unsat,
+    /// No answer within the limit (or the solver gave up); the reason is the solver's.
+    Unknown(String),
+}
+
+/// A feasibility solver over bounded integer and 0-1 variables with linear constraints.
+pub trait Backend {
+    /// A short name for reports (`ilp-microlp`, `smt-z3`).
+    fn name(&self) -> &'static str;
+    /// A new integer variable with `lo <= x <= hi`.
+    fn add_int_var(&mut self, lo: i64, hi: i64) -> Var;
+    /// A new 0-1 variable.
+    fn add_bool(&mut self) -> Var;
+    /// Adds `sum(coefficient * variable) <= rhs`.
+    fn add_linear_le(&mut self, terms: &[Term], rhs: i64);
+    /// Adds `sum(coefficient * variable) == rhs`.
+    fn add_linear_eq(&mut self, terms: &[Term], rhs: i64);
+    /// Looks for a solution for at most `time_limit`. Call it once: a backend holds one program
+    /// (the ILP backend hands it to the solver).
+    fn solve(&mut self, time_limit: Duration) -> Outcome;
+}
+
+/// Which exact backend the search uses (`method.synthesize.solver` in a spec, `--solver`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Solver {
+    /// good_lp with microlp.
+    Ilp,
+    /// z3 with pseudo-boolean constraints (cargo feature `smt`: links the system libz3).
+    Smt,
+    /// microlp for programs of up to [`AUTO_ILP_VARIABLES`] variables, z3 above when the build
+    /// has it (measured), microlp otherwise.
+    Auto,
+    /// good_lp with HiGHS (cargo feature `highs`: a C++ build that needs cmake and libclang).
+    Highs,
+}
+
+/// Where `Solver::Auto` switches from microlp to z3. Measured in release on this machine (search
+/// from the bound to the first feasible horizon): microlp was faster on rings 4-8, 3x3 and rings
+/// with a failed cable up to 694 variables (ring 8: 0.07 s vs 0.81 s; 3x3: 0.02 s vs 2.28 s);
+/// z3 on the faulty 3x3 (708 variables: 0.06 s vs 0.25 s) and the faulty ring 8 (1302: 0.37 s
+/// vs 1.67 s).
+pub const AUTO_ILP_VARIABLES: usize = 700;
+
+impl Solver {
+    /// Every solver name, for help texts and error messages.
+    pub const NAMES: &'static [&'static str] = &["auto", "ilp", "smt", "highs"];
+
+    /// The solver of a name in [`Solver::NAMES`]; `None` for any other name. A solver that this
+    /// build lacks is still named here: [`Solver::check_built`] says how to get it.
+    pub fn from_name(name: &str) -> Option<Solver> {
+        match name {
+            "auto" => Some(Solver::Auto),
+            "ilp" => Some(Solver::Ilp),
+            "smt" => Some(Solver::Smt),
+            "highs" => Some(Solver::Highs),
+            _ => None,
+        }
+    }
+
+    /// The name of the solver (as in a spec).
+    pub fn name(self) -> &'static str {
+        match self {
+            Solver::Auto => "auto",
+            Solver::Ilp => "ilp",
+            Solver::Smt => "smt",
+            Solver::Highs => "highs",
+        }
+    }
+
+    /// Whether this build has the backend (`smt` and `highs` are cargo features).
+    pub fn is_built(self) -> bool {
+        match self {
+            Solver::Auto | Solver::Ilp => true,
+            Solver::Smt => cfg!(feature = "smt"),
+            Solver::Highs => cfg!(feature = "highs"),
+        }
+    }
+
+    /// Bad input (exit 2) naming `field` when this build lacks the backend, with how to get it.
+    pub fn check_built(self, field: &str) -> Result<()> {
+        match self {
+            _ if self.is_built() => Ok(()),
+            Solver::Smt => Err(Error::bad(format!(
+                "{field} = \"smt\": this build has no SMT backend; install libz3 (`apt-get install -y libz3-dev`) and build with `cargo build --release --features smt`"
+            ))),
+            _ => Err(Error::bad(format!(
+                "{field} = \"highs\": this build has no HiGHS backend; install cmake and libclang (`apt-get install -y cmake libclang-dev`) and build with `cargo build --release --features highs`"
+            ))),
+        }
+    }
+
+    /// The concrete backend for a program of `variables` 0-1 variables.
+    pub fn resolve(self, variables: usize) -> Solver {
+        match self {
+            Solver::Auto if variables <= AUTO_ILP_VARIABLES || !Solver::Smt.is_built() => Solver::Ilp,
+            Solver::Auto => Solver::Smt,
+            s => s,
+        }
+    }
+
+    /// The backend; an error only for a backend this build lacks (see [`Solver::check_built`]).
+    pub fn backend(self, variables: usize) -> Result<Box<dyn Backend>> {
+        let solver = self.resolve(variables);
+        solver.check_built("solver")?;
+        Ok(match solver {
+            #[cfg(feature = "smt")]
+            Solver::Smt => Box::new(SmtBackend::new()),
+            #[cfg(feature = "highs")]
+            Solver::Highs => Box::new(IlpBackend::highs()),
+            _ => Box::new(IlpBackend::new()),
+        })
+    }
+}
+
+impl std::str::FromStr for Solver {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        Solver::from_name(s).ok_or_else(|| format!("expected one of {}", Solver::NAMES.join(", ")))
+    }
+}
