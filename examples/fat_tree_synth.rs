@@ -8,12 +8,12 @@
 //!
 //! `cargo run --release --example fat_tree_synth`
 
+use collsched::bounds::certified::certified_bounds_ns;
 use collsched::collective::{Collective, CollectiveKind};
 use collsched::cost::event_cost;
 use collsched::schedule::{Schedule, ScheduleHeader};
-use collsched::bounds::certified::certified_bounds_ns;
-use collsched::synth::switched::fat_tree_candidates;
 use collsched::synth::spreading::spread_steps;
+use collsched::synth::switched::fat_tree_candidates;
 use collsched::topology::{fat_tree, FatTreeParams, FaultPattern, NodeId};
 use collsched::units::to_f64;
 use collsched::verify::{verify_schedule, VerifyOptions};
@@ -40,7 +40,7 @@ fn main() -> collsched::error::Result<()> {
                 for kind in KINDS {
                     let c = Collective::new(kind, (0..ep).map(NodeId).collect(), 1 << 20, 1, None, &t)?;
                     let mut best: Option<(String, usize, f64, f64)> = None;
-                    let mut candidates = fat_tree_candidates(&t, &c)?;
+                    let mut candidates: Vec<(String, Schedule)> = fat_tree_candidates(&t, &c)?.into_iter().map(|(m, s)| (m.to_string(), s)).collect();
                     if kind != CollectiveKind::AllToAll {
                         let steps = spread_steps(&t, &c, 1, Instant::now() + Duration::from_secs(60))?.expect("spreading within a minute");
                         let header = ScheduleHeader { topology: t.clone(), collective: c.clone(), meta: None };

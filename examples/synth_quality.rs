@@ -6,7 +6,7 @@
 //! Each row is `collsched synthesize` with its default 60 s budget; 32 GB/s, 100 ns, 8 MiB per npu.
 
 use collsched::spec::Spec;
-use collsched::synth::portfolio::{synthesize, Objective};
+use collsched::synth::portfolio::{synthesize, Candidate, HandWritten, Objective};
 use collsched::synth::SynthOptions;
 use std::time::{Duration, Instant};
 
@@ -82,9 +82,9 @@ fn main() {
         };
         let secs = started.elapsed().as_secs_f64();
         let us = |x: f64| x / 1000.0;
-        let time = a.entries.iter().find(|e| e.name == a.chosen).map_or(f64::NAN, |e| e.time_ns);
-        let named = |n: &str| a.entries.iter().find(|e| e.name == n).map(|e| e.time_ns);
-        let matee = named("MATEe");
+        let time = a.chosen_entry().map_or(f64::NAN, |e| e.time_ns);
+        let named = |h: HandWritten| a.entries.iter().find(|e| e.candidate == Candidate::HandWritten(h)).map(|e| e.time_ns);
+        let matee = named(HandWritten::Matee);
         println!(
             "| {name} | {} | {} | {} | {:.1} | {:.1} | {:.2}% | {} | {} | {} | {secs:.1} |",
             a.chosen,
@@ -95,7 +95,7 @@ fn main() {
             100.0 * a.gap.unwrap_or(f64::NAN),
             matee.map_or("-".into(), |m| format!("{:.1}", us(m))),
             matee.map_or("-".into(), |m| format!("{:.2}x", m / time)),
-            named("HalfRing+DimRotation").map_or("-".into(), |m| format!("{:.1}", us(m))),
+            named(HandWritten::HalfRingDimRotation).map_or("-".into(), |m| format!("{:.1}", us(m))),
         );
     }
 }

@@ -14,7 +14,8 @@ use crate::units::Rational;
 use std::fmt;
 
 /// The kind of collective.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum CollectiveKind {
     /// Every rank sends a distinct block to every other rank.
     AllToAll,
@@ -57,6 +58,14 @@ impl CollectiveKind {
         } else {
             2
         }
+    }
+}
+
+impl std::str::FromStr for CollectiveKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        Self::parse(s).ok_or_else(|| format!("expected one of {}", Self::ALL.map(|k| k.as_str()).join(", ")))
     }
 }
 

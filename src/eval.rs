@@ -270,7 +270,7 @@ pub fn fat_tree_study(dir: &Path, progress: &mut dyn FnMut(StudyProgress)) -> Re
             let c = Collective::new(CollectiveKind::AllToAll, ranks, 1 << 20, 1, None, &t)?;
             for algorithm in FAT_TREE_ALGORITHMS {
                 for routing in FAT_TREE_ROUTINGS {
-                    progress(StudyProgress::Started(&format!("{name} EP={ep} {} {}", algorithm.as_str(), routing.as_str())));
+                    progress(StudyProgress::Started(&format!("{name} EP={ep} {} {}", algorithm.as_str(), routing.name())));
                     let s = switched(&t, &c, algorithm, routing)?;
                     let r = verify_schedule(&s, &VerifyOptions { allow_contention: true, ..Default::default() })?;
                     if !r.is_valid() {
@@ -283,12 +283,12 @@ pub fn fat_tree_study(dir: &Path, progress: &mut dyn FnMut(StudyProgress)) -> Re
                         md,
                         "| {name} | {ep} | {} | {} | {} | {:.1} | ({:.1}) | {shares} |",
                         algorithm.as_str(),
-                        routing.as_str(),
+                        routing.name(),
                         s.steps.len(),
                         event / 1e3,
                         sync / 1e3
                     );
-                    let _ = writeln!(csv, "{name},{ep},{},{},{},{event:.1},{sync:.1},{shares}", algorithm.as_str(), routing.as_str(), s.steps.len());
+                    let _ = writeln!(csv, "{name},{ep},{},{},{},{event:.1},{sync:.1},{shares}", algorithm.as_str(), routing.name(), s.steps.len());
                     progress(StudyProgress::Finished);
                 }
             }

@@ -1,17 +1,11 @@
 //! `collsched generate`: runs the algorithm a spec names on the spec's instance.
 
-use crate::algorithms::switched::{switched, Routing, SwitchedAlgorithm};
+use crate::algorithms::switched::{switched, SwitchedAlgorithm};
 use crate::algorithms::{routed_all_to_all, torus_all_to_all, torus_mate, torus_ring_collective, HardwareRouting, RingAlgorithm, Scheduler};
 use crate::collective::CollectiveKind;
 use crate::error::{Error, Result};
 use crate::schedule::Schedule;
-use crate::spec::{MethodSpec, Spec};
-
-/// The algorithm names that run on tori: docs/design/FORMATS.md's one-ring algorithms, and the
-/// hardware-routed baselines `dor` and `wfr` (docs/design/ALGORITHMS.md, "Hardware-routed baselines").
-const TORUS_ALGORITHMS: [&str; 5] = ["ring", "halfring", "foldedring", "dor", "wfr"];
-/// The scheduler names of docs/design/FORMATS.md.
-const SCHEDULERS: [&str; 5] = ["sequential", "pipeline", "dimrotation", "mate", "matee"];
+use crate::spec::{Algorithm, GenerateSpec, Instance, MethodSpec, Routing, SchedulerName, Spec};
 
 /// Generates the schedule a spec's `method.generate` names.
 pub fn from_spec(spec: &Spec) -> Result<Schedule> {
@@ -20,39 +14,46 @@ pub fn from_spec(spec: &Spec) -> Result<Schedule> {
         return Err(Error::bad(format!("{src}: field `method`: `generate` needs {{\"generate\": {{\"algorithm\": ...}}}}")));
     };
     let inst = spec.instance()?;
-    let t = &inst.topology;
-    let c = &inst.collective;
-    if t.torus_shape().is_none() {
-        return switched_from_spec(&src, g, &inst);
-    }
+    let schedule = if inst.topology.torus_shape().is_some() { torus_from_spec(&src, g, &inst)? } else { switched_from_spec(&src, g, &inst)? };
+    check_pieces(&src, &inst, g.algorithm, schedule)
+}
+
+/// Whether the method's schedules share links by design: the hardware-routed baselines on a
+/// torus and single-path routing on switched networks (docs/design/MODEL.md rule 2: written and
+/// costed, the sharing reported rather than failed).
+pub fn shares_links_by_design(g: &GenerateSpec) -> bool {
+    g.algorithm.shares_links() || g.routing == Some(Routing::SinglePath)
+}
+
+/// The torus algorithms: the rings of docs/design/ALGORITHMS.md under a scheduler, MATE and MATEe,
+/// and the hardware-routed baselines.
+fn torus_from_spec(src: &str, g: &GenerateSpec, inst: &Instance) -> Result<Schedule> {
+    let (t, c) = (&inst.topology, &inst.collective);
     if g.routing.is_some() {
         return Err(Error::bad(format!("{src}: field `method.generate.routing`: routing policies apply to switched topologies, not to a torus")));
     }
-    let hardware = match g.algorithm.as_str() {
-        "dor" => Some(HardwareRouting::Dor),
-        "wfr" => Some(HardwareRouting::Wfr),
-        _ => None,
-    };
-    if let Some(routing) = hardware {
-        if g.scheduler.is_some() || g.chunks.is_some() {
-            return Err(Error::bad(format!("{src}: algorithm \"{}\" routes every block in hardware: it takes no scheduler", g.algorithm)));
+    let algorithm = match g.algorithm {
+        Algorithm::Ring => RingAlgorithm::Ring,
+        Algorithm::HalfRing => RingAlgorithm::HalfRing,
+        Algorithm::FoldedRing => RingAlgorithm::FoldedRing,
+        Algorithm::Dor | Algorithm::Wfr => {
+            if g.scheduler.is_some() || g.chunks.is_some() {
+                return Err(Error::bad(format!("{src}: algorithm \"{}\" routes every block in hardware: it takes no scheduler", g.algorithm)));
+            }
+            let routing = if g.algorithm == Algorithm::Dor { HardwareRouting::Dor } else { HardwareRouting::Wfr };
+            return routed_all_to_all(t, c, routing).map_err(|e| e.context(src));
         }
-        return routed_all_to_all(t, c, routing).map_err(|e| e.context(&src));
-    }
-    let algorithm = match g.algorithm.as_str() {
-        "ring" => RingAlgorithm::Ring,
-        "halfring" => RingAlgorithm::HalfRing,
-        "foldedring" => RingAlgorithm::FoldedRing,
         other => {
+            let on_torus = [Algorithm::Ring, Algorithm::HalfRing, Algorithm::FoldedRing, Algorithm::Dor, Algorithm::Wfr];
             return Err(Error::bad(format!(
-                "{src}: field `method.generate.algorithm` = \"{other}\": expected one of {} on a torus",
-                TORUS_ALGORITHMS.join(", ")
-            )))
+                "{src}: field `method.generate.algorithm` = \"{other}\": on a torus expected one of {}",
+                on_torus.map(Algorithm::name).join(", ")
+            )));
         }
     };
     if c.kind != CollectiveKind::AllToAll {
         // The gathering and reducing kinds run dimension after dimension.
-        if let Some(s) = g.scheduler.as_deref().filter(|&s| s != "sequential") {
+        if let Some(s) = g.scheduler.filter(|&s| s != SchedulerName::Sequential) {
             return Err(Error::bad(format!(
                 "{src}: field `method.generate.scheduler` = \"{s}\": {} on a torus runs its rings dimension after dimension; leave the scheduler out or set \"sequential\"",
                 c.kind
@@ -61,37 +62,55 @@ pub fn from_spec(spec: &Spec) -> Result<Schedule> {
         if let Some(chunks) = g.chunks {
             return Err(Error::bad(format!("{src}: field `method.generate.chunks` = {chunks}: only the all_to_all pipeline scheduler takes chunks")));
         }
-        let schedule = torus_ring_collective(t, c, algorithm).map_err(|e| e.context(&src))?;
-        return check_pieces(&src, &inst, &g.algorithm, schedule);
+        return torus_ring_collective(t, c, algorithm).map_err(|e| e.context(src));
     }
-    let scheduler = match (g.scheduler.as_deref(), g.chunks) {
-        (None | Some("sequential"), None) => Scheduler::Sequential,
-        (Some("pipeline"), chunks) => Scheduler::Pipeline { chunks: chunks.unwrap_or(6) },
-        (Some("dimrotation"), None) => Scheduler::DimRotation,
-        (Some(s @ ("mate" | "matee")), None) => {
+    let scheduler = match (g.scheduler, g.chunks) {
+        (Some(s @ (SchedulerName::Mate | SchedulerName::Matee)), None) => {
             if algorithm != RingAlgorithm::HalfRing {
                 return Err(Error::bad(format!(
                     "{src}: scheduler \"{s}\" runs HalfRing in the healthy rings: set `method.generate.algorithm` to \"halfring\""
                 )));
             }
-            let schedule = torus_mate(t, c, s == "matee").map_err(|e| e.context(&src))?;
-            return check_pieces(&src, &inst, &g.algorithm, schedule);
+            return torus_mate(t, c, s == SchedulerName::Matee).map_err(|e| e.context(src));
         }
-        (Some(other), None) if !SCHEDULERS.contains(&other) => {
-            return Err(Error::bad(format!("{src}: field `method.generate.scheduler` = \"{other}\": expected one of {}", SCHEDULERS.join(", "))))
-        }
+        (None | Some(SchedulerName::Sequential), None) => Scheduler::Sequential,
+        (Some(SchedulerName::DimRotation), None) => Scheduler::DimRotation,
+        (Some(SchedulerName::Pipeline), Some(0)) => return Err(Error::bad(format!("{src}: field `method.generate.chunks` = 0: needs at least 1"))),
+        (Some(SchedulerName::Pipeline), chunks) => Scheduler::Pipeline { chunks: chunks.unwrap_or(6) },
         (_, Some(c)) => return Err(Error::bad(format!("{src}: field `method.generate.chunks` = {c}: only the pipeline scheduler takes chunks"))),
-        (Some(other), None) => return Err(Error::bad(format!("{src}: scheduler \"{other}\" is not available"))),
     };
-    if let Scheduler::Pipeline { chunks: 0 } = scheduler {
-        return Err(Error::bad(format!("{src}: field `method.generate.chunks` = 0: needs at least 1")));
+    torus_all_to_all(t, c, algorithm, scheduler).map_err(|e| e.context(src))
+}
+
+/// A switched algorithm (pairwise, bruck, ring, ...) on a topology with switches.
+fn switched_from_spec(src: &str, g: &GenerateSpec, inst: &Instance) -> Result<Schedule> {
+    let algorithm = match g.algorithm {
+        Algorithm::Pairwise => SwitchedAlgorithm::Pairwise,
+        Algorithm::Bruck => SwitchedAlgorithm::Bruck,
+        Algorithm::Ring => SwitchedAlgorithm::Ring,
+        Algorithm::HalvingDoubling => SwitchedAlgorithm::HalvingDoubling,
+        Algorithm::DoubleBinaryTree => SwitchedAlgorithm::DoubleBinaryTree,
+        Algorithm::RecursiveDoubling => SwitchedAlgorithm::RecursiveDoubling,
+        Algorithm::RecursiveHalving => SwitchedAlgorithm::RecursiveHalving,
+        other => {
+            let names: Vec<&str> = SwitchedAlgorithm::ALL.iter().map(|a| a.as_str()).collect();
+            return Err(Error::bad(format!(
+                "{src}: field `method.generate.algorithm` = \"{other}\": on a switched topology expected one of {}",
+                names.join(", ")
+            )));
+        }
+    };
+    if let Some(s) = g.scheduler {
+        return Err(Error::bad(format!(
+            "{src}: field `method.generate.scheduler` = \"{s}\": schedulers compose torus dimensions; leave it out on a switched topology"
+        )));
     }
-    let schedule = torus_all_to_all(t, c, algorithm, scheduler).map_err(|e| e.context(&src))?;
-    check_pieces(&src, &inst, &g.algorithm, schedule)
+    let routing = g.routing.unwrap_or(Routing::Balanced);
+    switched(&inst.topology, &inst.collective, algorithm, routing).map_err(|e| e.context(src))
 }
 
 /// A spec that fixes `pieces` must agree with the granularity the algorithm chose.
-fn check_pieces(src: &str, inst: &crate::spec::Instance, algorithm: &str, schedule: Schedule) -> Result<Schedule> {
+fn check_pieces(src: &str, inst: &Instance, algorithm: Algorithm, schedule: Schedule) -> Result<Schedule> {
     let chosen = schedule.header.collective.pieces;
     if inst.pieces_given && chosen != inst.collective.pieces {
         return Err(Error::bad(format!(
@@ -100,24 +119,4 @@ fn check_pieces(src: &str, inst: &crate::spec::Instance, algorithm: &str, schedu
         )));
     }
     Ok(schedule)
-}
-
-/// A switched algorithm (pairwise, bruck, ring, ...) on a topology with switches.
-fn switched_from_spec(src: &str, g: &crate::spec::GenerateSpec, inst: &crate::spec::Instance) -> Result<Schedule> {
-    let names = ["pairwise", "bruck", "ring", "halving_doubling", "double_binary_tree", "recursive_doubling", "recursive_halving"];
-    let algorithm = SwitchedAlgorithm::parse(&g.algorithm).ok_or_else(|| {
-        Error::bad(format!("{src}: field `method.generate.algorithm` = \"{}\": on a switched topology expected one of {}", g.algorithm, names.join(", ")))
-    })?;
-    if let Some(s) = &g.scheduler {
-        return Err(Error::bad(format!(
-            "{src}: field `method.generate.scheduler` = \"{s}\": schedulers compose torus dimensions; leave it out on a switched topology"
-        )));
-    }
-    let routing = match g.routing.as_deref() {
-        None | Some("balanced") => Routing::Balanced,
-        Some("single_path") => Routing::SinglePath,
-        Some(other) => return Err(Error::bad(format!("{src}: field `method.generate.routing` = \"{other}\": expected single_path or balanced"))),
-    };
-    let schedule = switched(&inst.topology, &inst.collective, algorithm, routing).map_err(|e| e.context(src))?;
-    check_pieces(src, inst, &g.algorithm, schedule)
 }

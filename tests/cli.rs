@@ -189,7 +189,9 @@ fn generate_from_flags_then_verify_and_cost() {
 fn dimension_order_routing_is_caught_by_rule_7() {
     let out = tmp("dor.json");
     let o = run(&["generate", "--torus", "4x4", "--algorithm", "dor", "-o", s(&out)]);
-    assert_eq!(o.status.code(), Some(1), "generate verifies rules 1-5 strictly: {}", text(&o));
+    // Dimension-order routing shares links by design: written, with the sharing as a note.
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("links shared within a step (rule 2), by design"), "{}", text(&o));
     let spec = tmp("dor.spec.json");
     std::fs::write(
         &spec,

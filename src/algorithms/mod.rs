@@ -53,11 +53,6 @@ impl RingAlgorithm {
             RingAlgorithm::FoldedRing => "foldedring",
         }
     }
-
-    /// Parses a file name of an algorithm.
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|a| a.as_str() == s)
-    }
 }
 
 /// How the phases of the dimensions are placed in time (docs/design/ALGORITHMS.md, "Many dimensions").

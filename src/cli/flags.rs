@@ -1,8 +1,9 @@
 //! Shorthand flags that build a spec on the command line (docs/design/CLI.md): every flag maps to a spec
 //! field, and `--print-spec` shows the spec built.
 
+use crate::collective::CollectiveKind;
 use crate::error::{Error, Result};
-use crate::spec::Spec;
+use crate::spec::{Algorithm, SchedulerName, Spec};
 use clap::Args;
 use serde_json::{json, Map, Value};
 
@@ -29,7 +30,7 @@ pub struct SpecFlags {
     pub fail_node: Vec<String>,
     /// all_to_all, all_gather, reduce_scatter or all_reduce (collective.kind; default all_to_all).
     #[arg(long, value_name = "KIND")]
-    pub collective: Option<String>,
+    pub collective: Option<CollectiveKind>,
     /// Bytes per rank, e.g. `4MiB` (collective.bytes_per_rank; default 1MiB).
     #[arg(long, value_name = "SIZE")]
     pub bytes: Option<String>,
@@ -38,10 +39,10 @@ pub struct SpecFlags {
     pub pieces: Option<u32>,
     /// The algorithm (method.generate.algorithm).
     #[arg(long)]
-    pub algorithm: Option<String>,
+    pub algorithm: Option<Algorithm>,
     /// The scheduler (method.generate.scheduler).
     #[arg(long)]
-    pub scheduler: Option<String>,
+    pub scheduler: Option<SchedulerName>,
     /// Chunks of the pipeline scheduler (method.generate.chunks).
     #[arg(long)]
     pub chunks: Option<usize>,
@@ -92,14 +93,15 @@ impl SpecFlags {
         if !faults.is_empty() {
             spec.insert("faults".into(), Value::Object(faults));
         }
-        let mut collective = json!({"kind": self.collective.clone().unwrap_or_else(|| "all_to_all".into()), "bytes_per_rank": self.bytes.clone().unwrap_or_else(|| "1MiB".into())});
+        let mut collective =
+            json!({"kind": self.collective.unwrap_or(CollectiveKind::AllToAll), "bytes_per_rank": self.bytes.clone().unwrap_or_else(|| "1MiB".into())});
         if let Some(p) = self.pieces {
             collective["pieces"] = json!(p);
         }
         spec.insert("collective".into(), collective);
         if let Some(a) = &self.algorithm {
             let mut g = json!({"algorithm": a});
-            if let Some(s) = &self.scheduler {
+            if let Some(s) = self.scheduler {
                 g["scheduler"] = json!(s);
             }
             if let Some(c) = self.chunks {
@@ -142,7 +144,7 @@ mod tests {
         let f = SpecFlags {
             torus: Some("4x4x4".into()),
             fail: vec!["(0,0,0)-(1,0,0)".into()],
-            collective: Some("all_to_all".into()),
+            collective: Some(CollectiveKind::AllToAll),
             bytes: Some("4MiB".into()),
             ..Default::default()
         };

@@ -93,7 +93,7 @@ pub fn synthesize(
     let limit = answer.limit_reached;
     let front = answer.pareto();
     if json_out {
-        let entry = |e: &portfolio::Entry| json!({"name": e.name, "pieces": e.pieces, "steps": e.steps, "time_ns": e.time_ns, "event_driven_ns": e.event_ns});
+        let entry = |e: &portfolio::Entry| json!({"name": e.candidate, "method": e.candidate.method(), "pieces": e.pieces, "steps": e.steps, "time_ns": e.time_ns, "event_driven_ns": e.event_ns});
         let mut out = json!({"output": output, "chosen": name, "steps": schedule.steps.len(), "pieces": schedule.header.collective.pieces,
                "steps_lower_bound": answer.steps_report.as_ref().map(|r| r.steps_lower_bound), "steps_status": steps_status,
                "time_ns": to_f64(&cost.time_ns()), "bandwidth_term_ns": to_f64(&cost.bandwidth_ns()), "event_driven_ns": answer.event_ns,
@@ -144,7 +144,7 @@ pub fn synthesize(
             for e in all {
                 let star = if front.contains(&e) { " *" } else { "" };
                 let ev = e.event_ns.map_or("-".to_string(), format_ns);
-                println!("| {}{star} | {} | {} | {ev} | {} |", e.steps, e.pieces, format_ns(e.time_ns), e.name);
+                println!("| {}{star} | {} | {} | {ev} | {} |", e.steps, e.pieces, format_ns(e.time_ns), e.candidate);
             }
         }
     }

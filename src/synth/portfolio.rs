@@ -1,44 +1,46 @@
 //! What `collsched synthesize` answers: the fastest verified schedule for an instance, how far it
 //! is from the certified bound, and the steps/time trade-off behind it.
 //!
-//! The objective is the schedule's step-synchronous time at the collective's size (docs/design/MODEL.md
-//! section 5), or its number of steps. The candidates:
+//! The objective is the schedule's step-synchronous time at the collective's size
+//! (docs/design/MODEL.md section 5), or its number of steps. The candidates ([`Candidate`]):
 //! - the fewest-steps search ([`synthesize_steps_with`]: one piece per link per step, exact where
 //!   the program is small enough);
-//! - for the time objective, the time-expanded routing of [`timed`] over pieces per
-//!   block (1, 2, 4, 8 unless the spec fixes `pieces`) and horizons: latency per step against
-//!   bandwidth granularity;
+//! - for the time objective, the time-expanded routing of [`routing`] over pieces per block (1, 2,
+//!   4, 8 unless the spec fixes `pieces`) and horizons: latency per step against bandwidth
+//!   granularity;
 //! - on tori, the hand-written schedules that fit the instance (HalfRing+DimRotation; MATE and
-//!   MATEe when a cable is down), which the synthesizer must beat or match;
-//! - for all_gather, reduce_scatter and all_reduce with the time objective, the spreading trees
-//!   of [`spread`] over pieces per block (any topology and fault pattern), and on
-//!   tori the rings by dimension of [`torus_ring_collective`] (HalfRing, Ring; folded around a
-//!   failed cable);
-//! - on switched networks, the route-and-step candidates of [`fat_tree`] (every
-//!   collective kind).
+//!   MATEe when a cable is down; for the gathering and reducing kinds the rings by dimension of
+//!   [`torus_ring_collective`], folded around a failed cable), which the synthesizer must beat or
+//!   match;
+//! - for all_gather, reduce_scatter and all_reduce, the spreading trees of [`spreading`] over
+//!   pieces per block (any topology and fault pattern);
+//! - on switched networks, the route-and-step candidates of [`switched`] (every collective kind).
 //!
 //! Each candidate is verified (rules 1-5) and priced exactly before it can be chosen: by its
 //! step-synchronous time, except on switched networks, where the event-driven time decides (the
 //! step-synchronous model charges a full path latency through the switches to every step, which
 //! no runtime pays: ranks pipeline their steps; the fat-tree candidates are built for that). The
 //! gap is measured against the certified bandwidth bound plus the latency bound, both re-derived
-//! by the independent checker (`collsched_checker`) from the bound certificate of the instance; the
-//! bound is proven for the step-synchronous model, and on switched networks the event-driven gap
-//! is reported beside it as a measure, not a proof.
+//! by the independent checker (`collsched_checker`) from the bound certificate of the instance;
+//! the bound is proven for the step-synchronous model, and on switched networks the event-driven
+//! gap is reported beside it as a measure, not a proof.
 
 use super::steps::{synthesize_steps_with, SynthReport, SynthStatus};
+use super::switched::SwitchedMethod;
 use super::{routing, spreading, switched};
 use super::{Progress, SynthOptions};
 use crate::algorithms::{torus_all_to_all, torus_all_to_all_shape, torus_mate, torus_ring_collective, RingAlgorithm, Scheduler};
 use crate::bounds::certified::{certified_bounds, q_to_f64};
-use crate::collective::CollectiveKind;
+use crate::collective::{Collective, CollectiveKind};
 use crate::cost::event_cost;
 use crate::cost::SyncCost;
 use crate::error::{Error, Result};
-use crate::schedule::{Schedule, ScheduleHeader};
+use crate::schedule::{Schedule, ScheduleHeader, Step};
 use crate::spec::Instance;
+use crate::topology::{NodeId, Topology};
 use crate::units::{to_checker, to_f64};
 use crate::verify::{verify_schedule, VerifyOptions};
+use std::fmt;
 use std::time::{Duration, Instant};
 
 /// What to minimize.
@@ -50,11 +52,92 @@ pub enum Objective {
     Steps,
 }
 
-/// A verified candidate: its name, pieces per block, steps and exact time.
+/// The hand-written schedules the synthesizer weighs its own against (docs/design/ALGORITHMS.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HandWritten {
+    /// HalfRing in every ring, DimRotation over the dimensions (all_to_all).
+    HalfRingDimRotation,
+    /// MATE around failed cables (all_to_all).
+    Mate,
+    /// MATEe around failed cables (all_to_all).
+    Matee,
+    /// A ring algorithm dimension after dimension (the gathering and reducing kinds).
+    RingsByDimension(RingAlgorithm),
+}
+
+/// Which method produced a candidate schedule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Candidate {
+    /// The fewest-steps search (one piece per link per step).
+    FewestSteps,
+    /// Time-expanded routing at a piece count and horizon.
+    TimeExpandedRouting {
+        /// Pieces per block.
+        pieces: u32,
+        /// Steps of the horizon.
+        horizon: u32,
+    },
+    /// Spreading trees (all_gather, reduce_scatter, all_reduce).
+    SpreadingTrees {
+        /// Pieces per block.
+        pieces: u32,
+        /// Pieces a transfer may carry at once.
+        per_transfer: usize,
+    },
+    /// A route-and-step candidate on a switched network.
+    Switched(SwitchedMethod),
+    /// A hand-written algorithm.
+    HandWritten(HandWritten),
+}
+
+impl Candidate {
+    /// Whether collsched synthesized it: such a schedule that fails verification is a bug, while
+    /// a hand-written algorithm may simply not fit the instance.
+    pub fn is_synthesized(self) -> bool {
+        !matches!(self, Candidate::HandWritten(_))
+    }
+
+    /// A short machine-readable name of the method (`fewest_steps`, `time_expanded_routing`, ...).
+    pub fn method(self) -> &'static str {
+        match self {
+            Candidate::FewestSteps => "fewest_steps",
+            Candidate::TimeExpandedRouting { .. } => "time_expanded_routing",
+            Candidate::SpreadingTrees { .. } => "spreading_trees",
+            Candidate::Switched(_) => "switched",
+            Candidate::HandWritten(_) => "hand_written",
+        }
+    }
+}
+
+impl fmt::Display for Candidate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Candidate::FewestSteps => f.write_str("fewest steps"),
+            Candidate::TimeExpandedRouting { pieces, horizon } => write!(f, "time-expanded routing ({pieces} piece(s) per block, horizon {horizon})"),
+            Candidate::SpreadingTrees { pieces, per_transfer: 1 } => write!(f, "spreading trees ({pieces} piece(s) per block)"),
+            Candidate::SpreadingTrees { pieces, per_transfer } => write!(f, "spreading trees ({pieces} piece(s) per block, up to {per_transfer} per transfer)"),
+            Candidate::Switched(m) => write!(f, "{m}"),
+            Candidate::HandWritten(HandWritten::HalfRingDimRotation) => f.write_str("HalfRing+DimRotation"),
+            Candidate::HandWritten(HandWritten::Mate) => f.write_str("MATE"),
+            Candidate::HandWritten(HandWritten::Matee) => f.write_str("MATEe"),
+            Candidate::HandWritten(HandWritten::RingsByDimension(RingAlgorithm::HalfRing)) => f.write_str("HalfRing (rings by dimension)"),
+            Candidate::HandWritten(HandWritten::RingsByDimension(a)) => write!(f, "{} (rings by dimension)", a.as_str()),
+        }
+    }
+}
+
+/// Written as its name (what `--json` prints as `chosen` and in the entries).
+impl serde::Serialize for Candidate {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// A verified candidate: its method, pieces per block, steps and exact time.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Entry {
     /// Which method produced it.
-    pub name: String,
+    pub candidate: Candidate,
     /// Pieces per block.
     pub pieces: u32,
     /// Steps.
@@ -77,8 +160,8 @@ impl Entry {
 pub struct Answer {
     /// The fewest-steps search's report (its bound and status); all_to_all only.
     pub steps_report: Option<SynthReport>,
-    /// The chosen candidate's name.
-    pub chosen: String,
+    /// The chosen candidate.
+    pub chosen: Candidate,
     /// The chosen schedule (verified).
     pub schedule: Schedule,
     /// Its exact step-synchronous cost.
@@ -107,6 +190,11 @@ impl Answer {
         front.dedup_by(|a, b| a.steps == b.steps && a.rank_ns() == b.rank_ns());
         front
     }
+
+    /// The entry of the chosen candidate.
+    pub fn chosen_entry(&self) -> Option<&Entry> {
+        self.entries.iter().find(|e| e.candidate == self.chosen)
+    }
 }
 
 fn dominates(a: &Entry, b: &Entry) -> bool {
@@ -119,10 +207,19 @@ pub const PIECE_COUNTS: [u32; 4] = [1, 2, 4, 8];
 /// Pieces per transfer the spreading trees also try, at the coarsest piece count.
 pub const SPREAD_BATCHES: [usize; 3] = [2, 4, 8];
 
+/// The candidates gathered so far, and what stopped a search early.
+struct Gathered {
+    candidates: Vec<(Candidate, Schedule)>,
+    /// A search stopped at the deadline (the answer is the best found; exit 4).
+    limit_reached: bool,
+    /// Why spreading found nothing, for the error when no other candidate exists either.
+    spread_error: Option<Error>,
+}
+
 /// Synthesizes for `objective` within `opts.time_limit`: the fewest-steps search gets up to half
-/// of it under the time objective, the time-expanded routing runs until 80% of it, and the
-/// verification of the candidates and the certified bound (its flow part given a tenth of the
-/// limit, at most 20 s) take the rest.
+/// of it under the time objective, the other searches run until 80% of it, and the verification
+/// of the candidates and the certified bound (its flow part given a tenth of the limit, at most
+/// 20 s) take the rest.
 ///
 /// Errors: bad input; [`Error::infeasible`] when the faults cut a rank off or nothing was found.
 pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, progress: &mut dyn FnMut(&Progress)) -> Result<Answer> {
@@ -132,102 +229,161 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
     let deadline = started + opts.time_limit.mul_f64(0.8);
     let (t, c) = (&inst.topology, &inst.collective);
     t.check_connected(&c.ranks).map_err(|e| Error::infeasible(e.message().to_string()))?;
-    let switched = t.num_switches() > 0;
-    let mut candidates: Vec<(String, Schedule)> = Vec::new();
-    let mut limit_reached = false;
-    let steps_report = if c.kind == CollectiveKind::AllToAll {
-        let mut steps_opts = opts.clone();
-        if objective == Objective::Time {
-            steps_opts.time_limit = opts.time_limit / 2;
-        }
-        let report = synthesize_steps_with(t, c, &steps_opts, progress)?;
-        if let SynthStatus::Infeasible(why) = &report.status {
-            return Err(Error::infeasible(why.clone()));
-        }
-        limit_reached |= matches!(report.status, SynthStatus::LimitReached);
-        if let Some(s) = report.schedule.clone() {
-            candidates.push(("fewest steps".into(), s));
-        }
-        Some(report)
-    } else if objective == Objective::Steps {
+    if objective == Objective::Steps && c.kind != CollectiveKind::AllToAll {
         return Err(Error::bad(format!("--objective steps: the fewest-steps search takes all_to_all, not {}", c.kind)));
-    } else {
-        None
+    }
+    let mut found = Gathered { candidates: Vec::new(), limit_reached: false, spread_error: None };
+    let steps_report = if c.kind == CollectiveKind::AllToAll { Some(fewest_steps(inst, opts, objective, &mut found, progress)?) } else { None };
+    if objective == Objective::Time {
+        let counts: Vec<u32> = if inst.pieces_given { vec![c.pieces] } else { PIECE_COUNTS.to_vec() };
+        if c.kind == CollectiveKind::AllToAll {
+            time_expanded_routing(t, c, &counts, deadline, &mut found, progress)?;
+        }
+        hand_written(t, c, &mut found);
+        if c.kind != CollectiveKind::AllToAll {
+            spreading_trees(t, c, &counts, deadline, &mut found, progress)?;
+        }
+        if t.num_switches() > 0 && !(inst.pieces_given && c.pieces > 1) {
+            route_and_step(t, c, &mut found, progress)?;
+        }
+    }
+    let Choice { chosen, schedule, cost, entries } = choose(inst, objective, found.candidates, progress)?.ok_or_else(|| {
+        found.spread_error.unwrap_or_else(|| Error::infeasible(format!("no contention-free {} schedule was found for this instance", c.kind)))
+    })?;
+    progress(&Progress::Trying("certified bounds".into()));
+    let flow_budget = opts.time_limit.mul_f64(0.1).min(Duration::from_secs(20));
+    let bounds = certified_bounds(inst, flow_budget)?;
+    let bound = bounds.bandwidth.as_ref().map(|b| b + &bounds.latency);
+    let gap = bound.as_ref().and_then(|b| q_to_f64(&(to_checker(&cost.time_ns()) / b))).map(|r| r - 1.0);
+    let bandwidth_optimal = bounds.bandwidth.as_ref().is_some_and(|b| &to_checker(&cost.bandwidth_ns()) == b);
+    Ok(Answer {
+        steps_report,
+        chosen: chosen.candidate,
+        schedule,
+        cost,
+        bound_ns: bound.as_ref().and_then(q_to_f64),
+        gap,
+        event_ns: chosen.event_ns,
+        bandwidth_optimal,
+        entries,
+        limit_reached: found.limit_reached,
+    })
+}
+
+/// The fewest-steps search (all_to_all): half the limit under the time objective, all of it for
+/// the steps objective.
+fn fewest_steps(inst: &Instance, opts: &SynthOptions, objective: Objective, found: &mut Gathered, progress: &mut dyn FnMut(&Progress)) -> Result<SynthReport> {
+    let mut steps_opts = opts.clone();
+    if objective == Objective::Time {
+        steps_opts.time_limit = opts.time_limit / 2;
+    }
+    let report = synthesize_steps_with(&inst.topology, &inst.collective, &steps_opts, progress)?;
+    if let SynthStatus::Infeasible(why) = &report.status {
+        return Err(Error::infeasible(why.clone()));
+    }
+    found.limit_reached |= matches!(report.status, SynthStatus::LimitReached);
+    if let Some(s) = report.schedule.clone() {
+        found.candidates.push((Candidate::FewestSteps, s));
+    }
+    Ok(report)
+}
+
+/// Time-expanded routing over piece counts and horizons (all_to_all); the sweep keeps the best per
+/// piece count, the points of the trade-off worth verifying (its estimate is the exact cost).
+fn time_expanded_routing(
+    t: &Topology,
+    c: &Collective,
+    counts: &[u32],
+    deadline: Instant,
+    found: &mut Gathered,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<()> {
+    let mut note = |m: &str| progress(&Progress::Trying(m.to_string()));
+    let sweep = routing::candidates(t, c, counts, deadline, &mut note)?;
+    found.limit_reached |= sweep.cut_short;
+    for r in sweep.found {
+        let candidate = Candidate::TimeExpandedRouting { pieces: r.pieces, horizon: r.params.steps };
+        found.candidates.push((candidate, schedule(t, &r.collective, r.steps, "time-expanded")));
+    }
+    Ok(())
+}
+
+/// The hand-written schedules that fit a torus: HalfRing+DimRotation, MATE and MATEe for
+/// all_to_all; for the other kinds the rings by dimension (folding around a failed cable), the
+/// baseline spreading must beat or match. Those that do not fit the faults are left out.
+fn hand_written(t: &Topology, c: &Collective, found: &mut Gathered) {
+    let mut add = |h: HandWritten, s: Result<Schedule>| {
+        if let Ok(s) = s {
+            found.candidates.push((Candidate::HandWritten(h), s));
+        }
     };
-    if objective == Objective::Time && c.kind == CollectiveKind::AllToAll {
-        let counts: Vec<u32> = if inst.pieces_given { vec![c.pieces] } else { PIECE_COUNTS.to_vec() };
-        let mut note = |m: &str| progress(&Progress::Trying(m.to_string()));
-        let sweep = routing::candidates(t, c, &counts, deadline, &mut note)?;
-        limit_reached |= sweep.cut_short;
-        // The estimate is the exact cost (tested); the sweep keeps the best per piece count,
-        // the points of the trade-off worth verifying.
-        for r in sweep.found {
-            let name = format!("time-expanded routing ({} piece(s) per block, horizon {})", r.pieces, r.params.steps);
-            candidates.push((name, schedule(t, &r.collective, r.steps, "time-expanded")));
-        }
+    if c.kind == CollectiveKind::AllToAll {
         if torus_all_to_all_shape(t, c, "synthesize").is_ok() {
-            let mut add = |name: &str, s: Result<Schedule>| {
-                if let Ok(s) = s {
-                    candidates.push((name.into(), s));
-                }
-            };
-            add("HalfRing+DimRotation", torus_all_to_all(t, c, RingAlgorithm::HalfRing, Scheduler::DimRotation));
+            add(HandWritten::HalfRingDimRotation, torus_all_to_all(t, c, RingAlgorithm::HalfRing, Scheduler::DimRotation));
             if !t.down_links().is_empty() {
-                add("MATEe", torus_mate(t, c, true));
-                add("MATE", torus_mate(t, c, false));
+                add(HandWritten::Matee, torus_mate(t, c, true));
+                add(HandWritten::Mate, torus_mate(t, c, false));
             }
         }
-    }
-    // The hand-written rings, dimension after dimension (folding around a failed cable): the
-    // baseline spreading must beat or match.
-    if objective == Objective::Time && c.kind != CollectiveKind::AllToAll && t.torus_shape().is_some() {
-        for (name, algorithm) in [("HalfRing (rings by dimension)", RingAlgorithm::HalfRing), ("Ring (rings by dimension)", RingAlgorithm::Ring)] {
-            if let Ok(s) = torus_ring_collective(t, c, algorithm) {
-                candidates.push((name.into(), s));
-            }
+    } else if t.torus_shape().is_some() {
+        for algorithm in [RingAlgorithm::HalfRing, RingAlgorithm::Ring] {
+            add(HandWritten::RingsByDimension(algorithm), torus_ring_collective(t, c, algorithm));
         }
     }
-    // Why spreading found nothing, for the error when no other candidate exists either.
-    let mut spread_error: Option<Error> = None;
-    if objective == Objective::Time && c.kind != CollectiveKind::AllToAll {
-        let counts: Vec<u32> = if inst.pieces_given { vec![c.pieces] } else { PIECE_COUNTS.to_vec() };
-        // Finer pieces one per transfer, then the coarsest pieces several per transfer (fewer
-        // steps, less latency: what large tori need).
-        let settings = counts.iter().map(|&p| (p, 1)).chain(SPREAD_BATCHES.iter().map(|&b| (counts[0], b)));
-        for (p, batch) in settings {
-            if Instant::now() >= deadline {
-                limit_reached = true;
+}
+
+/// Spreading trees for the gathering and reducing kinds: finer pieces one per transfer, then the
+/// coarsest pieces several per transfer (fewer steps, less latency: what large tori need).
+fn spreading_trees(t: &Topology, c: &Collective, counts: &[u32], deadline: Instant, found: &mut Gathered, progress: &mut dyn FnMut(&Progress)) -> Result<()> {
+    let settings = counts.iter().map(|&p| (p, 1)).chain(SPREAD_BATCHES.iter().map(|&b| (counts[0], b)));
+    for (pieces, per_transfer) in settings {
+        if Instant::now() >= deadline {
+            found.limit_reached = true;
+            break;
+        }
+        let candidate = Candidate::SpreadingTrees { pieces, per_transfer };
+        progress(&Progress::Trying(candidate.to_string()));
+        let cp = Collective::new(c.kind, c.ranks.clone(), c.bytes_per_rank, pieces, c.block_bytes.clone(), t)?;
+        match spreading::spread_steps(t, &cp, per_transfer, deadline) {
+            Ok(Some(steps)) => found.candidates.push((candidate, schedule(t, &cp, steps, "spreading"))),
+            Ok(None) => found.limit_reached = true,
+            Err(e) => {
+                found.spread_error = Some(e);
                 break;
             }
-            let name = if batch == 1 {
-                format!("spreading trees ({p} piece(s) per block)")
-            } else {
-                format!("spreading trees ({p} piece(s) per block, up to {batch} per transfer)")
-            };
-            progress(&Progress::Trying(name.clone()));
-            let cp = crate::collective::Collective::new(c.kind, c.ranks.clone(), c.bytes_per_rank, p, c.block_bytes.clone(), t)?;
-            match spreading::spread_steps(t, &cp, batch, deadline) {
-                Ok(Some(steps)) => candidates.push((name, schedule(t, &cp, steps, "spreading"))),
-                Ok(None) => limit_reached = true,
-                Err(e) => {
-                    spread_error = Some(e);
-                    break;
-                }
-            }
         }
     }
-    if objective == Objective::Time && switched && !(inst.pieces_given && c.pieces > 1) {
-        progress(&Progress::Trying("fat-tree route-and-step candidates".into()));
-        match switched::fat_tree_candidates(t, c) {
-            Ok(found) => candidates.extend(found),
-            // Other candidates may remain; with none, the error below says so.
-            Err(e) if candidates.is_empty() => return Err(e),
-            Err(_) => {}
-        }
+    Ok(())
+}
+
+/// The route-and-step candidates of a switched network.
+fn route_and_step(t: &Topology, c: &Collective, found: &mut Gathered, progress: &mut dyn FnMut(&Progress)) -> Result<()> {
+    progress(&Progress::Trying("fat-tree route-and-step candidates".into()));
+    match switched::fat_tree_candidates(t, c) {
+        Ok(list) => found.candidates.extend(list.into_iter().map(|(m, s)| (Candidate::Switched(m), s))),
+        // Other candidates may remain; with none, the caller's error says so.
+        Err(e) if found.candidates.is_empty() => return Err(e),
+        Err(_) => {}
     }
+    Ok(())
+}
+
+/// What [`choose`] keeps: the chosen candidate, its schedule and cost, and every verified entry.
+struct Choice {
+    chosen: Entry,
+    schedule: Schedule,
+    cost: SyncCost,
+    entries: Vec<Entry>,
+}
+
+/// The chosen schedule and every verified candidate, fastest first: each candidate is verified
+/// and priced (event-driven on switched networks); the time objective keeps the fastest, the
+/// steps objective the first (the fewest-steps search's).
+fn choose(inst: &Instance, objective: Objective, candidates: Vec<(Candidate, Schedule)>, progress: &mut dyn FnMut(&Progress)) -> Result<Option<Choice>> {
+    let switched = inst.topology.num_switches() > 0;
     let mut best: Option<(Entry, Schedule, SyncCost)> = None;
     let mut entries = Vec::new();
-    for (name, s) in candidates {
+    for (candidate, s) in candidates {
         // An npu outside the group runs no program, so a candidate that stores and forwards
         // there cannot be lowered (rule 6); the time objective has others that route through.
         if objective == Objective::Time && relay_outside_group(&s).is_some() {
@@ -235,20 +391,20 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
         }
         // A spec that fixes `pieces` is answered in those pieces (hand-written generators choose
         // their own).
-        if inst.pieces_given && s.header.collective.pieces != c.pieces {
+        if inst.pieces_given && s.header.collective.pieces != inst.collective.pieces {
             continue;
         }
-        progress(&Progress::Trying(format!("verifying {name}")));
+        progress(&Progress::Trying(format!("verifying {candidate}")));
         let r = verify_schedule(&s, &VerifyOptions::default())?;
         if !r.is_valid() {
-            if name.starts_with("time-expanded") || name.starts_with("fewest") || name.starts_with("spreading") {
-                return Err(Error::internal(format!("synthesis ({name}): the schedule fails verification: {:?}", r.findings.failures().first())));
+            if candidate.is_synthesized() {
+                return Err(Error::internal(format!("synthesis ({candidate}): the schedule fails verification: {:?}", r.findings.failures().first())));
             }
             continue;
         }
         let cost = r.cost.expect("verification computes the cost");
         let event_ns = if switched { Some(event_cost(&s, false)?.time_ns) } else { None };
-        let entry = Entry { name, pieces: s.header.collective.pieces, steps: s.steps.len(), time_ns: to_f64(&cost.time_ns()), event_ns };
+        let entry = Entry { candidate, pieces: s.header.collective.pieces, steps: s.steps.len(), time_ns: to_f64(&cost.time_ns()), event_ns };
         entries.push(entry.clone());
         let better = match &best {
             None => true,
@@ -259,40 +415,20 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
         }
     }
     entries.sort_by(|a, b| a.rank_ns().total_cmp(&b.rank_ns()));
-    let Some((chosen, schedule, cost)) = best else {
-        return Err(spread_error.unwrap_or_else(|| Error::infeasible(format!("no contention-free {} schedule was found for this instance", c.kind))));
-    };
-    progress(&Progress::Trying("certified bounds".into()));
-    let flow_budget = opts.time_limit.mul_f64(0.1).min(Duration::from_secs(20));
-    let bounds = certified_bounds(inst, flow_budget)?;
-    let bound = bounds.bandwidth.as_ref().map(|b| b + &bounds.latency);
-    let gap = bound.as_ref().and_then(|b| q_to_f64(&(to_checker(&cost.time_ns()) / b))).map(|r| r - 1.0);
-    let bandwidth_optimal = bounds.bandwidth.as_ref().is_some_and(|b| &to_checker(&cost.bandwidth_ns()) == b);
-    Ok(Answer {
-        steps_report,
-        chosen: chosen.name,
-        schedule,
-        cost,
-        bound_ns: bound.as_ref().and_then(q_to_f64),
-        gap,
-        event_ns: chosen.event_ns,
-        bandwidth_optimal,
-        entries,
-        limit_reached,
-    })
+    Ok(best.map(|(chosen, schedule, cost)| Choice { chosen, schedule, cost, entries }))
 }
 
 /// The first npu outside the collective's group that a transfer of `s` starts or ends at: such
 /// an npu would have to store and forward, but runs no program in a runtime (rule 6 lowers the
 /// ranks alone).
-pub fn relay_outside_group(s: &Schedule) -> Option<crate::topology::NodeId> {
+pub fn relay_outside_group(s: &Schedule) -> Option<NodeId> {
     let (t, c) = (&s.header.topology, &s.header.collective);
     let ends = s.steps.iter().flat_map(|st| &st.transfers).flat_map(|x| [x.path.first().map(|l| t.link(*l).src), x.path.last().map(|l| t.link(*l).dst)]);
     ends.flatten().find(|&v| c.rank_index(v).is_none())
 }
 
 /// The schedule of synthesized steps, with the shape of the topology kept for the readers.
-fn schedule(t: &crate::topology::Topology, c: &crate::collective::Collective, steps: Vec<crate::schedule::Step>, method: &str) -> Schedule {
+fn schedule(t: &Topology, c: &Collective, steps: Vec<Step>, method: &str) -> Schedule {
     let meta = serde_json::json!({"algorithm": "synth", "method": method, "shape": crate::topology::shape_json(t)});
     Schedule { header: ScheduleHeader { topology: t.clone(), collective: c.clone(), meta: Some(meta) }, steps }
 }
@@ -335,11 +471,11 @@ mod tests {
         let a = synthesize(&inst, &opts(), Objective::Time, &mut |_| {}).unwrap();
         assert!(a.gap.unwrap() < 0.05, "gap {:?}", a.gap);
         let time = to_f64(&a.cost.time_ns());
-        for hand in ["HalfRing+DimRotation", "MATE", "MATEe"] {
-            let e = a.entries.iter().find(|e| e.name == hand).unwrap_or_else(|| panic!("{hand} missing: {:?}", a.entries));
-            assert!(time < e.time_ns, "{} vs {hand} {}", time, e.time_ns);
+        for hand in [HandWritten::HalfRingDimRotation, HandWritten::Mate, HandWritten::Matee] {
+            let e = a.entries.iter().find(|e| e.candidate == Candidate::HandWritten(hand)).unwrap_or_else(|| panic!("{hand:?} missing: {:?}", a.entries));
+            assert!(time < e.time_ns, "{} vs {hand:?} {}", time, e.time_ns);
         }
-        assert!(a.chosen.starts_with("time-expanded"), "{}", a.chosen);
+        assert!(matches!(a.chosen, Candidate::TimeExpandedRouting { .. }), "{}", a.chosen);
         let r = verify_schedule(&a.schedule, &VerifyOptions::default()).unwrap();
         assert!(r.is_valid());
         // The trade-off: fewest steps first, time strictly falling, nothing in it beaten.
@@ -376,7 +512,7 @@ mod tests {
         let inst = instance("[4, 3]", "{\"cables\": [[[1, 1], [2, 1]]]}", &format!(", \"block_bytes\": [{}]", rows.join(", ")));
         let a = synthesize(&inst, &opts(), Objective::Time, &mut |_| {}).unwrap();
         assert!(a.gap.unwrap() < 0.10, "gap {:?}", a.gap);
-        let hand = a.entries.iter().filter(|e| !e.name.starts_with("time-expanded") && e.name != "fewest steps");
+        let hand = a.entries.iter().filter(|e| !e.candidate.is_synthesized());
         for e in hand {
             assert!(to_f64(&a.cost.time_ns()) < e.time_ns, "{e:?}");
         }
@@ -406,7 +542,7 @@ mod tests {
     fn the_steps_objective_keeps_the_fewest_steps() {
         let inst = instance("[5]", "{\"cables\": [[[0], [1]]]}", "");
         let a = synthesize(&inst, &opts(), Objective::Steps, &mut |_| {}).unwrap();
-        assert_eq!(a.chosen, "fewest steps");
+        assert_eq!(a.chosen, Candidate::FewestSteps);
         let report = a.steps_report.unwrap();
         assert_eq!(Some(a.schedule.steps.len() as u32), report.steps_found);
         assert_eq!(report.status, SynthStatus::Optimal { certified: true });

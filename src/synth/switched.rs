@@ -43,9 +43,9 @@
 //!
 //! Every candidate is verified (rules 1-5, no contention allowed) before it is returned.
 
+use super::hops::HopGraph;
 use super::steps::encoding::Demand;
 use super::steps::heuristic::route_and_pack;
-use super::hops::HopGraph;
 use crate::algorithms::switched::colour::colour_edges;
 use crate::algorithms::switched::route::free_path;
 use crate::algorithms::switched::{switched, Routing, SwitchedAlgorithm};
@@ -55,6 +55,39 @@ use crate::schedule::{Op, Schedule, ScheduleHeader, Step, Transfer};
 use crate::topology::{shape_json, FatTreeShape, LinkId, NodeId, Topology};
 use crate::verify::{verify_schedule, VerifyOptions};
 use std::collections::{HashMap, VecDeque};
+use std::fmt;
+
+/// The route-and-step methods on switched networks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SwitchedMethod {
+    /// Boards first over their direct links, then the leaders through the switches (the
+    /// gathering and reducing kinds on fat trees with boards).
+    BoardHierarchical,
+    /// Pairwise exchange in slots, each flow on its own spine (all_to_all).
+    SlottedPairwise,
+    /// The slots packed greedily around failed links.
+    SlottedGreedy,
+    /// The greedy slots, relaying through board mates where a rank's uplink is down.
+    SlottedGreedyBoardRelays,
+    /// Balanced store-and-forward routes packed by list scheduling (a rank without a path
+    /// through switches).
+    StoreAndForward,
+    /// A switched algorithm of docs/design/ALGORITHMS.md under balanced routing.
+    Balanced(SwitchedAlgorithm),
+}
+
+impl fmt::Display for SwitchedMethod {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SwitchedMethod::BoardHierarchical => f.write_str("board hierarchical"),
+            SwitchedMethod::SlottedPairwise => f.write_str("slotted pairwise"),
+            SwitchedMethod::SlottedGreedy => f.write_str("slotted pairwise (greedy, around faults)"),
+            SwitchedMethod::SlottedGreedyBoardRelays => f.write_str("slotted pairwise (greedy, board relays)"),
+            SwitchedMethod::StoreAndForward => f.write_str("store-and-forward heuristic"),
+            SwitchedMethod::Balanced(a) => write!(f, "{} (balanced)", a.as_str()),
+        }
+    }
+}
 
 /// Named, verified, contention-free candidate schedules of the collective on a topology with
 /// switches (a fat tree, healthy or with failed links, or any custom switched network); the
@@ -77,7 +110,7 @@ use std::collections::{HashMap, VecDeque};
 /// Errors: [`Error::bad`] for a topology without switches, or a synthesized schedule that fails
 /// verification (a bug); the error of [`Topology::check_connected`] when the faults cut a rank
 /// off; [`Error::infeasible`] when no candidate could be built.
-pub fn fat_tree_candidates(t: &Topology, c: &Collective) -> Result<Vec<(String, Schedule)>> {
+pub fn fat_tree_candidates(t: &Topology, c: &Collective) -> Result<Vec<(SwitchedMethod, Schedule)>> {
     if t.num_switches() == 0 {
         return Err(Error::bad("fat-tree synthesis: the topology has no switches (use the torus generators or `synthesize`)"));
     }
@@ -86,43 +119,38 @@ pub fn fat_tree_candidates(t: &Topology, c: &Collective) -> Result<Vec<(String, 
     let p = c.num_ranks();
     if c.kind != CollectiveKind::AllToAll {
         match board_hierarchical(t, c) {
-            Ok(Some(steps)) => out.push(("board hierarchical".to_string(), checked(t, c, steps, "board hierarchical")?)),
+            Ok(Some(steps)) => out.push((SwitchedMethod::BoardHierarchical, schedule(t, c, steps, SwitchedMethod::BoardHierarchical))),
             // No boards, or a rank without a path through switches: the others may still run.
             Ok(None) | Err(Error::Infeasible(_)) => {}
             Err(e) => return Err(e),
         }
     }
-    let algorithms: &[(&str, SwitchedAlgorithm)] = match c.kind {
+    let algorithms: &[SwitchedAlgorithm] = match c.kind {
         CollectiveKind::AllToAll => {
             match slotted_all_to_all(t, c) {
                 Ok(steps) => {
-                    out.push(("slotted pairwise".to_string(), checked(t, c, steps, "slotted pairwise")?));
+                    out.push((SwitchedMethod::SlottedPairwise, schedule(t, c, steps, SwitchedMethod::SlottedPairwise)));
                     if !t.down_links().is_empty() || t.fat_tree_shape().is_none() {
-                        let steps = greedy_slotted_all_to_all(t, c, false)?;
-                        out.push(("slotted pairwise (greedy, around faults)".to_string(), checked(t, c, steps, "slotted pairwise (greedy)")?));
-                        let steps = greedy_slotted_all_to_all(t, c, true)?;
-                        out.push(("slotted pairwise (greedy, board relays)".to_string(), checked(t, c, steps, "slotted pairwise (greedy, board relays)")?));
+                        for (m, relays) in [(SwitchedMethod::SlottedGreedy, false), (SwitchedMethod::SlottedGreedyBoardRelays, true)] {
+                            out.push((m, schedule(t, c, greedy_slotted_all_to_all(t, c, relays)?, m)));
+                        }
                     }
                 }
                 // A rank without a path through switches to some other rank (its npu link is
                 // down): the heuristic relays through its board mates.
                 Err(Error::Infeasible(_)) => {
                     let steps = route_and_pack(&HopGraph::new(t), &Demand::all_to_all(c, t.num_npus()), t.num_links());
-                    out.push(("store-and-forward heuristic".to_string(), checked(t, c, steps, "store-and-forward heuristic")?));
+                    out.push((SwitchedMethod::StoreAndForward, schedule(t, c, steps, SwitchedMethod::StoreAndForward)));
                 }
                 Err(e) => return Err(e),
             }
-            &[("pairwise (balanced)", SwitchedAlgorithm::Pairwise), ("bruck (balanced)", SwitchedAlgorithm::Bruck)]
+            &[SwitchedAlgorithm::Pairwise, SwitchedAlgorithm::Bruck]
         }
-        CollectiveKind::AllGather => &[("ring (balanced)", SwitchedAlgorithm::Ring), ("recursive doubling (balanced)", SwitchedAlgorithm::RecursiveDoubling)],
-        CollectiveKind::ReduceScatter => &[("ring (balanced)", SwitchedAlgorithm::Ring), ("recursive halving (balanced)", SwitchedAlgorithm::RecursiveHalving)],
-        CollectiveKind::AllReduce => &[
-            ("ring (balanced)", SwitchedAlgorithm::Ring),
-            ("halving-doubling (balanced)", SwitchedAlgorithm::HalvingDoubling),
-            ("double binary tree (balanced)", SwitchedAlgorithm::DoubleBinaryTree),
-        ],
+        CollectiveKind::AllGather => &[SwitchedAlgorithm::Ring, SwitchedAlgorithm::RecursiveDoubling],
+        CollectiveKind::ReduceScatter => &[SwitchedAlgorithm::Ring, SwitchedAlgorithm::RecursiveHalving],
+        CollectiveKind::AllReduce => &[SwitchedAlgorithm::Ring, SwitchedAlgorithm::HalvingDoubling, SwitchedAlgorithm::DoubleBinaryTree],
     };
-    for &(name, a) in algorithms {
+    for &a in algorithms {
         let power_of_two = matches!(a, SwitchedAlgorithm::HalvingDoubling | SwitchedAlgorithm::RecursiveDoubling | SwitchedAlgorithm::RecursiveHalving);
         if power_of_two && !p.is_power_of_two() {
             continue;
@@ -130,7 +158,7 @@ pub fn fat_tree_candidates(t: &Topology, c: &Collective) -> Result<Vec<(String, 
         // These fail only where a pair has no path through switches; the other candidates stand.
         let Ok(s) = switched(t, c, a, Routing::Balanced) else { continue };
         if verify_schedule(&s, &VerifyOptions::default())?.is_valid() {
-            out.push((name.to_string(), s));
+            out.push((SwitchedMethod::Balanced(a), s));
         }
     }
     if out.is_empty() {
@@ -139,16 +167,11 @@ pub fn fat_tree_candidates(t: &Topology, c: &Collective) -> Result<Vec<(String, 
     Ok(out)
 }
 
-/// Wraps steps into a schedule and verifies it (no contention allowed); a failure is a bug.
-fn checked(t: &Topology, c: &Collective, steps: Vec<Step>, method: &str) -> Result<Schedule> {
-    let meta = serde_json::json!({"algorithm": "synth", "method": method, "shape": shape_json(t)});
-    let schedule = Schedule { header: ScheduleHeader { topology: t.clone(), collective: c.clone(), meta: Some(meta) }, steps };
-    let verdict = verify_schedule(&schedule, &VerifyOptions::default())?;
-    if !verdict.is_valid() {
-        let first: Vec<String> = verdict.findings.failures().iter().take(3).map(|d| d.to_string()).collect();
-        return Err(Error::internal(format!("fat-tree synthesis ({method}): the schedule fails verification: {first:?}")));
-    }
-    Ok(schedule)
+/// The schedule of a method's steps. Not verified here: the portfolio verifies every candidate,
+/// and a synthesized one that fails is a bug it reports.
+fn schedule(t: &Topology, c: &Collective, steps: Vec<Step>, method: SwitchedMethod) -> Schedule {
+    let meta = serde_json::json!({"algorithm": "synth", "method": method.to_string(), "shape": shape_json(t)});
+    Schedule { header: ScheduleHeader { topology: t.clone(), collective: c.clone(), meta: Some(meta) }, steps }
 }
 
 /// The up link from `a` to `b`, if any.
@@ -700,9 +723,9 @@ fn healthy_colouring(t: &Topology, shape: &FatTreeShape, ends: &[(NodeId, NodeId
 mod tests {
     use super::*;
     use crate::bounds::certified::certified_bounds_ns;
-    use std::time::Duration;
     use crate::cost::event_cost;
     use crate::topology::{fat_tree, FatTreeParams, FaultPattern};
+    use std::time::Duration;
 
     /// The four reference trees: (levels, k, osr).
     const TREES: [(u32, usize, f64); 4] = [(2, 16, 1.0), (2, 8, 1.0), (2, 12, 2.0), (3, 8, 1.0)];
@@ -734,7 +757,7 @@ mod tests {
                         let what = format!("{levels}L-k{k}-osr{osr} faulty={faulty} {kind} EP={ep}");
                         let candidates = fat_tree_candidates(&t, &c).unwrap_or_else(|e| panic!("{what}: {e}"));
                         assert!(!candidates.is_empty(), "{what}");
-                        let first = if kind == CollectiveKind::AllToAll { "slotted pairwise" } else { "board hierarchical" };
+                        let first = if kind == CollectiveKind::AllToAll { SwitchedMethod::SlottedPairwise } else { SwitchedMethod::BoardHierarchical };
                         assert_eq!(candidates[0].0, first, "{what}");
                         for (name, s) in &candidates {
                             let r = verify_schedule(s, &VerifyOptions::default()).unwrap();
@@ -774,8 +797,8 @@ mod tests {
         let leaf0 = t.fat_tree_shape().unwrap().leaf(0);
         FaultPattern { cables: vec![(NodeId(3), leaf0)], ..Default::default() }.apply(&mut t).unwrap();
         let c = collective(&t, CollectiveKind::AllToAll, 16);
-        let names: Vec<String> = fat_tree_candidates(&t, &c).unwrap().into_iter().map(|(n, _)| n).collect();
-        assert_eq!(names[0], "store-and-forward heuristic");
+        let methods: Vec<SwitchedMethod> = fat_tree_candidates(&t, &c).unwrap().into_iter().map(|(m, _)| m).collect();
+        assert_eq!(methods[0], SwitchedMethod::StoreAndForward);
         // No switches: refused.
         let ring = crate::topology::torus(&crate::topology::TorusParams::uniform(&[4], 10.0, 1.0)).unwrap();
         let c = Collective::new(CollectiveKind::AllToAll, ring.node_ids().collect(), 1000, 1, None, &ring).unwrap();

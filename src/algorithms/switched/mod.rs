@@ -17,6 +17,7 @@ mod tests;
 use crate::collective::{Collective, CollectiveKind};
 use crate::error::{Error, Result};
 use crate::schedule::{Schedule, ScheduleHeader};
+pub use crate::spec::Routing;
 use crate::topology::{shape_json, Topology};
 use plan::Plan;
 use route::Router;
@@ -68,11 +69,6 @@ impl SwitchedAlgorithm {
         }
     }
 
-    /// Parses a file name of an algorithm.
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|a| a.as_str() == s)
-    }
-
     /// The collective kinds the algorithm generates.
     pub fn kinds(self) -> &'static [CollectiveKind] {
         use CollectiveKind::*;
@@ -88,35 +84,6 @@ impl SwitchedAlgorithm {
     /// Whether the algorithm needs a power-of-two number of ranks.
     fn needs_power_of_two(self) -> bool {
         matches!(self, SwitchedAlgorithm::HalvingDoubling | SwitchedAlgorithm::RecursiveDoubling | SwitchedAlgorithm::RecursiveHalving)
-    }
-}
-
-/// How the transfers of a step are routed through the switches.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Routing {
-    /// Every pair on its first shortest path (lowest-numbered next hop); transfers of a step
-    /// often share uplinks (a baseline, verified with contention allowed).
-    SinglePath,
-    /// Each flow of a step on its own spine (or core) where the tree allows it; steps that need
-    /// more than the tree carries at once are split into contention-free sub-steps.
-    Balanced,
-}
-
-impl Routing {
-    /// Both routings.
-    pub const ALL: [Routing; 2] = [Routing::SinglePath, Routing::Balanced];
-
-    /// The name used in spec and schedule files (`single_path`, `balanced`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Routing::SinglePath => "single_path",
-            Routing::Balanced => "balanced",
-        }
-    }
-
-    /// Parses a file name of a routing.
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|r| r.as_str() == s)
     }
 }
 
@@ -165,7 +132,7 @@ pub fn switched(topology: &Topology, collective: &Collective, algorithm: Switche
     }
     let meta = serde_json::json!({
         "algorithm": algorithm.as_str(),
-        "routing": routing.as_str(),
+        "routing": routing.name(),
         "pieces": pieces,
         "logical_steps": plan.len(),
         "shape": shape_json(topology),

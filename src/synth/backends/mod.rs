@@ -14,6 +14,7 @@ pub use ilp::IlpBackend;
 pub use smt::SmtBackend;
 
 use crate::error::{Error, Result};
+pub use crate::spec::Solver;
 use std::time::Duration;
 
 /// A variable of a [`Backend`], numbered in creation order.
@@ -65,21 +66,6 @@ pub trait Backend {
     fn solve(&mut self, time_limit: Duration) -> Outcome;
 }
 
-/// Which exact backend the search uses (`method.synthesize.solver` in a spec, `--solver`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Solver {
-    /// good_lp with microlp.
-    Ilp,
-    /// z3 with pseudo-boolean constraints (cargo feature `smt`: links the system libz3).
-    Smt,
-    /// microlp for programs of up to [`AUTO_ILP_VARIABLES`] variables, z3 above when the build
-    /// has it (measured), microlp otherwise.
-    Auto,
-    /// good_lp with HiGHS (cargo feature `highs`: a C++ build that needs cmake and libclang).
-    Highs,
-}
-
 /// Where `Solver::Auto` switches from microlp to z3. Measured in release on this machine (search
 /// from the bound to the first feasible horizon): microlp was faster on rings 4-8, 3x3 and rings
 /// with a failed cable up to 694 variables (ring 8: 0.07 s vs 0.81 s; 3x3: 0.02 s vs 2.28 s);
@@ -88,31 +74,6 @@ pub enum Solver {
 pub const AUTO_ILP_VARIABLES: usize = 700;
 
 impl Solver {
-    /// Every solver name, for help texts and error messages.
-    pub const NAMES: &'static [&'static str] = &["auto", "ilp", "smt", "highs"];
-
-    /// The solver of a name in [`Solver::NAMES`]; `None` for any other name. A solver that this
-    /// build lacks is still named here: [`Solver::check_built`] says how to get it.
-    pub fn from_name(name: &str) -> Option<Solver> {
-        match name {
-            "auto" => Some(Solver::Auto),
-            "ilp" => Some(Solver::Ilp),
-            "smt" => Some(Solver::Smt),
-            "highs" => Some(Solver::Highs),
-            _ => None,
-        }
-    }
-
-    /// The name of the solver (as in a spec).
-    pub fn name(self) -> &'static str {
-        match self {
-            Solver::Auto => "auto",
-            Solver::Ilp => "ilp",
-            Solver::Smt => "smt",
-            Solver::Highs => "highs",
-        }
-    }
-
     /// Whether this build has the backend (`smt` and `highs` are cargo features).
     pub fn is_built(self) -> bool {
         match self {
@@ -155,13 +116,5 @@ impl Solver {
             Solver::Highs => Box::new(IlpBackend::highs()),
             _ => Box::new(IlpBackend::new()),
         })
-    }
-}
-
-impl std::str::FromStr for Solver {
-    type Err = String;
-
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
-        Solver::from_name(s).ok_or_else(|| format!("expected one of {}", Solver::NAMES.join(", ")))
     }
 }

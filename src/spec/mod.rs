@@ -2,9 +2,12 @@
 //! expected. Unknown fields are rejected by name; every error names the file, the field and the
 //! value.
 
+mod names;
+
+pub use names::{Algorithm, Routing, SchedulerName, Solver};
+
 use crate::collective::{Collective, CollectiveKind};
 use crate::error::{Error, Result};
-use crate::synth::Solver;
 use crate::topology::{
     custom, fat_tree, torus, tpuv4_ocs_cables, CustomLink, CustomNode, FatTreeParams, FaultPattern, NodeId, Ocs, Topology, TorusParams, TorusShape,
 };
@@ -175,7 +178,7 @@ impl Bytes {
 #[serde(deny_unknown_fields)]
 pub struct CollectiveSpec {
     /// all_to_all, all_gather, reduce_scatter or all_reduce.
-    pub kind: String,
+    pub kind: CollectiveKind,
     /// S: bytes per rank (optional with `block_bytes`, where it defaults to the largest row sum).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes_per_rank: Option<Bytes>,
@@ -194,17 +197,17 @@ pub struct CollectiveSpec {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GenerateSpec {
-    /// The algorithm name (docs/design/ALGORITHMS.md).
-    pub algorithm: String,
+    /// The algorithm (docs/design/ALGORITHMS.md).
+    pub algorithm: Algorithm,
     /// The multi-dimensional scheduler (tori).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scheduler: Option<String>,
+    pub scheduler: Option<SchedulerName>,
     /// Chunks of the `pipeline` scheduler.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chunks: Option<usize>,
     /// Routing on switched topologies: `single_path` or `balanced`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub routing: Option<String>,
+    pub routing: Option<Routing>,
 }
 
 /// `method.synthesize`.
@@ -394,9 +397,7 @@ impl Spec {
         let src = self.source();
         let topology = self.build_topology()?;
         let c = &self.collective;
-        let kind = CollectiveKind::parse(&c.kind).ok_or_else(|| {
-            Error::bad(format!("{src}: field `collective.kind` = \"{}\": expected all_to_all, all_gather, reduce_scatter or all_reduce", c.kind))
-        })?;
+        let kind = c.kind;
         let failed: Vec<NodeId> = self.fault_pattern(&topology)?.nodes;
         let ranks = match &c.ranks {
             Some(list) => list
