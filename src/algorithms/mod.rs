@@ -24,7 +24,7 @@ pub mod switched;
 use crate::collective::{Collective, CollectiveKind};
 use crate::error::{Error, Result};
 use crate::schedule::{Schedule, ScheduleHeader};
-use crate::topology::{shape_json, NodeId, Topology};
+use crate::topology::{NodeId, Topology};
 use dims::TorusPlan;
 pub use gather::torus_ring_collective;
 pub use mate::torus_mate;
@@ -139,7 +139,6 @@ pub fn torus_all_to_all(topology: &Topology, collective: &Collective, algorithm:
         "scheduler": scheduler.as_str(),
         "chunks": chunks,
         "pieces": pieces,
-        "shape": shape_json(topology),
         "folded_rings": folded,
     });
     Ok(Schedule { header: ScheduleHeader { topology: topology.clone(), collective: coll, meta: Some(meta) }, steps })
@@ -272,7 +271,6 @@ mod tests {
         assert_eq!(meta["algorithm"], "halfring");
         assert_eq!(meta["scheduler"], "pipeline");
         assert_eq!(meta["chunks"], 2);
-        assert_eq!(meta["shape"], serde_json::json!({"torus": {"dims": [4, 3], "wrap": [true, true]}}));
         assert_eq!(meta["folded_rings"], serde_json::json!([{"dim": 0, "nodes": [0, 1, 2, 3], "failed_cable": [0, 1]}]));
     }
 

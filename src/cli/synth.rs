@@ -73,13 +73,8 @@ pub fn synthesize(
     match schedule.header.meta.as_mut().and_then(|m| m.as_object_mut()) {
         Some(meta) => {
             meta.insert("synthesis".into(), note);
-            if !meta.contains_key("shape") {
-                if let Some(shape) = crate::topology::shape_json(&schedule.header.topology) {
-                    meta.insert("shape".into(), shape);
-                }
-            }
         }
-        None => schedule.header.meta = Some(json!({"synthesis": note, "shape": crate::topology::shape_json(&schedule.header.topology)})),
+        None => schedule.header.meta = Some(json!({ "synthesis": note })),
     }
     crate::schedule::write_schedule_file(output, &schedule)?;
     if let Some(v) = portfolio::relay_outside_group(&schedule) {

@@ -32,7 +32,11 @@ impl<W: Write> ScheduleWriter<W> {
             out.write_all(if i == 0 { b"\n      " } else { b",\n      " })?;
             serde_json::to_writer(&mut out, l)?;
         }
-        write!(out, "\n    ],\n    \"switch_latency_ns\": {}\n  }},\n", serde_json::to_string(&t.switch_latency_ns())?)?;
+        write!(out, "\n    ],\n    \"switch_latency_ns\": {}", serde_json::to_string(&t.switch_latency_ns())?)?;
+        if let Some(shape) = crate::topology::shape_json(t) {
+            write!(out, ",\n    \"shape\": {}", serde_json::to_string(&shape)?)?;
+        }
+        out.write_all(b"\n  },\n")?;
         let c = &header.collective;
         let ranks: Vec<u32> = c.ranks.iter().map(|r| r.0).collect();
         write!(

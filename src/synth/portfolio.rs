@@ -429,7 +429,7 @@ pub fn relay_outside_group(s: &Schedule) -> Option<NodeId> {
 
 /// The schedule of synthesized steps, with the shape of the topology kept for the readers.
 fn schedule(t: &Topology, c: &Collective, steps: Vec<Step>, method: &str) -> Schedule {
-    let meta = serde_json::json!({"algorithm": "synth", "method": method, "shape": crate::topology::shape_json(t)});
+    let meta = serde_json::json!({"algorithm": "synth", "method": method});
     Schedule { header: ScheduleHeader { topology: t.clone(), collective: c.clone(), meta: Some(meta) }, steps }
 }
 

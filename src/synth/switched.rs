@@ -52,7 +52,7 @@ use crate::algorithms::switched::{switched, Routing, SwitchedAlgorithm};
 use crate::collective::{Collective, CollectiveKind, PieceId};
 use crate::error::{Error, Result};
 use crate::schedule::{Op, Schedule, ScheduleHeader, Step, Transfer};
-use crate::topology::{shape_json, FatTreeShape, LinkId, NodeId, Topology};
+use crate::topology::{FatTreeShape, LinkId, NodeId, Topology};
 use crate::verify::{verify_schedule, VerifyOptions};
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -170,7 +170,7 @@ pub fn fat_tree_candidates(t: &Topology, c: &Collective) -> Result<Vec<(Switched
 /// The schedule of a method's steps. Not verified here: the portfolio verifies every candidate,
 /// and a synthesized one that fails is a bug it reports.
 fn schedule(t: &Topology, c: &Collective, steps: Vec<Step>, method: SwitchedMethod) -> Schedule {
-    let meta = serde_json::json!({"algorithm": "synth", "method": method.to_string(), "shape": shape_json(t)});
+    let meta = serde_json::json!({"algorithm": "synth", "method": method.to_string()});
     Schedule { header: ScheduleHeader { topology: t.clone(), collective: c.clone(), meta: Some(meta) }, steps }
 }
 
