@@ -254,6 +254,112 @@ fn integer_lengths(y: &[f64], up: &[bool]) -> Vec<u64> {
     y.iter().zip(up).map(|(v, &u)| if u && max > 0.0 { (v / max * (1u64 << 40) as f64).round() as u64 } else { 0 }).collect()
 }
 
+/// The multiplicative-weights state: lengths, per-phase loads, and the running averages that
+/// give upper bounds (averaged routings) and lower bounds (averaged weights).
+struct Weights {
+    /// Lengths y_e = p_e / c_e of the weights p_e (so that sum_e c_e y_e = sum_e p_e).
+    y: Vec<f64>,
+    /// The last phase's load per link.
+    load: Vec<f64>,
+    /// Sums of the phases' loads: since the start, and since the last power-of-two phase (early
+    /// phases route badly; dropping them is still a valid average of full routings).
+    sum_all: Vec<f64>,
+    sum_window: Vec<f64>,
+    /// Averages of the normalized weights, likewise: the lower bound is concave in the weights,
+    /// so an average is at least as good as the average iterate; it is what the method's
+    /// guarantee speaks of, while a single iterate wobbles.
+    pbar_all: Vec<f64>,
+    pbar_window: Vec<f64>,
+    window_start: usize,
+    next_window: usize,
+    phases: usize,
+}
+
+impl Weights {
+    fn new(net: &Net) -> Self {
+        let m = net.cap.len();
+        let y = (0..m).map(|e| if net.up[e] { 1.0 / net.cap[e] } else { 0.0 }).collect();
+        let zeros = vec![0.0f64; m];
+        Weights {
+            y,
+            load: zeros.clone(),
+            sum_all: zeros.clone(),
+            sum_window: zeros.clone(),
+            pbar_all: zeros.clone(),
+            pbar_window: zeros,
+            window_start: 0,
+            next_window: 1,
+            phases: 0,
+        }
+    }
+
+    /// One phase: every source routes its demands on shortest paths under the current lengths,
+    /// raising the lengths of what it used at once (later sources avoid the links just loaded,
+    /// which keeps each step small: a source carries about 1/R of the traffic). Returns the
+    /// best upper bound the averaged routings give.
+    fn phase(&mut self, net: &Net, tree: &mut Tree, touched: &mut Vec<(usize, f64)>, src_of: &[usize], epsilon: f64, volume: f64) -> f64 {
+        if self.phases + 1 == self.next_window {
+            self.sum_window.iter_mut().for_each(|x| *x = 0.0);
+            self.pbar_window.iter_mut().for_each(|x| *x = 0.0);
+            self.window_start = self.phases;
+            self.next_window *= 2;
+        }
+        self.load.iter_mut().for_each(|x| *x = 0.0);
+        for (s, row) in &net.sources {
+            tree.grow(net, &self.y, *s);
+            tree.route(row, src_of, touched);
+            for &(l, a) in touched.iter() {
+                self.load[l] += a;
+                self.y[l] *= (epsilon * a / net.cap[l] / volume).exp();
+            }
+        }
+        let psum: f64 = self.y.iter().zip(&net.cap).map(|(v, c)| v * c).sum();
+        // Keep the lengths in range; the bound does not depend on their scale.
+        self.y.iter_mut().for_each(|v| *v /= psum);
+        for (e, c) in net.cap.iter().enumerate() {
+            let p = self.y[e] * c;
+            self.pbar_all[e] += p;
+            self.pbar_window[e] += p;
+        }
+        self.phases += 1;
+        let (mut worst_all, mut worst_window) = (0.0f64, 0.0f64);
+        for e in (0..net.cap.len()).filter(|&e| net.up[e]) {
+            self.sum_all[e] += self.load[e];
+            self.sum_window[e] += self.load[e];
+            worst_all = worst_all.max(self.sum_all[e] / net.cap[e]);
+            worst_window = worst_window.max(self.sum_window[e] / net.cap[e]);
+        }
+        (worst_all / self.phases as f64).min(worst_window / (self.phases - self.window_start) as f64)
+    }
+
+    /// Length functions worth evaluating as lower bounds: the current lengths and the averaged
+    /// weights. (Lengths read off the averaged routing, steeply weighted towards its most loaded
+    /// links, were tried and never won.)
+    fn candidates(&self, net: &Net) -> Vec<Vec<f64>> {
+        let mut out = vec![self.y.clone()];
+        out.extend([&self.pbar_window, &self.pbar_all].map(|pb| pb.iter().zip(&net.cap).map(|(p, c)| p / c).collect()));
+        out
+    }
+}
+
+/// The simple witnesses the search starts from: the volume bound (length 1 on every up link)
+/// and the best cut as lengths (1 on the links crossing it: on a faulty torus a bisection next
+/// to the failure is often (nearly) the optimum, which the weights approach only slowly).
+fn seed_witnesses(t: &Topology, c: &Collective, ones: &[u64], volume: &BigRational) -> Vec<(BigRational, Vec<u64>, FlowWitness)> {
+    let mut seeds = vec![(volume.clone(), ones.to_vec(), FlowWitness::Volume)];
+    let cut = best_cut(t, c).map(|b| {
+        let mut u = vec![b.into; t.num_nodes()];
+        b.nodes.iter().for_each(|n| u[n.index()] = !b.into);
+        t.links().map(|(_, l)| u64::from(l.up && u[l.src.index()] && !u[l.dst.index()])).collect::<Vec<u64>>()
+    });
+    if let Some(y) = cut {
+        if let Some(v) = exact_length_bound(t, c, &y) {
+            seeds.push((v, y, FlowWitness::Cut));
+        }
+    }
+    seeds
+}
+
 /// Computes the flow bound of an all_to_all (`None` for other kinds: pieces may be copied or
 /// combined there, so point-to-point demands overstate what must move).
 pub fn flow_bound(t: &Topology, c: &Collective, opts: &FlowOptions) -> Option<FlowBound> {
@@ -265,108 +371,32 @@ pub fn flow_bound(t: &Topology, c: &Collective, opts: &FlowOptions) -> Option<Fl
     let volume = exact_length_bound(t, c, &ones).unwrap_or_else(BigRational::zero);
     let volume_f = volume.to_f64().unwrap_or(0.0);
     let net = Net::new(t, c);
-    let m = net.cap.len();
-    let src_of: Vec<usize> = t.links().map(|(_, l)| l.src.index()).collect();
-    let trivial = |v: BigRational| FlowBound {
-        lower_ns: v,
-        lengths: ones.clone(),
-        witness: FlowWitness::Volume,
-        upper_ns: volume_f,
-        gap: 0.0,
-        phases: 0,
-        stop: FlowStop::Trivial,
-        elapsed: start.elapsed(),
-    };
     if volume_f <= 0.0 || net.sources.is_empty() {
-        return Some(trivial(volume));
+        let (phases, stop, elapsed) = (0, FlowStop::Trivial, start.elapsed());
+        return Some(FlowBound { lower_ns: volume, lengths: ones, witness: FlowWitness::Volume, upper_ns: volume_f, gap: 0.0, phases, stop, elapsed });
     }
-    // Weights p_e over links, kept as lengths y_e = p_e / c_e (so that sum_e c_e y_e = sum_e p_e).
-    let mut y: Vec<f64> = (0..m).map(|e| if net.up[e] { 1.0 / net.cap[e] } else { 0.0 }).collect();
-    // Sums of the phases' loads: since the start, and since the last power-of-two phase (early
-    // phases route badly; dropping them is still a valid average of full routings).
-    let mut load = vec![0.0f64; m];
-    let mut sum_all = vec![0.0f64; m];
-    let mut sum_window = vec![0.0f64; m];
-    // Averages of the normalized weights, likewise: the lower bound is concave in the weights,
-    // so an average is at least as good as the average iterate; it is what the method's
-    // guarantee speaks of, while a single iterate wobbles.
-    let mut pbar_all = vec![0.0f64; m];
-    let mut pbar_window = vec![0.0f64; m];
-    let (mut window_start, mut next_window) = (0usize, 1usize);
-    // The best cut as lengths (1 on the links crossing it): on a faulty torus a bisection next
-    // to the failure is often (nearly) the optimum, which the weights approach only slowly.
-    let cut = best_cut(t, c).map(|b| {
-        let mut u = vec![b.into; t.num_nodes()];
-        b.nodes.iter().for_each(|n| u[n.index()] = !b.into);
-        t.links().map(|(_, l)| u64::from(l.up && u[l.src.index()] && !u[l.dst.index()])).collect::<Vec<u64>>()
-    });
-    let mut seeds: Vec<(BigRational, Vec<u64>, FlowWitness)> = vec![(volume.clone(), ones.clone(), FlowWitness::Volume)];
-    if let Some(v) = cut.as_ref().and_then(|y| exact_length_bound(t, c, y)) {
-        seeds.push((v, cut.unwrap_or_default(), FlowWitness::Cut));
-    }
+    let src_of: Vec<usize> = t.links().map(|(_, l)| l.src.index()).collect();
+    let mut seeds = seed_witnesses(t, c, &ones, &volume);
     let mut best_lower = seeds.iter().map(|s| s.0.to_f64().unwrap_or(0.0)).fold(0.0, f64::max);
-    let mut best_y: Option<Vec<f64>> = None;
-    let mut best_upper = f64::INFINITY;
-    let mut tree = Tree::new(net.n);
-    let mut touched = Vec::new();
-    let mut phases = 0;
+    let (mut best_y, mut best_upper) = (None, f64::INFINITY);
+    let (mut weights, mut tree, mut touched) = (Weights::new(&net), Tree::new(net.n), Vec::new());
     let stop = loop {
-        if phases + 1 == next_window {
-            sum_window.iter_mut().for_each(|x| *x = 0.0);
-            pbar_window.iter_mut().for_each(|x| *x = 0.0);
-            window_start = phases;
-            next_window *= 2;
-        }
-        load.iter_mut().for_each(|x| *x = 0.0);
-        // One source at a time, each on shortest paths under the current lengths, raising the
-        // lengths of what it used at once: later sources avoid the links just loaded, which
-        // keeps each step small (a source carries about 1/R of the traffic).
-        for (s, row) in &net.sources {
-            tree.grow(&net, &y, *s);
-            tree.route(row, &src_of, &mut touched);
-            for &(l, a) in &touched {
-                load[l] += a;
-                y[l] *= (opts.epsilon * a / net.cap[l] / volume_f).exp();
+        best_upper = best_upper.min(weights.phase(&net, &mut tree, &mut touched, &src_of, opts.epsilon, volume_f));
+        if weights.phases % EVAL_EVERY == 0 {
+            for cand in weights.candidates(&net) {
+                // Floating point here; the best is certified exactly at the end.
+                let total: f64 = cand.iter().zip(&net.cap).map(|(v, c)| v * c).sum();
+                let lower = tree.weighted_distance(&net, &cand) / total;
+                if lower > best_lower {
+                    best_lower = lower;
+                    best_y = Some(cand);
+                }
             }
         }
-        let psum: f64 = y.iter().zip(&net.cap).map(|(v, c)| v * c).sum();
-        // Keep the lengths in range; the bound does not depend on their scale.
-        y.iter_mut().for_each(|v| *v /= psum);
-        for e in 0..m {
-            let p = y[e] * net.cap[e];
-            pbar_all[e] += p;
-            pbar_window[e] += p;
-        }
-        phases += 1;
-        let mut worst_all = 0.0f64;
-        let mut worst_window = 0.0f64;
-        for e in (0..m).filter(|&e| net.up[e]) {
-            sum_all[e] += load[e];
-            sum_window[e] += load[e];
-            worst_all = worst_all.max(sum_all[e] / net.cap[e]);
-            worst_window = worst_window.max(sum_window[e] / net.cap[e]);
-        }
-        let mut candidates: Vec<Vec<f64>> = Vec::new();
-        if phases % EVAL_EVERY == 0 {
-            // The current lengths and the averaged weights. (Lengths read off the averaged
-            // routing, steeply weighted towards its most loaded links, were tried and never won.)
-            candidates.push(y.clone());
-            candidates.extend([&pbar_window, &pbar_all].map(|pb| pb.iter().zip(&net.cap).map(|(p, c)| p / c).collect()));
-        }
-        for cand in candidates {
-            // Floating point here; the best is certified exactly at the end.
-            let total: f64 = cand.iter().zip(&net.cap).map(|(v, c)| v * c).sum();
-            let lower = tree.weighted_distance(&net, &cand) / total;
-            if lower > best_lower {
-                best_lower = lower;
-                best_y = Some(cand);
-            }
-        }
-        best_upper = best_upper.min(worst_all / phases as f64).min(worst_window / (phases - window_start) as f64);
         if best_upper / best_lower - 1.0 <= opts.target_gap {
             break FlowStop::GapReached;
         }
-        if phases >= opts.max_phases {
+        if weights.phases >= opts.max_phases {
             break FlowStop::PhaseLimit;
         }
         if start.elapsed() >= opts.time_limit {
@@ -384,6 +414,7 @@ pub fn flow_bound(t: &Topology, c: &Collective, opts: &FlowOptions) -> Option<Fl
     let best = seeds.iter().map(|s| &s.0).max().cloned().unwrap_or_else(BigRational::zero);
     let (lower_ns, lengths, witness) = seeds.into_iter().find(|s| s.0 == best).expect("the volume seed is always there");
     let lower_f = lower_ns.to_f64().unwrap_or(f64::NAN);
+    let phases = weights.phases;
     Some(FlowBound { upper_ns: best_upper, gap: best_upper / lower_f - 1.0, lower_ns, lengths, witness, phases, stop, elapsed: start.elapsed() })
 }
 
