@@ -9,6 +9,7 @@
 //! into a reduction) is refused with the step, transfer and piece, never dropped.
 
 use super::{base_collective, buffer_maps, chunk_up, rules::sccl_problems, Addressing, ScclAlgorithm, ScclInstance, ScclStep, ScclTopology};
+use crate::collective::CollectiveKind;
 use crate::error::{Error, Result};
 use crate::schedule::{Op, Schedule, Step, Transfer};
 use crate::topology::Shape;
@@ -158,6 +159,15 @@ pub fn sccl_coordinates(s: &Schedule) -> Result<ScclCoordinates> {
 /// sends and receives the same piece in one step) is refused with the rule.
 pub fn sccl_algorithm(s: &Schedule) -> Result<ScclExport> {
     let addressing = uniform(s)?;
+    if addressing.kind == CollectiveKind::AllReduce && addressing.ranks >= 2 {
+        // Rules 8 and 9 leave no way to complete it: the rank whose first receive comes first
+        // got it from a rank that still held only its own contribution, which then never gets
+        // that first rank's without its own (docs/design/FORMATS.md "SCCL algorithm JSON").
+        return Err(Error::bad(format!(
+            "an all_reduce over {} ranks cannot be written as SCCL JSON that ncclize lowers correctly: ncclize makes every receive a reduction and refuses a rank that sends and receives an address in one step, and under these rules no all_reduce over 2 or more ranks completes (SCCL's own Allreduce algorithms fail in ncclize the same way)",
+            addressing.ranks
+        )));
+    }
     let g = RankGraph::of(s)?;
     let reducing = addressing.kind.is_reducing();
     let mut steps = Vec::with_capacity(s.steps.len());
