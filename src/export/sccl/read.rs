@@ -287,3 +287,63 @@ fn import_step(t: usize, sends: &[[u64; 3]], addressing: Addressing, links: &Has
     let op = if addressing.kind.is_reducing() { Op::Reduce } else { Op::Copy };
     Ok(Step { transfers: by_pair.into_iter().map(|(pair, pieces)| Transfer::hop(links[&pair], op, pieces)).collect() })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::{torus, TorusParams};
+
+    const RING4: &str = include_str!("../../../tests/data/sccl/ring4_alltoall.msccl.json");
+
+    fn ring_instance(n: usize, bandwidth: Vec<f64>, kind: CollectiveKind) -> Instance {
+        let t = torus(&TorusParams { dims: vec![n], wrap: vec![true], bandwidth_gbps: bandwidth, latency_ns: vec![100.0] }).unwrap();
+        let c = Collective::new(kind, t.node_ids().collect(), 4096, 1, None, &t).unwrap();
+        Instance { topology: t, collective: c, pieces_given: false }
+    }
+
+    #[test]
+    fn onto_a_spec_the_spec_gives_bandwidths_and_sizes() {
+        let alg = parse_sccl(RING4, "ring4").unwrap();
+        let inst = ring_instance(4, vec![32.0], CollectiveKind::AllToAll);
+        let s = import_sccl(&alg, Some(&inst)).unwrap();
+        assert_eq!(s.header.collective.bytes_per_rank, 4096);
+        assert_eq!(s.header.topology.num_links(), inst.topology.num_links());
+        let plain = import_sccl(&alg, None).unwrap();
+        assert_eq!(s.steps.iter().map(|st| st.transfers.len()).collect::<Vec<_>>(), plain.steps.iter().map(|st| st.transfers.len()).collect::<Vec<_>>());
+        // The wrong collective, the wrong number of ranks, a link the spec lacks.
+        let e = import_sccl(&alg, Some(&ring_instance(4, vec![32.0], CollectiveKind::AllGather))).unwrap_err();
+        assert!(e.message().contains("the spec's collective is all_gather, the SCCL file's is all_to_all"), "{e}");
+        let e = import_sccl(&alg, Some(&ring_instance(5, vec![32.0], CollectiveKind::AllToAll))).unwrap_err();
+        assert!(e.message().contains("has 5 ranks"), "{e}");
+        let mut more = alg.clone();
+        more.topology.links[2][0] = 1;
+        let e = import_sccl(&more, Some(&inst)).unwrap_err();
+        assert!(e.message().contains("topology.links[2][0] = 1: the spec's topology has no link from node 0 to node 2"), "{e}");
+        // Multiplicities not proportional to the spec's bandwidths.
+        let mut doubled = alg.clone();
+        doubled.topology.links[1][0] = 2;
+        let e = import_sccl(&doubled, Some(&inst)).unwrap_err();
+        assert!(e.message().contains("must be proportional"), "{e}");
+    }
+
+    #[test]
+    fn allreduce_chunks_must_cover_the_ranks_and_runtime_names_must_agree() {
+        let mut alg = parse_sccl(RING4, "ring4").unwrap();
+        alg.collective = super::super::base_collective(CollectiveKind::AllReduce, 4);
+        alg.instance.chunks = 6;
+        let e = import_sccl(&alg, None).unwrap_err();
+        assert!(e.message().contains("must be a multiple of 4"), "{e}");
+        let mut alg = parse_sccl(RING4, "ring4").unwrap();
+        alg.collective.runtime_name = "allgather".into();
+        let e = import_sccl(&alg, None).unwrap_err();
+        assert!(e.message().contains("runtime_name = \"allgather\", but the chunks are Alltoall(n=4)'s"), "{e}");
+        // Chunks already cut in two (8 chunks per block pair) with instance.chunks 1: P = 2.
+        let mut alg = parse_sccl(RING4, "ring4").unwrap();
+        alg.collective.chunks = chunk_up(&alg.collective.chunks, 2);
+        alg.steps.clear();
+        assert_eq!(import_sccl(&alg, None).unwrap().header.collective.pieces, 2);
+        // The older tag is read.
+        let old = RING4.replace("msccl_type", "sccl_type");
+        assert_eq!(parse_sccl(&old, "old").unwrap(), parse_sccl(RING4, "new").unwrap());
+    }
+}

@@ -248,3 +248,60 @@ fn instance_name(i: &ScclInstance) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algorithms::{torus_all_to_all, RingAlgorithm, Scheduler};
+    use crate::collective::Collective;
+    use crate::export::sccl::import_sccl;
+    use crate::topology::{torus, TorusParams};
+
+    /// A torus 3x4 whose dimension 1 links are twice as fast: the unit is the slower
+    /// bandwidth, dimension-1 pairs have multiplicity 2, and a step carrying 2 pieces on a
+    /// dimension-1 link takes one round, 2 on a dimension-0 link two.
+    #[test]
+    fn unequal_bandwidths_become_multiplicities_of_their_gcd() {
+        let params = TorusParams { dims: vec![3, 4], wrap: vec![true, true], bandwidth_gbps: vec![32.0, 64.0], latency_ns: vec![100.0, 100.0] };
+        let t = torus(&params).unwrap();
+        let c = Collective::new(CollectiveKind::AllToAll, t.node_ids().collect(), 1 << 12, 1, None, &t).unwrap();
+        let s = torus_all_to_all(&t, &c, RingAlgorithm::Ring, Scheduler::Sequential).unwrap();
+        let export = sccl_algorithm(&s).unwrap();
+        assert_eq!(export.unit_gbps, Some(32.0));
+        let links = &export.algorithm.topology.links;
+        // Node 0 = (0,0): (1,0) = node 1 along dimension 0, (0,1) = node 3 along dimension 1.
+        assert_eq!((links[1][0], links[3][0], links[2][0], links[9][0]), (1, 2, 1, 2));
+        assert_eq!(links.iter().flatten().filter(|&&m| m > 0).count(), t.num_links());
+        for (t_idx, (step, rounds)) in s.steps.iter().zip(&export.coordinates.rounds_per_step).enumerate() {
+            let need = step
+                .transfers
+                .iter()
+                .map(|tr| {
+                    let m = if s.header.topology.link(tr.path[0]).bandwidth_gbps == 64.0 { 2 } else { 1 };
+                    (tr.pieces.len() as u64).div_ceil(m)
+                })
+                .max()
+                .unwrap_or(1);
+            assert_eq!(*rounds, need, "step {t_idx}");
+        }
+        // Read back without a spec: 1 GB/s per unit, so the links keep their ratio.
+        let back = import_sccl(&export.algorithm, None).unwrap();
+        let bw: Vec<f64> = back.header.topology.links().map(|(_, l)| l.bandwidth_gbps).collect();
+        assert!(bw.iter().all(|&b| b == 1.0 || b == 2.0) && bw.contains(&2.0));
+    }
+
+    #[test]
+    fn the_instance_name_is_msccls() {
+        let i = |steps, extra_rounds, chunks| ScclInstance {
+            msccl_type: "instance".into(),
+            steps,
+            extra_rounds,
+            chunks,
+            pipeline: None,
+            extra_memory: None,
+            allow_exchange: false,
+        };
+        assert_eq!(instance_name(&i(3, 0, 1)), "steps=3");
+        assert_eq!(instance_name(&i(2, 1, 4)), "steps=2,rounds=3,chunks=4");
+    }
+}
