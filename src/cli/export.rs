@@ -21,8 +21,8 @@ fn candidates(channels: Option<usize>) -> Vec<LowerOptions> {
 
 /// Runs the export.
 pub fn export(schedule: &Path, to: &str, dir: &Path, channels: Option<usize>, legacy: bool) -> Result<ExitCode> {
-    if to != "msccl-xml" && to != "chakra-et" {
-        return Err(Error::bad(format!("--to {to}: expected msccl-xml or chakra-et")));
+    if !["msccl-xml", "chakra-et", "sccl-json"].contains(&to) {
+        return Err(Error::bad(format!("--to {to}: expected msccl-xml, chakra-et or sccl-json")));
     }
     let s = crate::schedule::read_schedule_file(schedule)?;
     let report = crate::verify::verify_schedule(&s, &Default::default())?;
@@ -32,6 +32,9 @@ pub fn export(schedule: &Path, to: &str, dir: &Path, channels: Option<usize>, le
     let stem = schedule.file_stem().map(|x| x.to_string_lossy().into_owned()).unwrap_or_else(|| "schedule".into());
     if to == "chakra-et" {
         return chakra(&s, dir, &stem, channels);
+    }
+    if to == "sccl-json" {
+        return sccl_json(&s, schedule, dir, &stem);
     }
     let opts = MscclOptions { name: stem.clone(), legacy_coll_names: legacy, ..Default::default() };
     let mut last_problems = Vec::new();
@@ -107,6 +110,26 @@ fn chakra(s: &crate::schedule::Schedule, dir: &Path, stem: &str, channels: Optio
         dir.display(),
         traces.len(),
         dir.display()
+    );
+    Ok(ExitCode::Ok)
+}
+
+/// SCCL's algorithm JSON, `DIR/STEM.msccl.json` (msccl-tools' own ending for algorithms): what
+/// its `ncclize` lowers. The algorithm meets every rule of the format before it is written.
+fn sccl_json(s: &crate::schedule::Schedule, schedule: &Path, dir: &Path, stem: &str) -> Result<ExitCode> {
+    let export = crate::export::sccl::sccl_algorithm(s).map_err(|e| e.context(format!("{}: --to sccl-json", schedule.display())))?;
+    let text = crate::export::sccl::sccl_json(&export.algorithm);
+    let out = dir.join(format!("{stem}.msccl.json"));
+    crate::io::write_atomic(&out, |w| std::io::Write::write_all(w, text.as_bytes()).map_err(crate::io::write_error(&out)))?;
+    let c = &export.coordinates;
+    let unit = export.unit_gbps.map(|u| format!("one unit of link multiplicity = {u} GB/s")).unwrap_or_else(|| "no links".into());
+    println!(
+        "wrote {}: SCCL algorithm {}: {} steps, {} rounds, {} chunks; {unit}; latencies are not part of the format; it meets every rule of docs/design/FORMATS.md \"SCCL algorithm JSON\"",
+        out.display(),
+        export.algorithm.name,
+        c.steps,
+        c.rounds,
+        c.chunks
     );
     Ok(ExitCode::Ok)
 }

@@ -4,6 +4,7 @@ mod export;
 mod flags;
 pub mod progress;
 mod proof;
+mod sccl;
 mod synth;
 mod xml;
 
@@ -38,9 +39,11 @@ pub enum Command {
         after_help = "Exit codes: 0 valid, 1 a rule fails (one line per failure), 2 unreadable file or invalid header.\n\nExample:\n  collsched verify out/torus4x4x4_halfring_dimrotation.json --spec specs/torus4x4x4_halfring_dimrotation.json"
     )]
     Verify {
-        /// The schedule file (collsched JSON).
+        /// The schedule file (collsched JSON), an SCCL algorithm JSON (by its keys), or MSCCL XML
+        /// (by its `.xml` extension).
         schedule: PathBuf,
-        /// A spec: the schedule must be for its instance; its `expect` is asserted.
+        /// A spec: the schedule must be for its instance; its `expect` is asserted. For an SCCL
+        /// file it gives the topology's bandwidths and latencies and the bytes per rank.
         #[arg(long)]
         spec: Option<PathBuf>,
         /// Print the report as JSON on stdout.
@@ -133,12 +136,13 @@ pub enum Command {
     /// Write what runtimes run: lower to per-rank programs, check rule 6, write MSCCL XML and
     /// re-check it with the reader's acceptance rules and a chunk-level simulation.
     #[command(
-        after_help = "Exit codes: 0 written, 2 bad input (or a schedule that cannot be exported).\n\nExample:\n  collsched export out/torus4x4_foldedring_fault.json --to msccl-xml -o out/xml"
+        after_help = "Exit codes: 0 written, 2 bad input (or a schedule that cannot be exported).\n\nExamples:\n  collsched export out/torus4x4_foldedring_fault.json --to msccl-xml -o out/xml\n  collsched export out/synthesized.json --to sccl-json -o out/sccl"
     )]
     Export {
         /// The schedule file.
         schedule: PathBuf,
-        /// The format: msccl-xml, or chakra-et (one trace per rank for ASTRA-sim).
+        /// The format: msccl-xml, chakra-et (one trace per rank for ASTRA-sim), or sccl-json
+        /// (msccl-tools' algorithm file, `OUT/STEM.msccl.json`, which its ncclize lowers).
         #[arg(long, value_name = "FORMAT")]
         to: String,
         /// The folder to write into.
@@ -315,8 +319,15 @@ fn verify(schedule: PathBuf, spec_path: Option<PathBuf>, json: bool, max_diagnos
             skipped: skipped.clone(),
         }),
     ];
-    let (header, report) = verify_with_progress(&schedule, &options, instance, checks)?;
-    let mut valid = report.is_valid();
+    // An SCCL algorithm (by its top-level keys) is imported and its steps verified in memory.
+    let (header, report, sccl) = if crate::export::sccl::is_sccl_json(&schedule)? {
+        let (header, report, verdict) = sccl::verify_sccl(&schedule, instance, &options, checks)?;
+        (header, report, Some(verdict))
+    } else {
+        let (header, report) = verify_with_progress(&schedule, &options, instance, checks)?;
+        (header, report, None)
+    };
+    let mut valid = report.is_valid() && sccl.as_ref().is_none_or(|v| v.problems.is_empty());
     if let Some(hops) = skipped.get() {
         println!(
             "rule 6 deadlock freedom: NOT CHECKED: the schedule has more than {hops} piece-hops, above --rule6-limit {rule6_limit} (lowering keeps every operation in memory)"
@@ -327,9 +338,25 @@ fn verify(schedule: PathBuf, spec_path: Option<PathBuf>, json: bool, max_diagnos
         }
     }
     if json {
-        println!("{}", serde_json::to_string_pretty(&report_json(&report, &header)).expect("json"));
+        let mut out = report_json(&report, &header);
+        if let Some(v) = &sccl {
+            out["valid"] = json!(valid);
+            out["sccl"] = json!({"problems": v.problems, "algorithm": v.summary});
+        }
+        println!("{}", serde_json::to_string_pretty(&out).expect("json"));
     } else {
+        for p in sccl.iter().flat_map(|v| &v.problems) {
+            println!("{p}");
+        }
         print_report(&report, &header);
+        if let Some(v) = &sccl {
+            let verdict = if v.problems.is_empty() {
+                "meets every rule of the format".to_string()
+            } else {
+                format!("INVALID as SCCL: breaks {} rules of the format (listed above)", v.problems.len())
+            };
+            println!("{}; {verdict}", v.line());
+        }
     }
     Ok(if valid { ExitCode::Ok } else { ExitCode::RuleFailed })
 }
