@@ -91,3 +91,43 @@ pub fn check_reader_rules(xml: &str) -> Vec<String> {
     }
     errors
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const FILES: [&str; 2] =
+        [include_str!("../../../tests/data/msccl/allreduce_ring_inplace.xml"), include_str!("../../../tests/data/msccl/allgather_ring_inplace.executor.xml")];
+
+    /// The file with its `k`-th attribute value (counted over the whole file) replaced.
+    fn with_value(xml: &str, k: usize, value: &str) -> String {
+        let starts: Vec<usize> = xml.match_indices("=\"").map(|(i, _)| i + 2).collect();
+        let Some(&start) = starts.get(k % starts.len().max(1)) else { return xml.to_string() };
+        let end = start + xml[start..].find('"').unwrap_or(0);
+        format!("{}{value}{}", &xml[..start], &xml[end..])
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// Attribute values changed to small numbers or step types keep many files readable, so
+        /// the rules, both runs and the import see odd but accepted programs: none panics, and
+        /// what runs under rendezvous also runs under the runtime's buffering.
+        #[test]
+        fn mutated_attributes_never_panic(file in 0usize..2, edits in proptest::collection::vec((0usize..400, -2i64..6, 0usize..12), 1..4)) {
+            let mut xml = FILES[file].to_string();
+            for (k, n, kind) in edits {
+                let kinds = ["s", "r", "rcs", "rrs", "rrc", "rrcs", "cpy", "re", "nop"];
+                let value = if kind < kinds.len() { kinds[kind].to_string() } else { n.to_string() };
+                xml = with_value(&xml, k, &value);
+            }
+            let buffered = check_xml(&xml, Buffering::Runtime);
+            let strict = check_xml(&xml, Buffering::Rendezvous);
+            // More buffering never hurts: what runs without it runs with it.
+            prop_assert!(!strict.is_valid() || buffered.is_valid());
+            prop_assert!(!buffered.relies_on_buffering() || !strict.is_valid());
+            let _ = super::super::import::import_msccl(&xml, None);
+        }
+    }
+}

@@ -11,7 +11,7 @@
 //! a -> b that is up; without one, onto a full mesh of R npus built here (every ordered pair a
 //! link, bandwidth 1 GB/s, latency 0).
 //!
-//! **Steps.** The program is run under the runtime's buffering ([`super::simulate`], in the
+//! **Steps.** The program is run under the runtime's buffering ([`super::simulate()`], in the
 //! first placement the file declares, out-of-place before in-place, so an in-place program is
 //! run with its buffers aliased). Every delivered message becomes a transfer over the link
 //! between its gpus, `reduce` when the receiver reduces it, else `copy`, carrying the pieces its
@@ -174,6 +174,22 @@ mod tests {
                 assert_eq!(hops(&back).len(), hops(&s).len(), "{kind}");
             }
             assert_eq!(hops(&import_msccl(&xml, Some(&s.header.topology)).unwrap()), hops(&s), "{kind}");
+        }
+    }
+
+    #[test]
+    fn in_place_and_buffered_programs_import_with_their_aliasing() {
+        for (xml, kind, steps) in [
+            (include_str!("../../../tests/data/msccl/allreduce_ring_inplace.xml"), CollectiveKind::AllReduce, 6),
+            (include_str!("../../../tests/data/msccl/allgather_ring_inplace.executor.xml"), CollectiveKind::AllGather, 3),
+        ] {
+            let s = import_msccl(xml, None).unwrap_or_else(|e| panic!("{kind}: {e}"));
+            assert_eq!((s.header.collective.kind, s.steps.len()), (kind, steps));
+            assert_eq!(s.header.meta.as_ref().unwrap()["placement"], "in-place");
+            let report = verify_schedule(&s, &VerifyOptions::default()).unwrap();
+            assert!(report.is_valid(), "{kind}: {:?}", report.findings.failures());
+            // Every ring step moves one block over every ring link.
+            assert!(s.steps.iter().all(|st| st.transfers.len() == 4), "{kind}");
         }
     }
 

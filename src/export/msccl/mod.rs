@@ -2,12 +2,12 @@
 //! docs/design/FORMATS.md "MSCCL XML": writing it, reading it as the runtimes read it, and
 //! judging whether it runs and computes its collective.
 //!
-//! - [`write`]: lowered programs to XML in either runtime's dialect ([`msccl_xml`]).
+//! - [`write`](mod@write): lowered programs to XML in either runtime's dialect ([`msccl_xml`]).
 //! - [`model`]: one reading of a file ([`read_program`]), quick-xml underneath, with the
 //!   runtimes' own handling of repeated, unknown and missing attributes.
 //! - [`rules`]: what each runtime's reader refuses and what would hang or corrupt memory
 //!   ([`check_program`]).
-//! - [`simulate`]: the program run chunk by chunk under the runtime's buffering or rendezvous,
+//! - [`simulate`](mod@simulate): the program run chunk by chunk under the runtime's buffering or rendezvous,
 //!   with the cycle of waiting threadblocks when it hangs and every chunk's final place.
 //! - [`import`]: the run turned into a [`crate::schedule::Schedule`] ([`import_msccl`]).
 //! - [`check`]: what `collsched verify FILE.xml` answers ([`check_xml`]).

@@ -1,5 +1,5 @@
 //! The MSCCL program model: one reading of an XML file, as the runtimes' reader reads it, shared
-//! by the reader rules ([`super::check_program`]), the simulation ([`super::simulate`]) and the
+//! by the reader rules ([`super::check_program`]), the simulation ([`super::simulate()`]) and the
 //! import ([`super::import_msccl`]).
 //!
 //! **How the reader reads** (msccl-executor-nccl and the older MSCCL use the same small XML
@@ -603,10 +603,8 @@ fn tag_layout(e: &BytesStart<'_>) -> Option<&'static str> {
                 }
                 quote = Some(b);
             }
-            None if b == b'=' => {
-                if raw.get(i + 1) != Some(&b'"') && raw.get(i + 1) != Some(&b'\'') || i == 0 || raw[i - 1] == b' ' {
-                    return Some("spaces around '='");
-                }
+            None if b == b'=' && (!matches!(raw.get(i + 1), Some(b'"' | b'\'')) || i == 0 || raw[i - 1] == b' ') => {
+                return Some("spaces around '='");
             }
             None => {}
         }

@@ -480,6 +480,10 @@ struct Fifo {
     messages: Vec<MessageState>,
 }
 
+/// What tells two pieces apart in a message: (input chunk, origin gpu; `usize::MAX` for a
+/// reduction's block, which every gpu contributes to).
+type PieceKey = (usize, usize);
+
 struct Sim {
     net: Net,
     mem: Memory,
@@ -492,7 +496,7 @@ struct Sim {
     errors: Vec<String>,
     messages: Vec<Message>,
     /// (level, from, to) -> (reduce, pieces) of the schedule being built.
-    pairs: HashMap<(usize, usize, usize), (bool, Vec<(usize, usize)>)>,
+    pairs: HashMap<(usize, usize, usize), (bool, Vec<PieceKey>)>,
 }
 
 impl Sim {
@@ -738,7 +742,7 @@ impl Sim {
     /// The first level from `level` on where the pair (from, to) carries nothing or the same
     /// operation on other pieces, and claims it.
     fn claim_pair(&mut self, mut level: usize, from: usize, to: usize, reduce: bool, payload: &[Option<ChunkValue>]) -> usize {
-        let keys: Vec<(usize, usize)> =
+        let keys: Vec<PieceKey> =
             payload.iter().flatten().map(|v| (v.offset, if self.reducing_kind { usize::MAX } else { v.gpus.first().copied().unwrap_or(0) })).collect();
         loop {
             match self.pairs.get_mut(&(level, from, to)) {
@@ -900,4 +904,226 @@ fn expect_outputs(p: &Program, outputs: &[Vec<Option<ChunkValue>>], errors: &mut
         }
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::model::read_program;
+    use super::*;
+    use proptest::prelude::*;
+
+    fn program(xml: &str) -> Program {
+        let r = read_program(xml);
+        assert!(r.problems.errors.is_empty(), "{:?}", r.problems.errors);
+        r.program.unwrap()
+    }
+
+    /// Two gpus exchange their all-to-all blocks of `p` chunks: each gpu's threadblock 0 sends
+    /// first or receives first (`send_first`), threadblock 1 copies the gpu's own block; in the
+    /// executor's dialect or the older one.
+    fn exchange(p: usize, send_first: [bool; 2], executor: bool) -> String {
+        let algo = if executor { r#" outofplace="1" minBytes="0" maxBytes="0""# } else { "" };
+        let mut x = format!(
+            "<algo name=\"exchange\" proto=\"Simple\" nchannels=\"1\" nchunksperloop=\"{}\" ngpus=\"2\" coll=\"alltoall\" inplace=\"0\"{algo}>\n",
+            2 * p
+        );
+        for (g, &sends_first) in send_first.iter().enumerate() {
+            let other = 1 - g;
+            let send = format!(r#"type="s" srcbuf="i" srcoff="{}" dstbuf="o" dstoff="{}""#, other * p, g * p);
+            let recv = format!(r#"type="r" srcbuf="i" srcoff="{}" dstbuf="o" dstoff="{}""#, g * p, other * p);
+            let (first, second) = if sends_first { (send, recv) } else { (recv, send) };
+            x += &format!("  <gpu id=\"{g}\" i_chunks=\"{}\" o_chunks=\"{}\" s_chunks=\"0\">\n", 2 * p, 2 * p);
+            x += &format!("    <tb id=\"0\" send=\"{other}\" recv=\"{other}\" chan=\"0\">\n");
+            for (s, body) in [first, second].iter().enumerate() {
+                x += &format!("      <step s=\"{s}\" {body} cnt=\"{p}\" depid=\"-1\" deps=\"-1\" hasdep=\"0\" />\n");
+            }
+            x += "    </tb>\n    <tb id=\"1\" send=\"-1\" recv=\"-1\" chan=\"0\">\n";
+            x += &format!("      <step s=\"0\" type=\"cpy\" srcbuf=\"i\" srcoff=\"{0}\" dstbuf=\"o\" dstoff=\"{0}\" cnt=\"{p}\" depid=\"-1\" deps=\"-1\" hasdep=\"0\" />\n", g * p);
+            x += "    </tb>\n  </gpu>\n";
+        }
+        x + "</algo>"
+    }
+
+    fn deadlock(r: Result<Execution, SimError>) -> Deadlock {
+        match r {
+            Err(SimError::Deadlock(d)) => d,
+            other => panic!("expected a deadlock, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn one_chunk_each_way_runs_on_buffering_and_deadlocks_under_rendezvous() {
+        for executor in [true, false] {
+            let p = program(&exchange(1, [true, true], executor));
+            let run = simulate(&p, Placement::OutOfPlace, Buffering::Runtime).unwrap();
+            assert!(run.is_correct() && run.postcondition_checked, "{:?}", run.errors);
+            assert_eq!(run.steps, 6);
+            let d = deadlock(simulate(&p, Placement::OutOfPlace, Buffering::Rendezvous));
+            assert_eq!(
+                d.waits,
+                [
+                    "gpu 0 tb 0 step 0 (s, 1 chunk to gpu 1 on channel 0) waits for gpu 1 tb 0 to receive it; gpu 1 tb 0 is at its step 0 (s, 1 chunk to gpu 0 on channel 0)",
+                    "gpu 1 tb 0 step 0 (s, 1 chunk to gpu 0 on channel 0) waits for gpu 0 tb 0 to receive it; gpu 0 tb 0 is at its step 0 (s, 1 chunk to gpu 1 on channel 0)",
+                ]
+            );
+        }
+    }
+
+    #[test]
+    fn three_chunks_each_way_overflow_the_eight_slots() {
+        let p = program(&exchange(3, [true, true], true));
+        let d = deadlock(simulate(&p, Placement::OutOfPlace, Buffering::Runtime));
+        assert_eq!(
+            d.to_string(),
+            "deadlock under the runtime's buffering (8 slots per connection, 4 slots per chunk): 2 threadblocks wait on each other in a cycle:\n  \
+             gpu 0 tb 0 step 0 (s, 3 chunks to gpu 1 on channel 0) has written 8 of its 12 slots and the 8 slots of its connection are full: it waits for gpu 1 tb 0 to receive, which is at its step 0 (s, 3 chunks to gpu 0 on channel 0)\n  \
+             gpu 1 tb 0 step 0 (s, 3 chunks to gpu 0 on channel 0) has written 8 of its 12 slots and the 8 slots of its connection are full: it waits for gpu 0 tb 0 to receive, which is at its step 0 (s, 3 chunks to gpu 1 on channel 0)"
+        );
+        // Two chunks are exactly the eight slots: that still runs.
+        let two = program(&exchange(2, [true, true], true));
+        assert!(simulate(&two, Placement::OutOfPlace, Buffering::Runtime).unwrap().is_correct());
+    }
+
+    #[test]
+    fn receiving_first_on_both_sides_deadlocks_in_every_model() {
+        let p = program(&exchange(1, [false, false], false));
+        for buffering in [Buffering::Runtime, Buffering::Rendezvous] {
+            let d = deadlock(simulate(&p, Placement::OutOfPlace, buffering));
+            assert_eq!(
+                d.waits[0],
+                "gpu 0 tb 0 step 0 (r, 1 chunk from gpu 1 on channel 0) waits for gpu 1 tb 0 to send it; gpu 1 tb 0 is at its step 0 (r, 1 chunk from gpu 0 on channel 0)"
+            );
+            assert_eq!(d.waits.len(), 2);
+        }
+    }
+
+    #[test]
+    fn dependencies_wait_and_can_close_a_cycle() {
+        // gpu 0: tb 1 copies only after tb 0's step 1, which follows a receive that waits for gpu 1.
+        let xml = exchange(1, [true, true], true).replacen(
+            r#"<step s="0" type="cpy" srcbuf="i" srcoff="0" dstbuf="o" dstoff="0" cnt="1" depid="-1" deps="-1""#,
+            r#"<step s="0" type="cpy" srcbuf="i" srcoff="0" dstbuf="o" dstoff="0" cnt="1" depid="0" deps="1""#,
+            1,
+        );
+        let xml = xml.replacen(r#"dstoff="1" cnt="1" depid="-1" deps="-1" hasdep="0""#, r#"dstoff="1" cnt="1" depid="-1" deps="-1" hasdep="1""#, 1);
+        let p = program(&xml);
+        assert!(simulate(&p, Placement::OutOfPlace, Buffering::Runtime).unwrap().is_correct());
+        // Now tb 0's send waits for tb 1's copy, which waits for tb 0's receive.
+        let cyclic = xml
+            .replacen(
+                r#"type="s" srcbuf="i" srcoff="1" dstbuf="o" dstoff="0" cnt="1" depid="-1" deps="-1""#,
+                r#"type="s" srcbuf="i" srcoff="1" dstbuf="o" dstoff="0" cnt="1" depid="1" deps="0""#,
+                1,
+            )
+            .replacen(r#"depid="0" deps="1" hasdep="0""#, r#"depid="0" deps="1" hasdep="1""#, 1);
+        let d = deadlock(simulate(&program(&cyclic), Placement::OutOfPlace, Buffering::Runtime));
+        assert!(
+            d.waits
+                .iter()
+                .any(|w| w
+                    .starts_with("gpu 0 tb 0 step 0 (s, 1 chunk to gpu 1 on channel 0) waits for gpu 0 tb 1 to finish its step 0 (depid=\"1\" deps=\"0\")")),
+            "{d}"
+        );
+        assert!(d.waits.iter().any(|w| w.starts_with("gpu 0 tb 1 step 0 (cpy, 1 chunk) waits for gpu 0 tb 0 to finish its step 1")), "{d}");
+    }
+
+    #[test]
+    fn in_place_rings_alias_their_buffers() {
+        for (file, xml) in [
+            ("allreduce", include_str!("../../../tests/data/msccl/allreduce_ring_inplace.xml")),
+            ("allgather", include_str!("../../../tests/data/msccl/allgather_ring_inplace.xml")),
+            ("allreduce executor", include_str!("../../../tests/data/msccl/allreduce_ring_inplace.executor.xml")),
+            ("allgather executor", include_str!("../../../tests/data/msccl/allgather_ring_inplace.executor.xml")),
+        ] {
+            let p = program(xml);
+            assert_eq!(Placement::declared(&p), [Placement::InPlace], "{file}");
+            let run = simulate(&p, Placement::InPlace, Buffering::Runtime).unwrap_or_else(|e| panic!("{file}: {e}"));
+            assert!(run.is_correct() && run.postcondition_checked, "{file}: {:?}", run.errors);
+            assert_eq!(deadlock(simulate(&p, Placement::InPlace, Buffering::Rendezvous)).waits.len(), 4, "{file}");
+            // Without the aliasing the all-gather reads chunks that hold nothing and the
+            // all-reduce leaves its output buffer empty.
+            let apart = simulate(&p, Placement::OutOfPlace, Buffering::Runtime).unwrap();
+            assert!(apart.errors.iter().any(|e| e.contains("holds nothing") || e.contains("holds None")), "{file}: {:?}", apart.errors);
+        }
+    }
+
+    #[test]
+    fn a_chain_of_fused_steps_moves_at_once_under_rendezvous() {
+        // gpu 0 sends its chunk to gpu 2 through gpu 1 (rcs); all-gather leaves the rest undone,
+        // so only the run matters here.
+        let xml = r#"<algo name="chain" proto="Simple" nchannels="1" nchunksperloop="3" ngpus="3" coll="allgather" inplace="0">
+  <gpu id="0" i_chunks="1" o_chunks="3" s_chunks="0">
+    <tb id="0" send="1" recv="-1" chan="0">
+      <step s="0" type="s" srcbuf="i" srcoff="0" dstbuf="o" dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0" />
+    </tb>
+  </gpu>
+  <gpu id="1" i_chunks="1" o_chunks="3" s_chunks="0">
+    <tb id="0" send="2" recv="0" chan="0">
+      <step s="0" type="rcs" srcbuf="o" srcoff="0" dstbuf="o" dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0" />
+    </tb>
+  </gpu>
+  <gpu id="2" i_chunks="1" o_chunks="3" s_chunks="0">
+    <tb id="0" send="-1" recv="1" chan="0">
+      <step s="0" type="r" srcbuf="o" srcoff="0" dstbuf="o" dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0" />
+    </tb>
+  </gpu>
+</algo>"#;
+        let p = program(xml);
+        for buffering in [Buffering::Rendezvous, Buffering::Runtime] {
+            let run = simulate(&p, Placement::OutOfPlace, buffering).unwrap();
+            assert_eq!(run.steps, 3);
+            assert_eq!(run.outputs[2][0], Some(ChunkValue { offset: 0, gpus: vec![0] }));
+            assert_eq!(run.messages.iter().map(|m| (m.from, m.to, m.level)).collect::<Vec<_>>(), [(0, 1, 1), (1, 2, 2)]);
+        }
+    }
+
+    #[test]
+    fn unpaired_sends_and_misplaced_chunks_are_reported() {
+        let extra = exchange(1, [true, true], true).replacen(
+            "    </tb>",
+            "      <step s=\"2\" type=\"s\" srcbuf=\"i\" srcoff=\"1\" dstbuf=\"o\" dstoff=\"0\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\" />\n    </tb>",
+            1,
+        );
+        match simulate(&program(&extra), Placement::OutOfPlace, Buffering::Runtime) {
+            Err(SimError::Unpaired(p)) => {
+                assert_eq!(p, ["gpu 0 tb 0 sends 2 times to gpu 1 on channel 0, gpu 1 tb 0 receives 1 times from it: gpu 0 tb 0 step 2 has no partner"])
+            }
+            other => panic!("{other:?}"),
+        }
+        let wrong = exchange(1, [true, true], true).replacen(
+            r#"type="r" srcbuf="i" srcoff="1" dstbuf="o" dstoff="0""#,
+            r#"type="r" srcbuf="i" srcoff="1" dstbuf="o" dstoff="1""#,
+            1,
+        );
+        let run = simulate(&program(&wrong), Placement::OutOfPlace, Buffering::Runtime).unwrap();
+        assert!(run.errors.iter().any(|e| e.starts_with("gpu 1 output chunk 0: holds")), "{:?}", run.errors);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// Who hangs, by the buffering rule worked out by hand: with both sending first, the
+        /// exchange runs under buffering iff one send fits (4 x chunks <= 8 slots) and never
+        /// under rendezvous; receiving first on both sides always hangs; otherwise it runs.
+        #[test]
+        fn exchanges_hang_exactly_when_the_slots_say(p in 1usize..6, send_first in any::<[bool; 2]>(), executor in any::<bool>()) {
+            let prog = program(&exchange(p, send_first, executor));
+            let fits = CHUNK_STEPS * p <= NCCL_STEPS;
+            let runs_buffered = match send_first { [true, true] => fits, [false, false] => false, _ => true };
+            let runs_rendezvous = send_first[0] != send_first[1];
+            for (buffering, expect) in [(Buffering::Runtime, runs_buffered), (Buffering::Rendezvous, runs_rendezvous)] {
+                match simulate(&prog, Placement::OutOfPlace, buffering) {
+                    Ok(run) => {
+                        prop_assert!(expect, "{buffering:?} ran");
+                        prop_assert!(run.is_correct(), "{:?}", run.errors);
+                    }
+                    Err(SimError::Deadlock(d)) => {
+                        prop_assert!(!expect, "{buffering:?}: {d}");
+                        prop_assert_eq!(d.waits.len(), 2);
+                    }
+                    Err(e) => prop_assert!(false, "{e}"),
+                }
+            }
+        }
+    }
 }
