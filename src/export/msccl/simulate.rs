@@ -573,8 +573,8 @@ impl Sim {
                 self.pop(c, n);
             }
             self.received(g, t, n);
-        } else {
-            self.push(out_conn.unwrap_or(0), op.out_msg, n);
+        } else if let Some(c) = out_conn {
+            self.push(c, op.out_msg, n);
             self.state[g][t].moved_out += n;
             if self.state[g][t].moved_out == op.slots() {
                 self.finish_op(g, t);
