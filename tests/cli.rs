@@ -562,6 +562,134 @@ fn verify_reads_msccl_xml() {
     assert!(text(&o).contains("INVALID"), "{}", text(&o));
 }
 
+/// Two gpus exchange their all-to-all blocks of `p` chunks, each threadblock sending first
+/// (`send_first`) or receiving first, as MSCCLang writes such a program; in the executor's
+/// dialect or the older runtime's.
+fn exchange_xml(p: usize, send_first: bool, executor: bool) -> String {
+    let selection = if executor { r#" outofplace="1" minBytes="0" maxBytes="0""# } else { "" };
+    let mut x = format!(r#"<algo name="exchange" proto="Simple" nchannels="1" nchunksperloop="{}" ngpus="2" coll="alltoall" inplace="0"{selection}>"#, 2 * p);
+    for g in 0..2 {
+        let other = 1 - g;
+        let send = format!(r#"type="s" srcbuf="i" srcoff="{}" dstbuf="o" dstoff="{}""#, other * p, g * p);
+        let recv = format!(r#"type="r" srcbuf="i" srcoff="{}" dstbuf="o" dstoff="{}""#, g * p, other * p);
+        let (first, second) = if send_first { (send, recv) } else { (recv, send) };
+        x += &format!("\n  <gpu id=\"{g}\" i_chunks=\"{}\" o_chunks=\"{}\" s_chunks=\"0\">", 2 * p, 2 * p);
+        x += &format!("\n    <tb id=\"0\" send=\"{other}\" recv=\"{other}\" chan=\"0\">");
+        for (s, body) in [first, second].iter().enumerate() {
+            x += &format!("\n      <step s=\"{s}\" {body} cnt=\"{p}\" depid=\"-1\" deps=\"-1\" hasdep=\"0\" />");
+        }
+        x += "\n    </tb>\n    <tb id=\"1\" send=\"-1\" recv=\"-1\" chan=\"0\">";
+        x += &format!(
+            "\n      <step s=\"0\" type=\"cpy\" srcbuf=\"i\" srcoff=\"{0}\" dstbuf=\"o\" dstoff=\"{0}\" cnt=\"{p}\" depid=\"-1\" deps=\"-1\" hasdep=\"0\" />",
+            g * p
+        );
+        x += "\n    </tb>\n  </gpu>";
+    }
+    x + "\n</algo>"
+}
+
+fn verify_xml_file(name: &str, xml: &str, extra: &[&str]) -> Output {
+    let path = tmp(name);
+    std::fs::write(&path, xml).unwrap();
+    let mut args = vec!["verify", s(&path)];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
+#[test]
+fn verify_xml_accepts_what_runs_on_the_runtime_buffering() {
+    for (executor, runtime) in [(true, "judged for msccl-executor-nccl"), (false, "judged for the older MSCCL runtime")] {
+        let o = verify_xml_file(&format!("exchange1-{executor}.xml"), &exchange_xml(1, true, executor), &[]);
+        let out = text(&o);
+        assert_eq!(o.status.code(), Some(0), "{out}");
+        assert!(out.starts_with(runtime), "{out}");
+        assert!(out.contains("under the runtime's buffering (8 slots per connection, 4 slots per chunk)"), "{out}");
+        assert!(out.contains("out-of-place: runs to its end (6 steps); every chunk ends where alltoall wants it"), "{out}");
+        assert!(out.contains("out-of-place: relies on buffering: deadlock under rendezvous"), "{out}");
+        assert!(
+            out.contains("  gpu 0 tb 0 step 0 (s, 1 chunk to gpu 1 on channel 0) waits for gpu 1 tb 0 to receive it; gpu 1 tb 0 is at its step 0 (s, 1 chunk to gpu 0 on channel 0)"),
+            "{out}"
+        );
+        assert!(out.contains("imported as 1 steps, 2 transfers over 2 ranks"), "{out}");
+        assert!(out.trim_end().ends_with("relies on the runtime's buffering; deadlocks under rendezvous)"), "{out}");
+        // The strict answer.
+        let o = verify_xml_file(&format!("exchange1-{executor}.xml"), &exchange_xml(1, true, executor), &["--rendezvous"]);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        assert!(text(&o).contains("rule 6 deadlock freedom (out-of-place): deadlock under rendezvous"), "{}", text(&o));
+    }
+    // The older dialect is also told what the current reader would say.
+    let o = verify_xml_file("exchange1-legacy.xml", &exchange_xml(1, true, false), &[]);
+    assert!(text(&o).contains("note: msccl-executor-nccl would refuse this file: <algo> lacks the attribute minBytes (and 2 more)"), "{}", text(&o));
+}
+
+#[test]
+fn verify_xml_rejects_overflowing_and_receive_first_exchanges_with_the_cycle() {
+    let o = verify_xml_file("exchange3.xml", &exchange_xml(3, true, true), &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("rule 6 deadlock freedom (out-of-place): deadlock under the runtime's buffering (8 slots per connection, 4 slots per chunk): 2 threadblocks wait on each other in a cycle:"), "{out}");
+    for g in 0..2 {
+        let line = format!(
+            "  gpu {g} tb 0 step 0 (s, 3 chunks to gpu {o} on channel 0) has written 8 of its 12 slots and the 8 slots of its connection are full: it waits for gpu {o} tb 0 to receive, which is at its step 0 (s, 3 chunks to gpu {g} on channel 0)",
+            o = 1 - g
+        );
+        assert!(out.contains(&line), "{line}\n{out}");
+    }
+    assert!(out.trim_end().ends_with("(msccl-executor-nccl; under the runtime's buffering)"), "{out}");
+    let o = verify_xml_file("receive-first.xml", &exchange_xml(1, false, false), &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("  gpu 0 tb 0 step 0 (r, 1 chunk from gpu 1 on channel 0) waits for gpu 1 tb 0 to send it; gpu 1 tb 0 is at its step 0 (r, 1 chunk from gpu 0 on channel 0)"), "{out}");
+    assert!(out.contains("  gpu 1 tb 0 step 0 (r, 1 chunk from gpu 0 on channel 0) waits for gpu 0 tb 0 to send it"), "{out}");
+}
+
+#[test]
+fn verify_xml_runs_in_place_rings_in_both_dialects() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/msccl");
+    for (file, coll, steps) in [
+        ("allreduce_ring_inplace.xml", "allreduce", 6),
+        ("allreduce_ring_inplace.executor.xml", "allreduce", 6),
+        ("allgather_ring_inplace.xml", "allgather", 3),
+        ("allgather_ring_inplace.executor.xml", "allgather", 3),
+    ] {
+        let path = data.join(file);
+        let o = run(&["verify", s(&path)]);
+        let out = text(&o);
+        assert_eq!(o.status.code(), Some(0), "{file}: {out}");
+        assert!(out.contains(&format!("every chunk ends where {coll} wants it")) && out.contains("in-place: runs to its end"), "{file}: {out}");
+        assert!(out.contains("in-place: relies on buffering"), "{file}: {out}");
+        assert!(out.contains(&format!("imported as {steps} steps")), "{file}: {out}");
+        let o = run(&["verify", s(&path), "--rendezvous", "--json"]);
+        assert_eq!(o.status.code(), Some(1), "{file}: {}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["valid"], false);
+        assert!(v["failures"][0].as_str().unwrap().starts_with("rule 6 deadlock freedom (in-place): deadlock under rendezvous"), "{v}");
+    }
+}
+
+#[test]
+fn exported_xml_passes_the_strict_check() {
+    let out = tmp("xmlstrict.json");
+    let o = run(&["generate", "--torus", "3x3", "--algorithm", "halfring", "--scheduler", "dimrotation", "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let dir = tmp("xmlstrict");
+    for (legacy, runtime) in [(false, "msccl-executor-nccl"), (true, "the older MSCCL runtime")] {
+        let mut args = vec!["export", s(&out), "--to", "msccl-xml", "-o", s(&dir)];
+        if legacy {
+            args.push("--legacy");
+        }
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(text(&o).contains(&format!("for {runtime}; its reader rules pass; rule 6 holds: under rendezvous (no buffering)")), "{}", text(&o));
+        assert!(text(&o).contains("so it runs with any buffer size"), "{}", text(&o));
+        let o = run(&["verify", s(&dir.join("xmlstrict.xml")), "--rendezvous"]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(text(&o).contains(&format!("judged for {runtime}")) && text(&o).contains("under rendezvous, so with any buffer size"), "{}", text(&o));
+    }
+    let o = run(&["verify", s(&out), "--rendezvous"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}
+
 /// What a progress bar or spinner would leave in a stream: carriage returns, escape sequences,
 /// and the glyphs of indicatif's bars (block elements, braille spinners, our `[==>  ]`).
 fn progress_drawing(stream: &[u8]) -> Option<String> {

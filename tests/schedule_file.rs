@@ -206,15 +206,16 @@ proptest! {
     fn certificate_and_xml_readers_never_panic(data in proptest::collection::vec(any::<u8>(), 0..300), flip in 0usize..3000, byte in any::<u8>()) {
         let text = String::from_utf8_lossy(&data).into_owned();
         let _ = collsched_checker::check_str(&text);
-        let _ = collsched::export::check_reader_rules(&text);
-        let _ = collsched::export::simulate(&text);
+        let _ = collsched::export::check_xml(&text, collsched::export::Buffering::Runtime);
         // A real certificate and a real XML file with one byte changed.
         let s = &examples()[0];
         let programs = collsched::lower::lower(s, &Default::default()).unwrap();
         let mut xml = collsched::export::msccl_xml(&programs, &Default::default()).unwrap().into_bytes();
         if flip < xml.len() { xml[flip] = byte; }
         let xml = String::from_utf8_lossy(&xml).into_owned();
-        let _ = collsched::export::check_reader_rules(&xml);
-        let _ = collsched::export::simulate(&xml);
+        for buffering in [collsched::export::Buffering::Runtime, collsched::export::Buffering::Rendezvous] {
+            let _ = collsched::export::check_xml(&xml, buffering);
+        }
+        let _ = collsched::export::import_msccl(&xml, None);
     }
 }

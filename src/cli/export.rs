@@ -1,8 +1,9 @@
 //! `collsched export`: lower a schedule to per-rank programs, check rule 6 on them, write MSCCL
-//! XML, and re-check what was written with the reader's rules and a chunk-level simulation.
+//! XML, and re-check what was written as `verify FILE.xml --rendezvous` does: the reader's rules
+//! and a chunk-level run without buffering, so the file runs with any buffer size.
 
 use crate::error::{Error, ExitCode, Result};
-use crate::export::{check_reader_rules, msccl_xml, simulate, MscclOptions};
+use crate::export::{check_xml, msccl_xml, Buffering, MscclOptions, Runtime};
 use crate::lower::{lower, ChannelSpread, LowerOptions};
 use crate::verify::check_deadlock;
 use std::path::Path;
@@ -36,7 +37,8 @@ pub fn export(schedule: &Path, to: &str, dir: &Path, channels: Option<usize>, le
     if to == "sccl-json" {
         return sccl_json(&s, schedule, dir, &stem);
     }
-    let opts = MscclOptions { name: stem.clone(), legacy_coll_names: legacy, ..Default::default() };
+    let runtime = if legacy { Runtime::Legacy } else { Runtime::Executor };
+    let opts = MscclOptions { name: stem.clone(), runtime, ..Default::default() };
     let mut last_problems = Vec::new();
     for lower_opts in candidates(channels) {
         let programs = lower(&s, &lower_opts)?;
@@ -45,24 +47,28 @@ pub fn export(schedule: &Path, to: &str, dir: &Path, channels: Option<usize>, le
             return Err(Error::bad(format!("{}: the lowered programs fail rule 6: {d}", schedule.display())));
         }
         let xml = msccl_xml(&programs, &opts)?;
-        let problems = check_reader_rules(&xml);
-        if !problems.is_empty() {
-            last_problems = problems;
+        let report = check_xml(&xml, Buffering::Rendezvous);
+        if !report.problems.errors.is_empty() {
+            last_problems = report.problems.errors;
             continue;
         }
-        let sim = simulate(&xml).map_err(|e| Error::bad(format!("the exported XML does not run: {e}")))?;
-        if !sim.is_correct() {
-            return Err(Error::bad(format!("the exported XML computes the wrong result: {}", sim.errors[0])));
+        let run = match report.runs.first().map(|r| &r.outcome) {
+            Some(Ok(run)) => run,
+            Some(Err(e)) => return Err(Error::internal(format!("the exported XML does not run under rendezvous: {e}"))),
+            None => return Err(Error::internal("the exported XML declares no placement to run")),
+        };
+        if let Some(e) = run.errors.first() {
+            return Err(Error::internal(format!("the exported XML computes the wrong result: {e}")));
         }
         let out = dir.join(format!("{stem}.xml"));
         crate::io::write_atomic(&out, |w| std::io::Write::write_all(w, xml.as_bytes()).map_err(crate::io::write_error(&out)))?;
         println!(
-            "wrote {}: {} channels ({:?} spread), {} KiB; reader rules pass; the chunk-level simulation ran {} steps and every chunk ends where the collective wants it; rule 6 holds",
+            "wrote {}: {} channels ({:?} spread), {} KiB, for {runtime}; its reader rules pass; rule 6 holds: under rendezvous (no buffering) the chunk-level run takes {} steps and every chunk ends where the collective wants it, so it runs with any buffer size",
             out.display(),
             lower_opts.channels,
             lower_opts.spread,
             xml.len() / 1024,
-            sim.steps
+            run.steps
         );
         return Ok(ExitCode::Ok);
     }

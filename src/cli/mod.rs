@@ -36,7 +36,7 @@ pub enum Command {
     ///
     /// Example: collsched verify out/ring8.json --spec specs/ring8_halfring.json
     #[command(
-        after_help = "Exit codes: 0 valid, 1 a rule fails (one line per failure), 2 unreadable file or invalid header.\n\nExample:\n  collsched verify out/torus4x4x4_halfring_dimrotation.json --spec specs/torus4x4x4_halfring_dimrotation.json"
+        after_help = "Exit codes: 0 valid, 1 a rule fails (one line per failure), 2 unreadable file or invalid header.\n\nExamples:\n  collsched verify out/torus4x4x4_halfring_dimrotation.json --spec specs/torus4x4x4_halfring_dimrotation.json\n  collsched verify allreduce_ring.xml --rendezvous"
     )]
     Verify {
         /// The schedule file (collsched JSON), an SCCL algorithm JSON (by its keys), or MSCCL XML
@@ -59,6 +59,10 @@ pub enum Command {
         /// piece-hops it is reported as not checked (and `expect.deadlock_free` fails).
         #[arg(long, default_value_t = 2_000_000)]
         rule6_limit: u64,
+        /// For an MSCCL XML file: judge it under rendezvous (no buffering, the strict answer)
+        /// instead of the runtime's buffering (8 slots per connection, 4 per chunk).
+        #[arg(long)]
+        rendezvous: bool,
     },
     /// Run the algorithm a spec names and write the schedule file (verified before it is written).
     #[command(
@@ -151,7 +155,8 @@ pub enum Command {
         /// Channels of the lowering (default: the fewest, from 1, whose XML the reader accepts).
         #[arg(long)]
         channels: Option<usize>,
-        /// Spell reduce_scatter as the older MSCCL runtime does.
+        /// Write the older MSCCL runtime's dialect (what msccl-tools 2.3 writes: no outofplace,
+        /// reduce_scatter spelled so) instead of msccl-executor-nccl's.
         #[arg(long)]
         legacy: bool,
     },
@@ -215,8 +220,8 @@ pub enum ProofCommand {
 /// Runs the command line and returns the exit code.
 pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
-        Command::Verify { schedule, spec, json, max_diagnostics, peak_holdings, rule6_limit } => {
-            verify(schedule, spec, json, max_diagnostics, peak_holdings, rule6_limit)
+        Command::Verify { schedule, spec, json, max_diagnostics, peak_holdings, rule6_limit, rendezvous } => {
+            verify(schedule, spec, json, max_diagnostics, peak_holdings, rule6_limit, rendezvous)
         }
         Command::Cost { schedule, model, fifo, svg, json } => cost(schedule, &model, fifo, svg.as_deref(), json),
         Command::Generate { spec, flags, output, topology_svg, json } => generate(spec, flags, output, topology_svg, json),
@@ -292,9 +297,20 @@ impl<C: crate::verify::Check> crate::verify::Check for Bounded<C> {
     }
 }
 
-fn verify(schedule: PathBuf, spec_path: Option<PathBuf>, json: bool, max_diagnostics: usize, peak_holdings: bool, rule6_limit: u64) -> Result<ExitCode> {
+fn verify(
+    schedule: PathBuf,
+    spec_path: Option<PathBuf>,
+    json: bool,
+    max_diagnostics: usize,
+    peak_holdings: bool,
+    rule6_limit: u64,
+    rendezvous: bool,
+) -> Result<ExitCode> {
     if schedule.extension().is_some_and(|e| e == "xml") {
-        return xml::verify_xml(&schedule, spec_path.as_deref(), json);
+        return xml::verify_xml(&schedule, spec_path.as_deref(), json, rendezvous);
+    }
+    if rendezvous {
+        return Err(Error::bad(format!("{}: --rendezvous applies to MSCCL XML files (.xml) only", schedule.display())));
     }
     let spec = spec_path.as_deref().map(Spec::load).transpose()?;
     let instance = spec.as_ref().map(|s| s.instance()).transpose()?;

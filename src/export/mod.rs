@@ -7,9 +7,10 @@
 
 pub mod chakra;
 pub mod msccl;
-pub mod msccl_import;
 pub mod sccl;
 
 pub use chakra::{chakra_traces, decode_chakra, write_chakra};
-pub use msccl::{check_reader_rules, msccl_xml, simulate, ChunkValue, MscclOptions, Proto, SimResult};
-pub use msccl_import::{full_mesh, import_msccl};
+pub use msccl::{
+    check_reader_rules, check_xml, full_mesh, import_msccl, msccl_xml, read_program, simulate, Buffering, ChunkValue, Execution, MscclOptions, Placement,
+    Proto, Runtime, SimError, XmlReport,
+};
