@@ -343,6 +343,13 @@ fn synthesize_finds_certified_schedules_and_names_cut_off_ranks() {
         assert!(synth_ns < e["time_ns"].as_f64().unwrap(), "{hand}: {v}");
     }
     assert!(!v["pareto"].as_array().unwrap().is_empty(), "{v}");
+    // SCCL's coordinates beside time for the single-hop candidates: the fewest-steps schedule
+    // moves one piece per link per step, so its rounds equal its steps and its chunks its pieces.
+    let fewest = candidates.iter().find(|e| e["name"] == "fewest steps").unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(fewest["sccl"]["steps"], fewest["steps"], "{v}");
+    assert_eq!(fewest["sccl"]["rounds"], fewest["steps"], "{v}");
+    assert_eq!(fewest["sccl"]["chunks"], fewest["pieces"], "{v}");
+    assert!(candidates.iter().any(|e| e["name"] == "MATEe" && e["sccl"].is_null()), "routed detours have no SCCL form: {v}");
     let o = run(&["verify", s(&out)]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let mate = tmp("matee.json");

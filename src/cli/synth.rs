@@ -88,7 +88,10 @@ pub fn synthesize(
     let limit = answer.limit_reached;
     let front = answer.pareto();
     if json_out {
-        let entry = |e: &portfolio::Entry| json!({"name": e.candidate, "method": e.candidate.method(), "pieces": e.pieces, "steps": e.steps, "time_ns": e.time_ns, "event_driven_ns": e.event_ns});
+        let entry = |e: &portfolio::Entry| {
+            let sccl = e.sccl.as_ref().map(|c| json!({"steps": c.steps, "rounds": c.rounds, "chunks": c.chunks}));
+            json!({"name": e.candidate, "method": e.candidate.method(), "pieces": e.pieces, "steps": e.steps, "time_ns": e.time_ns, "event_driven_ns": e.event_ns, "sccl": sccl})
+        };
         let mut out = json!({"output": output, "chosen": name, "steps": schedule.steps.len(), "pieces": schedule.header.collective.pieces,
                "steps_lower_bound": answer.steps_report.as_ref().map(|r| r.steps_lower_bound), "steps_status": steps_status,
                "time_ns": to_f64(&cost.time_ns()), "bandwidth_term_ns": to_f64(&cost.bandwidth_ns()), "event_driven_ns": answer.event_ns,
@@ -133,13 +136,14 @@ pub fn synthesize(
         }
         if pareto {
             println!("steps/time trade-off (verified candidates; * = not beaten in both steps and time):");
-            println!("| steps | pieces per block | step-synchronous time | event-driven time | candidate |\n|---:|---:|---:|---:|---|");
+            println!("| steps | pieces per block | step-synchronous time | event-driven time | SCCL (steps, rounds, chunks) | candidate |\n|---:|---:|---:|---:|---:|---|");
             let mut all: Vec<&portfolio::Entry> = answer.entries.iter().collect();
             all.sort_by(|a, b| a.steps.cmp(&b.steps).then(a.time_ns.total_cmp(&b.time_ns)));
             for e in all {
                 let star = if front.contains(&e) { " *" } else { "" };
                 let ev = e.event_ns.map_or("-".to_string(), format_ns);
-                println!("| {}{star} | {} | {} | {ev} | {} |", e.steps, e.pieces, format_ns(e.time_ns), e.candidate);
+                let sccl = e.sccl.as_ref().map_or("-".to_string(), |c| format!("({}, {}, {})", c.steps, c.rounds, c.chunks));
+                println!("| {}{star} | {} | {} | {ev} | {sccl} | {} |", e.steps, e.pieces, format_ns(e.time_ns), e.candidate);
             }
         }
     }

@@ -35,6 +35,7 @@ use crate::collective::{Collective, CollectiveKind};
 use crate::cost::event_cost;
 use crate::cost::SyncCost;
 use crate::error::{Error, Result};
+use crate::export::sccl::{sccl_coordinates, ScclCoordinates};
 use crate::schedule::{Schedule, ScheduleHeader, Step};
 use crate::spec::Instance;
 use crate::topology::{NodeId, Topology};
@@ -146,6 +147,9 @@ pub struct Entry {
     pub time_ns: f64,
     /// Event-driven time in ns (max-min fair links), computed on switched networks.
     pub event_ns: Option<f64>,
+    /// SCCL's coordinates (steps, rounds, chunks), where the schedule is one SCCL's algorithm
+    /// files can hold (single hops between ranks, uniform blocks).
+    pub sccl: Option<ScclCoordinates>,
 }
 
 impl Entry {
@@ -404,7 +408,8 @@ fn choose(inst: &Instance, objective: Objective, candidates: Vec<(Candidate, Sch
         }
         let cost = r.cost.expect("verification computes the cost");
         let event_ns = if switched { Some(event_cost(&s, false)?.time_ns) } else { None };
-        let entry = Entry { candidate, pieces: s.header.collective.pieces, steps: s.steps.len(), time_ns: to_f64(&cost.time_ns()), event_ns };
+        let sccl = sccl_coordinates(&s).ok();
+        let entry = Entry { candidate, pieces: s.header.collective.pieces, steps: s.steps.len(), time_ns: to_f64(&cost.time_ns()), event_ns, sccl };
         entries.push(entry.clone());
         let better = match &best {
             None => true,
