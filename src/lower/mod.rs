@@ -294,6 +294,9 @@ impl Layout {
 /// One chunk of a rank's buffers.
 type Slot = (Buffer, usize);
 
+/// The (sender, receiver) ranks of a step's transfers, and which (rank, piece) it sends.
+type StepEnds = (Vec<(usize, usize)>, HashSet<(usize, PieceId)>);
+
 /// An operation before it is placed in a threadblock.
 struct Pending {
     op: Operation,
@@ -435,7 +438,7 @@ impl<'a> Lowering<'a> {
 
     /// The (sender, receiver) ranks of every transfer of a step, and which rank sends which piece
     /// in it.
-    fn ends(&self, si: usize, step: &Step) -> Result<(Vec<(usize, usize)>, HashSet<(usize, PieceId)>)> {
+    fn ends(&self, si: usize, step: &Step) -> Result<StepEnds> {
         let topo = &self.schedule.header.topology;
         let c = self.collective();
         let mut ends = Vec::with_capacity(step.transfers.len());
