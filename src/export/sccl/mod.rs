@@ -6,7 +6,7 @@
 //! directions share: SCCL's four collectives we have, the correspondence between SCCL's chunk
 //! *addresses* and our piece ids ([`Addressing`]), and SCCL's chunking (`chunk_up`). The rules a
 //! file must meet are in [`rules`], the import in [`read`], the export and SCCL's coordinates of
-//! a schedule (steps, rounds, chunks) in [`write`].
+//! a schedule (steps, rounds, chunks) in [`mod@write`].
 //!
 //! [`Schedule`]: crate::schedule::Schedule
 
