@@ -55,8 +55,9 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Index> {
     }
     for (dir, ix) in dirs.iter().zip(&shards) {
         for c in &ix.classes {
+            let files = ClassFiles::of(c.class);
+            copy(&dir.join(&files.spec), &out.join(&files.spec))?;
             if let Some(s) = &c.schedule {
-                let files = ClassFiles::of(c.class);
                 let sha = file_sha256(&dir.join(&s.file))?;
                 if sha != s.sha256 {
                     return Err(Error::bad(format!(
@@ -64,9 +65,8 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Index> {
                         dir.join(&s.file).display()
                     )));
                 }
-                for rel in [files.schedule, files.spec, files.certificate] {
-                    copy(&dir.join(&rel), &out.join(&rel))?;
-                }
+                copy(&dir.join(&files.schedule), &out.join(&files.schedule))?;
+                copy(&dir.join(&files.certificate), &out.join(&files.certificate))?;
             }
         }
     }

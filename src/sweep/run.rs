@@ -198,13 +198,18 @@ impl Plan {
         let limit = self.setup.synth.time_limit.as_secs_f64();
         obj.insert("method".into(), json!({"synthesize": {"solver": self.setup.synth.solver, "time_limit_s": limit}}));
         let text = serde_json::to_string_pretty(&v).expect("json") + "\n";
-        let spec = Spec::parse(&text, &format!("class {class}'s spec"))?;
+        let files = ClassFiles::of(class);
+        let mut spec = Spec::parse(&text, &files.spec)?;
+        // Messages name the spec by its place in the output folder, the same in every shard.
+        spec.path = Some(files.spec.into());
         Ok((spec, text))
     }
 
     fn solve_class(&self, class: usize, out: &Path, progress: &(dyn Fn(SweepEvent) + Sync)) -> Result<ClassResult> {
         let say = |what: &str| progress(SweepEvent::Working { class, what: what.to_string() });
         let (spec, spec_text) = self.class_spec(class)?;
+        let files = ClassFiles::of(class);
+        write_text(&out.join(&files.spec), &spec_text)?;
         let synthesized = spec.instance().and_then(|inst| {
             say("synthesizing");
             let mut note = |p: &Progress| {
@@ -219,11 +224,9 @@ impl Plan {
             Err(e) if e.exit_code() == ExitCode::Infeasible => return Ok(self.without_schedule(class, e.message().to_string())),
             Err(e) => return Err(e.context(format!("class {class} ({})", self.class_name(class)))),
         };
-        let files = ClassFiles::of(class);
         let mut schedule = answer.schedule;
         add_meta(&mut schedule, json!({"class": class, "representative": self.class_name(class), "chosen": answer.chosen.to_string()}));
         say("writing and certifying");
-        write_text(&out.join(&files.spec), &spec_text)?;
         write_schedule_file(&out.join(&files.schedule), &schedule)?;
         let sha256 = file_sha256(&out.join(&files.schedule))?;
         let certified = self.certify(&inst, &schedule, &spec_text, &files, &sha256, out)?;
