@@ -8,7 +8,7 @@
 //! other member through the member's symmetry ([`mapping`]), which keeps validity and cost
 //! exactly. The index ([`index`]) names every fault with its class, the class schedule and the
 //! symmetry; the classes split into shards ([`Plan::shard_classes`]) that separate machines run
-//! and [`merge`] joins.
+//! and [`merge()`] joins.
 //!
 //! ```
 //! use collsched::spec::Spec;
