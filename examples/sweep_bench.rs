@@ -10,12 +10,15 @@
 //! time limit per class (default 60 for 8x8x8, 20 for the pairs); `OUT_DIR` (default
 //! `out/sweep_bench`) receives one folder per sweep. Prints, per sweep, the faults, the classes,
 //! how they ended, the worst and median gap to the certified bound, the mapped members verified
-//! and the wall time of the whole sweep (planning, synthesis, certificates, files).
+//! and the wall time of the whole sweep (planning, synthesis, certificates, files), then the
+//! seconds the classes spent in each stage (summed over classes, which run in parallel).
 
 use collsched::spec::Spec;
-use collsched::sweep::{ClassStatus, FaultFamily, MemberCheck, Plan, SweepSetup};
+use collsched::sweep::{ClassStatus, FaultFamily, MemberCheck, Plan, SweepEvent, SweepSetup};
 use collsched::synth::SynthOptions;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 fn spec(dims: &str) -> Spec {
@@ -32,7 +35,26 @@ fn sweep(name: &str, dims: &str, family: FaultFamily, limit: f64, members: Membe
     let plan = Plan::new(setup).expect("a sweep plan");
     let planned = started.elapsed().as_secs_f64();
     let dir = out.join(name);
-    let index = plan.run(None, &dir, &|_| {}).expect("the sweep runs");
+    // Per class: its stage and since when; per stage: seconds summed over classes.
+    let clock: Mutex<(HashMap<usize, (&'static str, Instant)>, BTreeMap<&'static str, f64>)> = Mutex::default();
+    let progress = |e: SweepEvent| {
+        let (class, stage) = match &e {
+            SweepEvent::Working { class, what } => (*class, stage_of(what)),
+            SweepEvent::Finished { class } => (*class, "finished"),
+        };
+        let mut guard = clock.lock().expect("no panic while the clock is held");
+        let (current, totals) = &mut *guard;
+        match current.get(&class) {
+            Some(&(was, _)) if was == stage => {}
+            previous => {
+                if let Some(&(was, since)) = previous {
+                    *totals.entry(was).or_default() += since.elapsed().as_secs_f64();
+                }
+                current.insert(class, (stage, Instant::now()));
+            }
+        }
+    };
+    let index = plan.run(None, &dir, &progress).expect("the sweep runs");
     let seconds = started.elapsed().as_secs_f64();
     let mut gaps: Vec<f64> = index.faults.iter().filter_map(|f| f.gap).collect();
     gaps.sort_by(f64::total_cmp);
@@ -49,6 +71,18 @@ fn sweep(name: &str, dims: &str, family: FaultFamily, limit: f64, members: Membe
         pct(gaps.get(gaps.len().saturating_sub(1) / 2)),
         index.faults.iter().filter(|f| f.verified == Some(true)).count(),
     );
+    let totals = &clock.lock().expect("the sweep is over").1;
+    let stages: Vec<String> = totals.iter().map(|(stage, s)| format!("{stage} {s:.1} s")).collect();
+    println!("|  | class seconds by stage: {} |", stages.join(", "));
+}
+
+/// The stage a progress message belongs to (the synthesis reports its candidates one by one).
+fn stage_of(what: &str) -> &'static str {
+    match what {
+        "writing and certifying" => "writing and certifying",
+        "checking members" => "checking members",
+        _ => "synthesizing",
+    }
 }
 
 fn main() {
