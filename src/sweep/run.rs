@@ -12,7 +12,7 @@ use super::classes::{orbits, Class};
 use super::index::{ClassEntry, ClassSchedule, ClassStatus, FaultEntry, Index, ShardInfo, SweepHeader, INDEX_FORMAT};
 use super::mapping::map_schedule;
 use super::patterns::{enumerate, Cables, FaultCase, FaultFamily};
-use super::symmetry::{describe, Automorphism, SymmetryGroup};
+use super::symmetry::{describe, Automorphism, LinkTable, SymmetryGroup};
 use crate::bounds::certificate::{certificate_of_instance, schedule_json};
 use crate::bounds::certified::q_to_f64;
 use crate::bounds::flow::FlowOptions;
@@ -23,7 +23,7 @@ use crate::schedule::{write_schedule_file, Schedule};
 use crate::spec::{FaultsSpec, Spec, TopologySpec};
 use crate::synth::portfolio::{synthesize, Objective};
 use crate::synth::{Progress, SynthOptions};
-use crate::topology::{FaultPattern, Topology};
+use crate::topology::{FaultPattern, NodeId, Topology};
 use crate::units::{to_checker, to_f64};
 use crate::verify::{verify_schedule, VerifyOptions};
 use rayon::prelude::*;
@@ -78,6 +78,8 @@ pub struct Plan {
     pub healthy: Topology,
     /// Its cables.
     pub cables: Cables,
+    /// Its links by their ends.
+    pub links: LinkTable,
     /// Every fault case, in the sweep's order.
     pub cases: Vec<FaultCase>,
     /// The symmetries.
@@ -129,7 +131,8 @@ impl Plan {
         let group = SymmetryGroup::of(&healthy)?;
         let maps: Vec<Vec<u32>> = group.generators.iter().map(|g| cables.permutation(&g.map)).collect();
         let classes = orbits(&cases, &maps);
-        Ok(Plan { setup, healthy, cables, cases, group, classes })
+        let links = LinkTable::of(&healthy)?;
+        Ok(Plan { setup, healthy, cables, links, cases, group, classes })
     }
 
     /// What the index says was swept.
@@ -221,7 +224,7 @@ impl Plan {
         });
         let (inst, answer) = match synthesized {
             Ok(x) => x,
-            Err(e) if e.exit_code() == ExitCode::Infeasible => return Ok(self.without_schedule(class, e.message().to_string())),
+            Err(e) if e.exit_code() == ExitCode::Infeasible => return self.without_schedule(class, e.message().to_string()),
             Err(e) => return Err(e.context(format!("class {class} ({})", self.class_name(class)))),
         };
         let mut schedule = answer.schedule;
@@ -248,8 +251,9 @@ impl Plan {
             bandwidth_optimal: certified.bandwidth_optimal,
         };
         say("checking members");
-        let verified = self.check_members(class, &schedule, &certified.cost)?;
-        let faults = self.fault_entries(class, Some(&class_schedule), &verified);
+        let maps = self.member_maps(class)?;
+        let verified = self.verify_members(class, &maps, &schedule, &certified.cost)?;
+        let faults = self.fault_entries(class, &maps, Some(&class_schedule), &verified);
         let entry = ClassEntry {
             class,
             representative: self.classes[class].representative(),
@@ -267,7 +271,7 @@ impl Plan {
         self.cases[self.classes[class].representative()].name(&self.healthy, &self.cables)
     }
 
-    fn without_schedule(&self, class: usize, reason: String) -> ClassResult {
+    fn without_schedule(&self, class: usize, reason: String) -> Result<ClassResult> {
         let entry = ClassEntry {
             class,
             representative: self.classes[class].representative(),
@@ -278,7 +282,8 @@ impl Plan {
             schedule: None,
             members_verified: 0,
         };
-        ClassResult { entry, faults: self.fault_entries(class, None, &[]) }
+        let maps = self.member_maps(class)?;
+        Ok(ClassResult { entry, faults: self.fault_entries(class, &maps, None, &[]) })
     }
 
     /// Verifies the class schedule, writes its bound certificate with the schedule attached and
@@ -308,28 +313,39 @@ impl Plan {
         Ok(Certified { cost, bandwidth, latency, bandwidth_optimal })
     }
 
-    /// The symmetry of every member, checked to map the representative's faults onto the
-    /// member's; the members asked for also have their mapped schedule verified and costed.
-    /// Returns, per member, whether its schedule was verified.
-    fn check_members(&self, class: usize, schedule: &Schedule, expected: &SyncCost) -> Result<Vec<bool>> {
+    /// Where each member's symmetry sends every node, checked to map the representative's
+    /// faults onto the member's.
+    fn member_maps(&self, class: usize) -> Result<Vec<Vec<NodeId>>> {
         let members = &self.classes[class].members;
         let rep = &self.cases[members[0].case].cables;
-        let chosen = self.sample(class);
         members
             .par_iter()
-            .enumerate()
-            .map(|(i, m)| {
-                let g = self.group.element(&self.healthy, &m.word);
-                let perm = self.cables.permutation(&g);
-                let mut image: Vec<u32> = rep.iter().map(|&c| perm[c as usize]).collect();
+            .map(|m| {
+                let nodes = self.group.node_map(&self.healthy, &m.word);
+                let mut image: Vec<Option<u32>> =
+                    rep.iter().map(|&c| self.cables.ends(c)).map(|(a, b)| self.cables.find(nodes[a.index()], nodes[b.index()])).collect();
                 image.sort_unstable();
-                if image != self.cases[m.case].cables {
+                if image.iter().copied().collect::<Option<Vec<u32>>>().as_ref() != Some(&self.cases[m.case].cables) {
                     return Err(Error::internal(format!("class {class}: the symmetry of fault {} does not map the representative's faults onto it", m.case)));
                 }
-                if !chosen[i] {
+                Ok(nodes)
+            })
+            .collect()
+    }
+
+    /// Verifies and costs the mapped schedules of the members the sample picks; returns, per
+    /// member, whether its schedule was verified.
+    fn verify_members(&self, class: usize, maps: &[Vec<NodeId>], schedule: &Schedule, expected: &SyncCost) -> Result<Vec<bool>> {
+        let members = &self.classes[class].members;
+        self.sample(class)
+            .into_par_iter()
+            .enumerate()
+            .map(|(i, chosen)| {
+                if !chosen {
                     return Ok(false);
                 }
-                self.verify_member(class, m.case, &g, schedule, expected).map(|()| true)
+                let g = Automorphism::new(&self.healthy, &self.links, maps[i].clone())?;
+                self.verify_member(class, members[i].case, &g, schedule, expected).map(|()| true)
             })
             .collect()
     }
@@ -380,7 +396,7 @@ impl Plan {
         chosen
     }
 
-    fn fault_entries(&self, class: usize, schedule: Option<&ClassSchedule>, verified: &[bool]) -> Vec<FaultEntry> {
+    fn fault_entries(&self, class: usize, maps: &[Vec<NodeId>], schedule: Option<&ClassSchedule>, verified: &[bool]) -> Vec<FaultEntry> {
         let cube = self.cube();
         self.classes[class]
             .members
@@ -393,7 +409,7 @@ impl Plan {
                     name: case.name(&self.healthy, &self.cables),
                     faults: case.spec_faults(&self.healthy, &self.cables, cube),
                     class,
-                    symmetry: describe(&self.healthy, &self.group.element(&self.healthy, &m.word)),
+                    symmetry: describe(&self.healthy, &maps[i]),
                     schedule: schedule.map(|s| s.file.clone()),
                     time_ns: schedule.map(|s| s.time_ns),
                     bound_ns: schedule.and_then(|s| s.bound_ns),

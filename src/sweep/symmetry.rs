@@ -179,6 +179,17 @@ impl SymmetryGroup {
     pub fn element(&self, t: &Topology, word: &[u16]) -> Automorphism {
         word.iter().fold(Automorphism::identity(t), |acc, &g| acc.then(&self.generators[g as usize].map))
     }
+
+    /// Where the product of the generators named by `word` sends every node (the node part of
+    /// [`Self::element`], without the links: what a sweep needs for every member).
+    pub fn node_map(&self, t: &Topology, word: &[u16]) -> Vec<NodeId> {
+        let mut nodes: Vec<NodeId> = t.node_ids().collect();
+        for &g in word {
+            let map = &self.generators[g as usize].map;
+            nodes.iter_mut().for_each(|n| *n = map.node(*n));
+        }
+        nodes
+    }
 }
 
 /// Dimensions that may be permuted among themselves have the same radix, wrap and link speeds.
@@ -393,16 +404,17 @@ impl CoordinateMap {
         }))
     }
 
-    /// The coordinate form of a torus automorphism: read off the images of the origin and of
-    /// the unit vectors, then checked against every node. `None` if it is no coordinate map.
-    pub fn of(s: &TorusShape, a: &Automorphism) -> Option<CoordinateMap> {
+    /// The coordinate form of a torus automorphism's node map (`nodes[i]` is where node `i`
+    /// goes): read off the images of the origin and of the unit vectors, then checked against
+    /// every node. `None` if it is no coordinate map.
+    pub fn of(s: &TorusShape, nodes: &[NodeId]) -> Option<CoordinateMap> {
         let nd = s.ndims();
-        let origin = s.coord(a.node(NodeId(0)));
+        let origin = s.coord(nodes[0]);
         let mut axes = vec![usize::MAX; nd];
         let (mut reflect, mut shift) = (vec![false; nd], vec![0; nd]);
         for d in (0..nd).filter(|&d| s.dims[d] > 1) {
             let n = s.dims[d];
-            let y = s.coord(a.node(s.with_coord(NodeId(0), d, 1)));
+            let y = s.coord(nodes[s.with_coord(NodeId(0), d, 1).index()]);
             let moved: Vec<usize> = (0..nd).filter(|&e| y[e] != origin[e]).collect();
             let &[axis] = moved.as_slice() else { return None };
             let delta = (y[axis] + n - origin[axis]) % n;
@@ -420,17 +432,18 @@ impl CoordinateMap {
             axes[d] = free.next()?;
         }
         let map = CoordinateMap { axes, reflect, shift };
-        (map.permutation(s)? == a.nodes()).then_some(map)
+        (map.permutation(s)? == nodes).then_some(map)
     }
 }
 
-/// How the index writes a symmetry: a torus's in coordinates (`{"axes", "reflect", "shift"}`,
-/// [`CoordinateMap`]), any other as the image of every node (`{"nodes": [...]}`).
-pub fn describe(t: &Topology, a: &Automorphism) -> Value {
-    if let Some(map) = t.torus_shape().and_then(|s| CoordinateMap::of(s, a)) {
+/// How the index writes a symmetry, given where it sends every node: a torus's in coordinates
+/// (`{"axes", "reflect", "shift"}`, [`CoordinateMap`]), any other as the image of every node
+/// (`{"nodes": [...]}`).
+pub fn describe(t: &Topology, nodes: &[NodeId]) -> Value {
+    if let Some(map) = t.torus_shape().and_then(|s| CoordinateMap::of(s, nodes)) {
         return serde_json::to_value(map).expect("a coordinate map serializes");
     }
-    json!({"nodes": a.nodes().iter().map(|n| n.0).collect::<Vec<_>>()})
+    json!({"nodes": nodes.iter().map(|n| n.0).collect::<Vec<_>>()})
 }
 
 /// Reads a symmetry written by [`describe`] back, checking that it is one.
@@ -480,9 +493,10 @@ mod tests {
         let word: Vec<u16> = (0..40).map(|i| ((i * 7 + 3) % g.generators.len()) as u16).collect();
         for len in 0..word.len() {
             let a = g.element(&t, &word[..len]);
-            let map = CoordinateMap::of(s, &a).expect("a product of generators is a coordinate map");
+            assert_eq!(g.node_map(&t, &word[..len]), a.nodes());
+            let map = CoordinateMap::of(s, a.nodes()).expect("a product of generators is a coordinate map");
             assert_eq!(map.permutation(s).unwrap(), a.nodes());
-            assert_eq!(read_description(&t, &describe(&t, &a)).unwrap(), a);
+            assert_eq!(read_description(&t, &describe(&t, a.nodes())).unwrap(), a);
         }
     }
 
@@ -499,7 +513,8 @@ mod tests {
         let t = tree(3, 4, 8, None);
         let g = SymmetryGroup::of(&t).unwrap();
         assert_eq!(g.order, BigUint::from(16u32 * 4 * 2 * 2 * 4));
-        assert!(read_description(&t, &describe(&t, &g.element(&t, &[0, 1, 2, 3]))).is_ok());
+        let a = g.element(&t, &[0, 1, 2, 3]);
+        assert_eq!(read_description(&t, &describe(&t, a.nodes())).unwrap(), a);
         let e = SymmetryGroup::of(&tree(2, 8, 24, Some(6))).unwrap_err();
         assert!(e.message().contains("not nested"), "{e}");
     }
