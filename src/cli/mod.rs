@@ -5,6 +5,7 @@ mod flags;
 pub mod progress;
 mod proof;
 mod sccl;
+mod sweep;
 mod synth;
 mod xml;
 
@@ -163,6 +164,13 @@ pub enum Command {
     /// Re-check certificates without any solver.
     #[command(subcommand)]
     Proof(ProofCommand),
+    /// A fault library: a verified, certified schedule for every fault of a family (every cable,
+    /// every pair of cables, every TPUv4 OCS), one synthesis per class of faults under the
+    /// network's symmetries, and an index naming every fault.
+    #[command(
+        after_help = "Exit codes: 0 every class has a schedule, 2 bad input, 3 a class is infeasible (listed; the rest is written), 4 a class reached its time limit (its best schedule is written), 5 a file could not be written, 6 a mapped schedule failed its check (a bug).\n\nExamples:\n  collsched sweep --torus 8x8x8 --bytes 8MiB --faults cables --verify-members sample 8 -o out/sweep-8x8x8\n  collsched sweep --torus 4x4x4 --bytes 8MiB --faults pairs --time-limit 20 -o out/sweep-pairs\n  collsched sweep --torus 8x4x4 --faults ocs --shard 0/2 -o out/shard-0\n  collsched sweep merge out/shard-0 out/shard-1 -o out/sweep-ocs"
+    )]
+    Sweep(sweep::SweepArgs),
     /// Run the torus study's comparison (methods x tori x sizes) and write Markdown, CSV and SVG plots.
     #[command(
         after_help = "Exit codes: 0 written, 2 bad input.\n\nExample:\n  collsched eval --out out/eval\n  collsched eval --tori 4x4,4x4x4 --out out/eval-small"
@@ -238,6 +246,7 @@ pub fn run(cli: Cli) -> ExitCode {
             Err(e) => Err(e),
         },
         Command::Export { schedule, to, output, channels, legacy } => export::export(&schedule, &to, &output, channels, legacy),
+        Command::Sweep(args) => sweep::run(args),
     };
     match result {
         Ok(code) => code,

@@ -21,7 +21,7 @@ use std::path::Path;
 use std::time::Duration;
 
 /// The synthesis options: the spec's `method.synthesize`, overridden by flags.
-fn options(spec: &Spec, solver: Option<Solver>, time_limit: Option<f64>) -> Result<SynthOptions> {
+pub(super) fn options(spec: &Spec, solver: Option<Solver>, time_limit: Option<f64>) -> Result<SynthOptions> {
     let from_spec = match &spec.method {
         Some(MethodSpec::Synthesize(s)) => Some(s),
         _ => None,
