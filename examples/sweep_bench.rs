@@ -28,6 +28,9 @@ fn spec(dims: &str) -> Spec {
     Spec::parse(&text, "sweep_bench").expect("a valid spec")
 }
 
+/// Per class: its current stage and since when; per stage: seconds summed over classes.
+type StageClock = (HashMap<usize, (&'static str, Instant)>, BTreeMap<&'static str, f64>);
+
 fn sweep(name: &str, dims: &str, family: FaultFamily, limit: f64, members: MemberCheck, out: &std::path::Path) {
     let started = Instant::now();
     let setup =
@@ -35,8 +38,7 @@ fn sweep(name: &str, dims: &str, family: FaultFamily, limit: f64, members: Membe
     let plan = Plan::new(setup).expect("a sweep plan");
     let planned = started.elapsed().as_secs_f64();
     let dir = out.join(name);
-    // Per class: its stage and since when; per stage: seconds summed over classes.
-    let clock: Mutex<(HashMap<usize, (&'static str, Instant)>, BTreeMap<&'static str, f64>)> = Mutex::default();
+    let clock: Mutex<StageClock> = Mutex::default();
     let progress = |e: SweepEvent| {
         let (class, stage) = match &e {
             SweepEvent::Working { class, what } => (*class, stage_of(what)),
