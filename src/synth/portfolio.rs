@@ -75,7 +75,8 @@ impl Entry {
 /// The answer of a synthesis.
 #[derive(Clone, Debug)]
 pub struct Answer {
-    /// The fewest-steps search's report (its bound and status); all_to_all only.
+    /// The fewest-steps search's report (its bound and status): for all_to_all, and for every
+    /// kind under the steps objective.
     pub steps_report: Option<SynthReport>,
     /// The chosen candidate's name.
     pub chosen: String,
@@ -135,7 +136,7 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
     let switched = t.num_switches() > 0;
     let mut candidates: Vec<(String, Schedule)> = Vec::new();
     let mut limit_reached = false;
-    let steps_report = if c.kind == CollectiveKind::AllToAll {
+    let steps_report = if c.kind == CollectiveKind::AllToAll || objective == Objective::Steps {
         let mut steps_opts = opts.clone();
         if objective == Objective::Time {
             steps_opts.time_limit = opts.time_limit / 2;
@@ -149,8 +150,6 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
             candidates.push(("fewest steps".into(), s));
         }
         Some(report)
-    } else if objective == Objective::Steps {
-        return Err(Error::bad(format!("--objective steps: the fewest-steps search takes all_to_all, not {}", c.kind)));
     } else {
         None
     };
