@@ -47,6 +47,9 @@ pub struct AllReduce {
     hops: HopGraph,
     pieces: Vec<PieceId>,
     ranks: Vec<NodeId>,
+    /// Sets of hops that share one piece per step: the hops over each link (section 3), or, for a
+    /// translation-invariant schedule, the hops of each direction (`symmetric`).
+    shared: Vec<Vec<usize>>,
     /// `dist[r][v]`: hops from rank index r to npu v (`u32::MAX` if none).
     dist: Vec<Vec<u32>>,
 }
@@ -54,8 +57,14 @@ pub struct AllReduce {
 impl AllReduce {
     /// The all_reduce of `c` over `hops`.
     pub fn new(c: &Collective, hops: &HopGraph) -> Self {
-        let dist = c.ranks.iter().map(|&r| hops.distances(r, false).into_iter().map(|d| d.unwrap_or(u32::MAX)).collect()).collect();
-        AllReduce { hops: hops.clone(), pieces: c.pieces().collect(), ranks: c.ranks.clone(), dist }
+        Self::with(hops.clone(), c.pieces().collect(), c.ranks.clone(), hops.on_link.clone())
+    }
+
+    /// The all_reduce of some `pieces` over `ranks`, the hops of each set of `shared` carrying
+    /// one piece per step between them.
+    pub fn with(hops: HopGraph, pieces: Vec<PieceId>, ranks: Vec<NodeId>, shared: Vec<Vec<usize>>) -> Self {
+        let dist = ranks.iter().map(|&r| hops.distances(r, false).into_iter().map(|d| d.unwrap_or(u32::MAX)).collect()).collect();
+        AllReduce { hops, pieces, ranks, shared, dist }
     }
 
     /// Number of 0-1 variables of the program with `steps` steps.
@@ -146,9 +155,10 @@ impl AllReduceProgram<'_> {
         }
     }
 
-    /// docs/design/MODEL.md section 3: a link carries at most one piece per step.
+    /// docs/design/MODEL.md section 3: a link carries at most one piece per step (or a direction
+    /// one, for a translation-invariant schedule).
     fn one_piece_per_link_per_step(&self, backend: &mut dyn Backend) {
-        for on_link in &self.instance.hops.on_link {
+        for on_link in &self.instance.shared {
             for t in 0..self.steps as usize {
                 let terms: Vec<Term> = self.send.iter().flat_map(|by_hop| on_link.iter().map(move |&h| (by_hop[h][t], 1))).collect();
                 if terms.len() > 1 {

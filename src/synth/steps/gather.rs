@@ -25,6 +25,12 @@ use crate::synth::backends::{Backend, Model, Term, Var};
 use crate::synth::hops::HopGraph;
 use crate::topology::NodeId;
 
+/// Every piece of `c` with the rank it spreads from: piece (x, k) is all_gather rank x's block, or
+/// reduce_scatter block x; either way it spreads from rank x.
+fn all_pieces(c: &Collective) -> Vec<(PieceId, NodeId)> {
+    c.pieces().map(|p| (p, c.ranks[p.parts()[0] as usize])).collect()
+}
+
 /// One all_gather (or, reversed, reduce_scatter) instance over a hop graph.
 pub struct Multicast {
     hops: HopGraph,
@@ -33,6 +39,9 @@ pub struct Multicast {
     pieces: Vec<(PieceId, NodeId)>,
     /// The ranks, which must all receive every piece.
     ranks: Vec<NodeId>,
+    /// Sets of hops that share one piece per step: the hops over each link (section 3), or, for a
+    /// translation-invariant schedule, the hops of each direction (`symmetric`).
+    shared: Vec<Vec<usize>>,
     /// `dist[p][v]`: hops from piece p's source to npu v (`u32::MAX` if none).
     dist: Vec<Vec<u32>>,
     /// Whether this is a reduce_scatter (the hops are transposed; decoding reverses time).
@@ -42,24 +51,24 @@ pub struct Multicast {
 impl Multicast {
     /// The all_gather of `c` over `hops` (single hops between its ranks).
     pub fn all_gather(c: &Collective, hops: &HopGraph) -> Self {
-        Self::new(c, hops.clone(), false)
+        Self::new(hops.clone(), all_pieces(c), c.ranks.clone(), hops.on_link.clone(), false)
     }
 
     /// The reduce_scatter of `c` over `hops`, as an all_gather over their transposition.
     pub fn reduce_scatter(c: &Collective, hops: &HopGraph) -> Self {
-        Self::new(c, hops.transposed(), true)
+        Self::new(hops.transposed(), all_pieces(c), c.ranks.clone(), hops.on_link.clone(), true)
     }
 
-    fn new(c: &Collective, hops: HopGraph, reducing: bool) -> Self {
-        // Piece (x, k): all_gather rank x's block, reduce_scatter block x; either way it spreads
-        // from rank x.
-        let pieces: Vec<(PieceId, NodeId)> = c.pieces().map(|p| (p, c.ranks[p.parts()[0] as usize])).collect();
+    /// Some `pieces` (with the rank each spreads from) to every rank of `ranks` over `hops`, the
+    /// hops of each set of `shared` carrying one piece per step between them; with `reducing`,
+    /// `hops` are transposed and decoding reverses time (a reduce_scatter).
+    pub fn new(hops: HopGraph, pieces: Vec<(PieceId, NodeId)>, ranks: Vec<NodeId>, shared: Vec<Vec<usize>>, reducing: bool) -> Self {
         let mut by_source: Vec<Option<Vec<u32>>> = vec![None; hops.out.len()];
         let dist = pieces
             .iter()
             .map(|&(_, s)| by_source[s.index()].get_or_insert_with(|| hops.distances(s, false).into_iter().map(|d| d.unwrap_or(u32::MAX)).collect()).clone())
             .collect();
-        Multicast { hops, pieces, ranks: c.ranks.clone(), dist, reducing }
+        Multicast { hops, pieces, ranks, shared, dist, reducing }
     }
 
     /// Whether piece p may cross hop h in step t of `steps` at all: its sender can hold it by
@@ -114,9 +123,9 @@ impl MulticastProgram<'_> {
     }
 
     /// docs/design/MODEL.md section 3: "a link carries at most one piece per step" (and rule 2 on
-    /// every link of a hop's path).
+    /// every link of a hop's path); or one per direction, for a translation-invariant schedule.
     fn one_piece_per_link_per_step(&self, backend: &mut dyn Backend) {
-        for on_link in &self.instance.hops.on_link {
+        for on_link in &self.instance.shared {
             for t in 0..self.steps {
                 let terms: Vec<Term> =
                     (0..self.instance.pieces.len()).flat_map(|p| on_link.iter().filter_map(move |&h| self.send(p, h, t))).map(|x| (x, 1)).collect();

@@ -220,6 +220,12 @@ fn incumbent(
             found.push(("spreading", steps));
         }
     }
+    if c.kind != CollectiveKind::AllToAll {
+        let below = found.iter().map(|(_, s)| s.len() as u32).min().unwrap_or(u32::MAX);
+        if let Some(steps) = symmetric::translation_invariant_blocks(t, c, hops, opts.solver, (lower, below), MAX_EXACT_VARIABLES, deadline)? {
+            found.push(("translation-invariant", steps));
+        }
+    }
     let mut best: Option<Schedule> = None;
     for (method, steps) in found {
         if best.as_ref().is_none_or(|b| steps.len() < b.steps.len()) {

@@ -1,25 +1,140 @@
-//! Translation-invariant all_to_all on a healthy torus: a schedule for every size at once from a
-//! problem over one source's pieces, which meets the certified bound on the even tori where the
-//! time-expanded program is too large (4x4: 8 steps, 4x4x4: 32).
+//! Translation-invariant schedules on a healthy torus: a schedule for every source at once from a
+//! problem over one source's pieces, which meets the certified bound where the time-expanded
+//! program is too large (all_to_all on the 4x4: 8 steps, the 4x4x4: 32; all_gather on the 5x5).
 //!
-//! Translating a schedule by a torus vector g moves the piece from s to s + d onto the piece from
-//! s + g to s + g + d. If the schedule is the union of the translates of one source's routes
-//! (source 0 sends its piece of displacement d along some route; every source s sends the
-//! translate), then a link at step t carries one piece per move of source 0's pieces that crosses
-//! a link *of the same direction* at step t. So "one piece per link per step" becomes: per
-//! direction and step, at most one move of source 0's pieces. A piece is a job with one unit
-//! operation per hop on the "machine" of its direction, at most one per step; the steps needed
-//! are the largest of a direction's load and a job's length (König: a bipartite multigraph of
-//! largest degree T has a proper edge colouring with T colours, and a torus route may take its
-//! moves in any order). The routes are shortest, the pieces that cross half a ring of even size
-//! split evenly between its two directions.
+//! Translating a schedule by a torus vector g moves the piece from s onto the piece from s + g.
+//! If the schedule is the union of the translates of one source's transfers, then a link at step
+//! t carries one piece per transfer of source 0's pieces that crosses a link *of the same
+//! direction* at step t. So "one piece per link per step" (docs/design/MODEL.md section 3)
+//! becomes: per direction and step, at most one transfer of source 0's pieces.
 //!
-//! The schedule this gives is a candidate like the heuristic's; it is optimal where it meets the
+//! - all_to_all: a piece of source 0 is a job with one unit operation per hop on the "machine" of
+//!   its direction, at most one per step; the steps needed are the largest of a direction's load
+//!   and a job's length (König: a bipartite multigraph of largest degree T has a proper edge
+//!   colouring with T colours, and a torus route may take its moves in any order). The routes
+//!   are shortest, the pieces that cross half a ring of even size split evenly between its two
+//!   directions. No solver is needed.
+//! - all_gather: the program of `gather` for source 0's pieces alone, with the hops of each
+//!   direction sharing one piece per step (1,300 variables at the 6x6 torus's 9 steps);
+//!   reduce_scatter, its time reversal over the transposed hops, likewise; all_reduce: the
+//!   program of `allreduce` for block 0's pieces alone.
+//!
+//! The schedules are candidates like the heuristics'; they are optimal where they meet the
 //! certified bound (docs/design/MODEL.md section 6).
 
+use super::allreduce::AllReduce;
+use super::gather::Multicast;
+use super::Program;
 use crate::collective::{Collective, CollectiveKind, PieceId};
+use crate::error::Result;
 use crate::schedule::{Op, Step, Transfer};
-use crate::topology::{NodeId, Topology};
+use crate::synth::backends::Solver;
+use crate::synth::hops::HopGraph;
+use crate::topology::{LinkId, NodeId, Topology, TorusShape};
+use std::time::Instant;
+
+/// The torus of `t` when translations map the instance onto itself: no down link, no switch,
+/// every dimension of more than 2 npus wraps, and every npu is a rank.
+fn symmetric_torus<'a>(t: &'a Topology, c: &Collective) -> Option<&'a TorusShape> {
+    let shape = t.torus_shape()?;
+    let applies =
+        t.num_switches() == 0 && t.down_links().is_empty() && c.num_ranks() == t.num_npus() && shape.dims.iter().zip(&shape.wrap).all(|(&k, &w)| w || k <= 2);
+    applies.then_some(shape)
+}
+
+/// The direction of a torus link: its dimension and its step along it (1 or k - 1 for a ring
+/// of k; a dimension of size 2 has one, 1).
+fn direction_of(t: &Topology, shape: &TorusShape, link: LinkId) -> (usize, usize) {
+    let (a, b) = (shape.coord(t.link(link).src), shape.coord(t.link(link).dst));
+    let dim = (0..shape.ndims()).find(|&i| a[i] != b[i]).unwrap_or(0);
+    let k = shape.dims[dim];
+    (dim, (b[dim] + k - a[dim]) % k)
+}
+
+/// `link` translated by the coordinate of `by`.
+fn translate(t: &Topology, shape: &TorusShape, link: LinkId, by: NodeId) -> Option<LinkId> {
+    let g = shape.coord(by);
+    let moved = |v: NodeId| {
+        let c: Vec<usize> = shape.coord(v).iter().zip(&g).zip(&shape.dims).map(|((&x, &d), &k)| (x + d) % k).collect();
+        shape.node_at(&c)
+    };
+    t.link_between(moved(t.link(link).src)?, moved(t.link(link).dst)?)
+}
+
+/// The translation-invariant all_gather, reduce_scatter or all_reduce of `c` over `hops` (single
+/// links between its ranks) with the fewest steps from `from` up to `below` (exclusive), or
+/// `None` when it does not apply, no horizon below `below` is feasible, `deadline` passes first,
+/// or a program has more than `max_variables` variables.
+///
+/// Errors: only for a backend this build lacks.
+pub fn translation_invariant_blocks(
+    t: &Topology,
+    c: &Collective,
+    hops: &HopGraph,
+    solver: Solver,
+    (from, below): (u32, u32),
+    max_variables: usize,
+    deadline: Instant,
+) -> Result<Option<Vec<Step>>> {
+    let Some(shape) = symmetric_torus(t, c) else { return Ok(None) };
+    let root = NodeId(0);
+    let (Some(x0), true) = (c.rank_index(root), hops.hops.iter().all(|h| h.path.len() == 1)) else { return Ok(None) };
+    let pieces: Vec<PieceId> = (0..c.pieces).map(|k| PieceId::block(x0 as u32, k)).collect();
+    let mut directions: Vec<(usize, usize)> = Vec::new();
+    let mut shared: Vec<Vec<usize>> = Vec::new();
+    for (h, hop) in hops.hops.iter().enumerate() {
+        let d = direction_of(t, shape, hop.path[0]);
+        match directions.iter().position(|&x| x == d) {
+            Some(i) => shared[i].push(h),
+            None => {
+                directions.push(d);
+                shared.push(vec![h]);
+            }
+        }
+    }
+    let sourced = |pieces: Vec<PieceId>| pieces.into_iter().map(|p| (p, root)).collect();
+    let program = match c.kind {
+        CollectiveKind::AllGather => Program::Multicast(Multicast::new(hops.clone(), sourced(pieces), c.ranks.clone(), shared, false)),
+        CollectiveKind::ReduceScatter => Program::Multicast(Multicast::new(hops.transposed(), sourced(pieces), c.ranks.clone(), shared, true)),
+        CollectiveKind::AllReduce => Program::AllReduce(AllReduce::with(hops.clone(), pieces, c.ranks.clone(), shared)),
+        CollectiveKind::AllToAll => return Ok(None),
+    };
+    for horizon in from.max(1)..below {
+        let Some(left) = deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) else { return Ok(None) };
+        let variables = program.variables(horizon);
+        if variables > max_variables {
+            return Ok(None);
+        }
+        let mut backend = solver.backend(variables)?;
+        match program.solve(backend.as_mut(), horizon, left) {
+            Some(Some(steps)) => return Ok(Some(translated(t, shape, c, &steps))),
+            Some(None) => continue,
+            None => return Ok(None),
+        }
+    }
+    Ok(None)
+}
+
+/// Every translate of source 0's steps: the transfer of piece (x0, k) over a link becomes, for
+/// every npu g, the transfer of piece (rank of g, k) over the link moved by g.
+fn translated(t: &Topology, shape: &TorusShape, c: &Collective, steps: &[Step]) -> Vec<Step> {
+    steps
+        .iter()
+        .map(|step| Step {
+            transfers: step
+                .transfers
+                .iter()
+                .flat_map(|x| {
+                    let k = x.pieces[0].parts()[1];
+                    t.node_ids().filter_map(move |g| {
+                        let link = translate(t, shape, x.path[0], g)?;
+                        Some(Transfer { path: vec![link], op: x.op, pieces: vec![PieceId::block(c.rank_index(g)? as u32, k)] })
+                    })
+                })
+                .collect(),
+        })
+        .collect()
+}
 
 /// A direction of the torus: a dimension and a sign (a dimension of size 2 has one, `+`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,20 +143,11 @@ struct Direction {
     positive: bool,
 }
 
-/// The translation-invariant schedule of `c` on `t`, or `None` when it does not apply: `t` must
+/// The translation-invariant all_to_all of `c` on `t`, or `None` when it does not apply: `t` must
 /// be a torus with no down link whose every dimension of more than 2 npus wraps, and `c` a
 /// uniform all_to_all over all its npus.
 pub fn translation_invariant(t: &Topology, c: &Collective) -> Option<Vec<Step>> {
-    let shape = t.torus_shape()?;
-    let applies = c.kind == CollectiveKind::AllToAll
-        && c.is_uniform()
-        && t.num_switches() == 0
-        && t.down_links().is_empty()
-        && c.num_ranks() == t.num_npus()
-        && shape.dims.iter().zip(&shape.wrap).all(|(&k, &w)| w || k <= 2);
-    if !applies {
-        return None;
-    }
+    let shape = symmetric_torus(t, c).filter(|_| c.kind == CollectiveKind::AllToAll && c.is_uniform())?;
     let dims = &shape.dims;
     let directions: Vec<Direction> = (0..dims.len())
         .filter(|&i| dims[i] >= 2)

@@ -347,9 +347,9 @@ fn all_gather_takes_the_steps_sccl_finds_each_certified() {
 fn reduce_scatter_is_the_all_gather_reversed() {
     // On tori (every cable both ways) the fewest steps of the two agree, and the exact program
     // alone, decoded as reduces, verifies.
-    for (dims, fault) in [(vec![5], false), (vec![6], true), (vec![3, 3], true), (vec![2, 2, 2], false)] {
+    for (dims, fault, most_pieces) in [(vec![5], false, 2), (vec![6], true, 2), (vec![3, 3], true, 1), (vec![2, 2, 2], false, 1)] {
         let t = torus_of(&dims, fault);
-        for pieces in [1, 2] {
+        for pieces in 1..=most_pieces {
             let gather = kind_on(&t, CollectiveKind::AllGather, all_ranks(&t), pieces);
             let scatter = kind_on(&t, CollectiveKind::ReduceScatter, all_ranks(&t), pieces);
             let (g, _, _) = fewest_exact(&t, &gather, Solver::Ilp, AGREE_LIMIT).unwrap();
@@ -367,7 +367,13 @@ fn the_all_reduce_program_beats_reduce_scatter_then_all_gather() {
     // A ring of 4: reduce_scatter then all_gather take 2 + 2 steps; the bound (2 x 3 transfers
     // for each of 4 blocks over 8 links) is 3, and the program with contributor sets meets it.
     let t = torus_of(&[4], false);
-    let r = synthesized(&t, &kind_on(&t, CollectiveKind::AllReduce, all_ranks(&t), 1), AGREE_LIMIT);
+    let c = kind_on(&t, CollectiveKind::AllReduce, all_ranks(&t), 1);
+    let (steps, s, _) = fewest_exact(&t, &c, Solver::Ilp, AGREE_LIMIT).unwrap();
+    assert_eq!(steps, 3);
+    assert!(verify_schedule(&s, &VerifyOptions::default()).unwrap().is_valid());
+    let ops: Vec<crate::schedule::Op> = s.steps.iter().flat_map(|st| &st.transfers).map(|x| x.op).collect();
+    assert!(ops.contains(&crate::schedule::Op::Copy) && ops.contains(&crate::schedule::Op::Reduce), "{ops:?}");
+    let r = synthesized(&t, &c, AGREE_LIMIT);
     assert_eq!((r.steps_found, &r.status), (Some(3), &SynthStatus::Optimal { certified: true }));
     // A line of 4: the bound says 4; the program refutes 4 and 5, so the composition's 6 stands.
     let t = torus_of(&[4], true);
@@ -388,6 +394,24 @@ fn translation_invariant_all_to_all_meets_the_bound_on_even_tori() {
         assert_eq!(s.steps.len() as u32, steps, "{dims:?}");
         let r = synthesized(&t, &c, TEST_LIMIT);
         assert_eq!((r.steps_found, &r.status), (Some(steps), &SynthStatus::Optimal { certified: true }), "{dims:?}");
+    }
+    // The block kinds by the program over block 0's pieces, each direction one piece per step:
+    // all_gather on the 5x5 (24 receptions over 4 directions: 6 steps), reduce_scatter on the 4x6
+    // (23 over 4: 6), all_reduce on a ring of 6 (2 x 5 transfers over 2 directions: 5 steps, one
+    // below reduce_scatter + all_gather).
+    for (dims, kind, steps) in
+        [(vec![5, 5], CollectiveKind::AllGather, 6), (vec![4, 6], CollectiveKind::ReduceScatter, 6), (vec![6], CollectiveKind::AllReduce, 5)]
+    {
+        let t = torus_of(&dims, false);
+        let c = kind_on(&t, kind, all_ranks(&t), 1);
+        let hops = HopGraph::new(&t);
+        let deadline = Instant::now() + AGREE_LIMIT;
+        let found = symmetric::translation_invariant_blocks(&t, &c, &hops, Solver::Ilp, (1, steps + 1), usize::MAX, deadline).unwrap().unwrap();
+        let s = checked(&t, &c, found, "translation-invariant", 0).unwrap();
+        assert_eq!(s.steps.len() as u32, steps, "{dims:?} {kind}");
+        assert_eq!(synthesized(&t, &c, AGREE_LIMIT).status, SynthStatus::Optimal { certified: true }, "{dims:?} {kind}");
+        // One step fewer is infeasible for translation-invariant schedules too.
+        assert!(symmetric::translation_invariant_blocks(&t, &c, &hops, Solver::Ilp, (steps - 1, steps), usize::MAX, deadline).unwrap().is_none());
     }
     // Not for a faulty torus, a group, or a mesh.
     let t = torus_of(&[4, 4], true);
