@@ -306,25 +306,34 @@ pub fn flow_bound(t: &Topology, c: &Collective, opts: &FlowOptions) -> Option<Fl
         return None;
     }
     let cut = best_cut(t, c).map(|b| cut_lengths(t, &b.nodes, b.into));
-    Some(lengths_search(t, &Net::new(t, c), cut, &|y| exact_length_bound(t, c, y), opts))
+    Some(lengths_search(t, &Net::new(t, c), cut, &|y| exact_length_bound(t, c, y), false, opts))
 }
 
 /// The flow bound on the steps of an all_to_all (one piece per link per step, docs/design/MODEL.md
 /// section 3): [`flow_bound`] with every capacity 1 and every piece 1, so that [`FlowBound::lower`]
 /// is in steps (fractional: the steps are at least its ceiling). `cut` seeds the search with the
-/// lengths of a cut (1 on the links leaving `nodes`, or entering them with `into`). `None` unless
-/// all_to_all.
+/// lengths of a cut (1 on the links leaving `nodes`, or entering them with `into`). The search
+/// also stops once the best routing's steps are at most the lower bound's ceiling (no lengths
+/// can raise the ceiling then). `None` unless all_to_all.
 pub fn steps_flow_bound(t: &Topology, c: &Collective, cut: Option<(&[crate::topology::NodeId], bool)>, opts: &FlowOptions) -> Option<FlowBound> {
     if c.kind != CollectiveKind::AllToAll {
         return None;
     }
     let cut = cut.map(|(nodes, into)| cut_lengths(t, nodes, into));
-    Some(lengths_search(t, &Net::pieces(t, c), cut, &|y| exact_steps_length_bound(t, c, y), opts))
+    Some(lengths_search(t, &Net::pieces(t, c), cut, &|y| exact_steps_length_bound(t, c, y), true, opts))
 }
 
 /// Multiplicative weights over the lengths of `net` (see the module docs), seeded with every length
-/// 1 (the volume bound) and the lengths `cut`; `exact` evaluates integer lengths exactly.
-fn lengths_search(t: &Topology, net: &Net, cut: Option<Vec<u64>>, exact: &dyn Fn(&[u64]) -> Option<BigRational>, opts: &FlowOptions) -> FlowBound {
+/// 1 (the volume bound) and the lengths `cut`; `exact` evaluates integer lengths exactly. With
+/// `integral`, only the bound's ceiling matters (steps).
+fn lengths_search(
+    t: &Topology,
+    net: &Net,
+    cut: Option<Vec<u64>>,
+    exact: &dyn Fn(&[u64]) -> Option<BigRational>,
+    integral: bool,
+    opts: &FlowOptions,
+) -> FlowBound {
     let start = Instant::now();
     let ones: Vec<u64> = t.links().map(|(_, l)| u64::from(l.up)).collect();
     let volume = exact(&ones).unwrap_or_else(BigRational::zero);
@@ -422,7 +431,9 @@ fn lengths_search(t: &Topology, net: &Net, cut: Option<Vec<u64>>, exact: &dyn Fn
             }
         }
         best_upper = best_upper.min(worst_all / phases as f64).min(worst_window / (phases - window_start) as f64);
-        if best_upper / best_lower - 1.0 <= opts.target_gap {
+        // The fractional optimum lies in [lower, upper]: for steps, once upper is at most
+        // ceil(lower), no lengths give a larger ceiling.
+        if best_upper / best_lower - 1.0 <= opts.target_gap || (integral && best_upper <= best_lower.ceil() * (1.0 + 1e-12)) {
             break FlowStop::GapReached;
         }
         if phases >= opts.max_phases {

@@ -4,8 +4,8 @@
 //! the certificate says).
 
 use crate::bounds::certificate::{certificate_for, instance_json, schedule_json};
-use crate::io::{sha256_hex, HashingReader};
 use crate::error::{Error, ExitCode, Result};
+use crate::io::{sha256_hex, HashingReader};
 use crate::spec::Spec;
 use crate::units::{to_checker, to_f64};
 use crate::verify::{verify_schedule, VerifyOptions};
@@ -82,8 +82,10 @@ pub fn bound(spec: &Spec, certificate: Option<&Path>, schedule: Option<&Path>, j
         println!("lower bounds for {} over {} ranks:", inst.collective.kind, inst.collective.num_ranks());
         for c in &claims {
             let v = collsched_checker::parse_q(c["value"].as_str().unwrap_or("0")).map(|q| collsched_checker::show_q(&q)).unwrap_or_default();
-            let unit = if c["bound"] == "steps" { "steps" } else { "ns" };
-            println!("  {:<8} {v} {unit}", c["bound"].as_str().unwrap_or("?"));
+            let bound = c["bound"].as_str().unwrap_or("?");
+            // The steps claims (steps, steps_cut, ...) count steps; the others are times.
+            let unit = if bound.starts_with("steps") { "steps" } else { "ns" };
+            println!("  {bound:<19} {v} {unit}");
         }
         if let Some(s) = cert.get("schedule") {
             println!("  schedule: bandwidth term {} ns, time {} ns, bandwidth-optimal: {}", s["bandwidth_ns"], s["time_ns"], s["bandwidth_optimal"]);
@@ -160,7 +162,10 @@ fn check_attached_schedule(cert: &Path, sched_path: &Path, claim: &ScheduleClaim
         let spec = spec.ok_or_else(|| at(format!("the attached schedule {} is missing and no spec names how to generate it", sched_path.display())))?;
         let spec = Spec::load(spec).map_err(|e| at(e.to_string()))?;
         if !matches!(spec.method, Some(crate::spec::MethodSpec::Generate(_))) {
-            return Err(at(format!("the attached schedule {} is missing, and its spec synthesizes (a timed search) rather than generates it", sched_path.display())));
+            return Err(at(format!(
+                "the attached schedule {} is missing, and its spec synthesizes (a timed search) rather than generates it",
+                sched_path.display()
+            )));
         }
         let schedule = crate::generate::from_spec(&spec).map_err(|e| at(e.to_string()))?;
         crate::schedule::write_schedule_file(sched_path, &schedule).map_err(|e| at(e.to_string()))?;

@@ -45,7 +45,7 @@ pub(crate) mod symmetric;
 #[cfg(test)]
 pub(crate) mod tests;
 
-use super::backends::{Backend, Model, Outcome, Solver};
+use super::backends::{Backend, Model, Outcome, ProgramFamily, Solver, ILP_MAX_VARIABLES};
 use super::hops::HopGraph;
 use super::{spreading, Progress, SynthOptions};
 use crate::bounds::steps::{certified_steps_bounds, steps_bounds};
@@ -59,9 +59,10 @@ use encoding::{Demand, Reach, TimeExpanded};
 use gather::Multicast;
 use std::time::{Duration, Instant};
 
-/// Above this many 0-1 variables for one horizon the exact program is not attempted: microlp
-/// stalls on MILPs past about 3k variables and z3 past a 4x4 torus (docs/design/DEPENDENCIES.md).
-pub const MAX_EXACT_VARIABLES: usize = 2000;
+/// Above this many 0-1 variables for one horizon the default build (microlp) does not attempt the
+/// exact program ([`ILP_MAX_VARIABLES`], measured); each backend has its own cap per program
+/// family ([`Solver::max_variables`]).
+pub const MAX_EXACT_VARIABLES: usize = ILP_MAX_VARIABLES;
 
 /// Why the search stopped.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -75,8 +76,8 @@ pub enum SynthStatus {
         /// Whether the optimality rests on the certified bound alone.
         certified: bool,
     },
-    /// A schedule above the bound, not proven optimal: the exact program was too large (more than
-    /// [`MAX_EXACT_VARIABLES`]) or `max_steps` stopped the search.
+    /// A schedule above the bound, not proven optimal: the exact program was too large for the
+    /// backend ([`Solver::max_variables`]) or `max_steps` stopped the search.
     Gap,
     /// The time limit ended the search before a proof; the schedule, if any, is the best found.
     LimitReached,
@@ -123,7 +124,7 @@ pub fn synthesize_steps(topology: &Topology, collective: &Collective, opts: &Syn
 /// for all_reduce also the fewest-steps reduce_scatter followed by the fewest-steps all_gather);
 /// then the exact program runs for every horizon from the certified lower bound up to one below
 /// the best schedule so far, stopping at the first feasible one, at the time limit, or when the
-/// program grows past [`MAX_EXACT_VARIABLES`]. Npus outside the ranks route like switches (only
+/// program grows past the backend's cap ([`Solver::max_variables`]). Npus outside the ranks route like switches (only
 /// ranks store, docs/design/MODEL.md section 1). Every returned schedule has passed
 /// [`verify_schedule`].
 ///
@@ -159,13 +160,14 @@ pub fn synthesize_steps_with(topology: &Topology, collective: &Collective, opts:
     let mut horizon = lower;
     while horizon < best_steps(&best) {
         let variables = exact.program.variables(horizon);
-        if variables > MAX_EXACT_VARIABLES {
+        let solver = opts.solver.resolve_for(exact.program.family(), variables);
+        if variables > solver.max_variables(exact.program.family()) {
             return Ok(report(best, SynthStatus::Gap));
         }
         let Some(left) = opts.time_limit.checked_sub(started.elapsed()).filter(|d| !d.is_zero()) else {
             return Ok(report(best, SynthStatus::LimitReached));
         };
-        match exact.solve(horizon, variables, opts.solver, left, progress)? {
+        match exact.solve(horizon, variables, solver, left, progress)? {
             // Every horizon below was proven infeasible (or is below the certified bound).
             Some(Some(found)) => return Ok(report(Some(found), SynthStatus::Optimal { certified: horizon == lower })),
             Some(None) => horizon += 1,
@@ -222,7 +224,7 @@ fn incumbent(
     }
     if c.kind != CollectiveKind::AllToAll {
         let below = found.iter().map(|(_, s)| s.len() as u32).min().unwrap_or(u32::MAX);
-        if let Some(steps) = symmetric::translation_invariant_blocks(t, c, hops, opts.solver, (lower, below), MAX_EXACT_VARIABLES, deadline)? {
+        if let Some(steps) = symmetric::translation_invariant_blocks(t, c, hops, opts.solver, (lower, below), deadline)? {
             found.push(("translation-invariant", steps));
         }
     }
@@ -250,7 +252,7 @@ pub fn fewest_steps_exact(topology: &Topology, collective: &Collective, solver: 
 /// solver gave up first. The steps are the fewest of any schedule of single-hop transfers along
 /// shortest switch paths, one piece per link per step: certified when they equal the bound,
 /// solver-attested otherwise (every horizon below was proven infeasible). Unlike
-/// [`synthesize_steps_with`], programs above [`MAX_EXACT_VARIABLES`] are attempted too, so cap
+/// [`synthesize_steps_with`], programs above the backend's cap are attempted too, so cap
 /// `time_limit` (and expect memory to grow with the program). The limit is checked before every
 /// horizon and handed to the solver; writing a program is not interrupted, so large ones overrun
 /// it (a 16-npu fat tree, 170k variables: about 75-100 s under a 60 s limit, measured).
@@ -284,7 +286,7 @@ pub fn fewest_steps_exact_with(
         }
         let Some(left) = time_limit.checked_sub(started.elapsed()).filter(|d| !d.is_zero()) else { return Ok(None) };
         let variables = exact.program.variables(horizon);
-        match exact.solve(horizon, variables, solver, left, progress)? {
+        match exact.solve(horizon, variables, solver.resolve_for(exact.program.family(), variables), left, progress)? {
             Some(Some(found)) => return Ok(Some((found.steps.len() as u32, found))),
             Some(None) => horizon += 1,
             None => return Ok(None),
@@ -313,6 +315,14 @@ impl<'a> Program<'a> {
             CollectiveKind::AllGather => Program::Multicast(Multicast::all_gather(c, hops)),
             CollectiveKind::ReduceScatter => Program::Multicast(Multicast::reduce_scatter(c, hops)),
             CollectiveKind::AllReduce => Program::AllReduce(AllReduce::new(c, hops)),
+        }
+    }
+
+    /// Flows (all_to_all) or sets (the other kinds), for choosing a backend.
+    fn family(&self) -> ProgramFamily {
+        match self {
+            Program::AllToAll { .. } => ProgramFamily::Flows,
+            Program::Multicast(_) | Program::AllReduce(_) => ProgramFamily::Sets,
         }
     }
 

@@ -28,7 +28,7 @@ use super::Program;
 use crate::collective::{Collective, CollectiveKind, PieceId};
 use crate::error::Result;
 use crate::schedule::{Op, Step, Transfer};
-use crate::synth::backends::Solver;
+use crate::synth::backends::{ProgramFamily, Solver};
 use crate::synth::hops::HopGraph;
 use crate::topology::{LinkId, NodeId, Topology, TorusShape};
 use std::time::Instant;
@@ -64,7 +64,7 @@ fn translate(t: &Topology, shape: &TorusShape, link: LinkId, by: NodeId) -> Opti
 /// The translation-invariant all_gather, reduce_scatter or all_reduce of `c` over `hops` (single
 /// links between its ranks) with the fewest steps from `from` up to `below` (exclusive), or
 /// `None` when it does not apply, no horizon below `below` is feasible, `deadline` passes first,
-/// or a program has more than `max_variables` variables.
+/// or a program is larger than the backend takes ([`Solver::max_variables`]).
 ///
 /// Errors: only for a backend this build lacks.
 pub fn translation_invariant_blocks(
@@ -73,7 +73,6 @@ pub fn translation_invariant_blocks(
     hops: &HopGraph,
     solver: Solver,
     (from, below): (u32, u32),
-    max_variables: usize,
     deadline: Instant,
 ) -> Result<Option<Vec<Step>>> {
     let Some(shape) = symmetric_torus(t, c) else { return Ok(None) };
@@ -102,7 +101,8 @@ pub fn translation_invariant_blocks(
     for horizon in from.max(1)..below {
         let Some(left) = deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) else { return Ok(None) };
         let variables = program.variables(horizon);
-        if variables > max_variables {
+        let solver = solver.resolve_for(ProgramFamily::Sets, variables);
+        if variables > solver.max_variables(ProgramFamily::Sets) {
             return Ok(None);
         }
         let mut backend = solver.backend(variables)?;

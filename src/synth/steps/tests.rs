@@ -2,6 +2,7 @@
 
 use super::encoding::{Demand, Reach, TimeExpanded};
 use super::*;
+use crate::synth::backends::SMT_MAX_FLOW_VARIABLES;
 use crate::synth::hops::HopGraph;
 use crate::topology::{fat_tree, torus, FatTreeParams, NodeId, TorusParams};
 
@@ -117,6 +118,13 @@ fn solvers_by_name() {
         }
     }
     assert!(Solver::Auto.check_built("x").is_ok() && Solver::Ilp.check_built("x").is_ok());
+    // Auto: z3 for set programs whenever built; flow programs by size, microlp past z3's cap.
+    let sets = Solver::Auto.resolve_for(ProgramFamily::Sets, 10_000);
+    assert_eq!(sets, if Solver::Smt.is_built() { Solver::Smt } else { Solver::Ilp });
+    assert_eq!(Solver::Auto.resolve_for(ProgramFamily::Flows, 100), Solver::Ilp);
+    assert_eq!(Solver::Auto.resolve_for(ProgramFamily::Flows, SMT_MAX_FLOW_VARIABLES + 1), Solver::Ilp);
+    assert_eq!(Solver::Smt.resolve_for(ProgramFamily::Flows, 100), Solver::Smt);
+    assert!(Solver::Smt.max_variables(ProgramFamily::Sets) > Solver::Ilp.max_variables(ProgramFamily::Sets));
 }
 
 #[test]
@@ -406,12 +414,12 @@ fn translation_invariant_all_to_all_meets_the_bound_on_even_tori() {
         let c = kind_on(&t, kind, all_ranks(&t), 1);
         let hops = HopGraph::new(&t);
         let deadline = Instant::now() + AGREE_LIMIT;
-        let found = symmetric::translation_invariant_blocks(&t, &c, &hops, Solver::Ilp, (1, steps + 1), usize::MAX, deadline).unwrap().unwrap();
+        let found = symmetric::translation_invariant_blocks(&t, &c, &hops, Solver::Ilp, (1, steps + 1), deadline).unwrap().unwrap();
         let s = checked(&t, &c, found, "translation-invariant", 0).unwrap();
         assert_eq!(s.steps.len() as u32, steps, "{dims:?} {kind}");
         assert_eq!(synthesized(&t, &c, AGREE_LIMIT).status, SynthStatus::Optimal { certified: true }, "{dims:?} {kind}");
         // One step fewer is infeasible for translation-invariant schedules too.
-        assert!(symmetric::translation_invariant_blocks(&t, &c, &hops, Solver::Ilp, (steps - 1, steps), usize::MAX, deadline).unwrap().is_none());
+        assert!(symmetric::translation_invariant_blocks(&t, &c, &hops, Solver::Ilp, (steps - 1, steps), deadline).unwrap().is_none());
     }
     // Not for a faulty torus, a group, or a mesh.
     let t = torus_of(&[4, 4], true);
