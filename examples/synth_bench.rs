@@ -1,16 +1,20 @@
-//! Benchmarks of the fewest-steps synthesis, two tables:
+//! Benchmarks of the fewest-steps synthesis, three tables:
 //!
 //! - `search`: the whole search (`synth::synthesize_steps`: certified bound, incumbents, exact
 //!   program) for every collective kind: the all-gathers SCCL answers (rings of 4-10, healthy and
 //!   with a failed cable, a 3x3 torus; SCCL's step counts beside ours), the same instances as
 //!   reduce-scatters and all-reduces, the all-to-alls of the 4x4 and 4x4x4 tori (healthy and with
 //!   one failed cable), and every kind on a group of 5 ranks of a 4x4 torus;
+//! - `ladder`: the exact program alone on programs of growing size, every kind, per backend,
+//!   each horizon's variables, answer and time (what the backends' size caps,
+//!   `synth::Solver::max_variables`, were set from);
 //! - `exact` (the default): the exact fewest-steps search alone (`synth::fewest_steps_exact_with`,
 //!   no incumbent) with each backend, all-to-all on rings, small tori and 2-level fat trees,
 //!   healthy and with one failed cable (a torus cable, or a leaf-spine cable of a fat tree).
 //!
 //! ```text
 //! cargo run --release --example synth_bench -- search [LIMIT_SECONDS] [FILTER]
+//! cargo run --release --features smt --example synth_bench -- ladder 120
 //! cargo run --release --example synth_bench -- [exact] [LIMIT_SECONDS] [FILTER]
 //! cargo run --release --features highs --example synth_bench   # adds a HiGHS column
 //! ```
@@ -94,13 +98,15 @@ fn peak_rss_mib() -> f64 {
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let mode = match args.first().map(String::as_str) {
-        Some("search") | Some("exact") => args.remove(0),
+        Some("search") | Some("exact") | Some("ladder") => args.remove(0),
         _ => "exact".to_string(),
     };
     let limit = Duration::from_secs_f64(args.first().map(|s| s.parse().expect("LIMIT_SECONDS is a number")).unwrap_or(60.0));
     let filter = args.get(1).cloned().unwrap_or_default();
     if mode == "search" {
         search_table(limit, &filter);
+    } else if mode == "ladder" {
+        ladder_table(limit, &filter);
     } else {
         exact_table(limit, &filter);
     }
@@ -165,7 +171,10 @@ fn search_instances() -> Vec<(String, Topology, CollectiveKind, Vec<NodeId>)> {
 }
 
 fn search_table(limit: Duration, filter: &str) {
-    println!("Fewest steps, the whole search (certified bound, incumbents, exact program; solver auto), one piece per block, {} s per instance.\n", limit.as_secs_f64());
+    println!(
+        "Fewest steps, the whole search (certified bound, incumbents, exact program; solver auto), one piece per block, {} s per instance.\n",
+        limit.as_secs_f64()
+    );
     println!("| collective | instance | bound | steps | status | SCCL | schedule from | time |\n|---|---|---:|---:|---|---:|---|---:|");
     for (name, t, kind, ranks) in search_instances().into_iter().filter(|(name, ..)| name.contains(filter)) {
         let c = Collective::new(kind, ranks, 1 << 20, 1, None, &t).expect("a collective");
@@ -184,6 +193,90 @@ fn search_table(limit: Duration, filter: &str) {
         let steps = r.steps_found.map_or("-".to_string(), |s| s.to_string());
         println!("| {kind} | {name} | {} | {steps} | {status} | {sccl} | {method} | {seconds:.3} s |", r.steps_lower_bound);
         std::io::stdout().flush().ok();
+    }
+}
+
+/// Programs from about 1,500 to 170,000 variables: the all-to-alls and all-gathers the incumbents
+/// leave above the bound, and all-reduces the composition leaves above it.
+fn ladder_instances() -> Vec<(&'static str, CollectiveKind, Topology)> {
+    let tori = |dims: &[usize], fault: bool| {
+        let mut t = torus(&TorusParams::uniform(dims, 32.0, 100.0)).expect("a valid torus");
+        if fault {
+            fail_cable(&mut t, 0, 1);
+        }
+        t
+    };
+    let tree = |k: usize, npus: usize, fault: bool| {
+        let mut t = two_level(k, npus);
+        if fault {
+            fail_cable(&mut t, npus as u32, (npus + npus / (k / 2)) as u32);
+        }
+        t
+    };
+    use CollectiveKind::{AllGather, AllReduce, AllToAll};
+    vec![
+        ("3x4 torus", AllToAll, tori(&[3, 4], false)),
+        ("3x4 torus, cable 0-1 down", AllToAll, tori(&[3, 4], true)),
+        ("3x3x3 torus, cable 0-1 down", AllToAll, tori(&[3, 3, 3], true)),
+        ("4x6 torus, cable 0-1 down", AllToAll, tori(&[4, 6], true)),
+        ("5x5 torus, cable 0-1 down", AllToAll, tori(&[5, 5], true)),
+        ("fat tree 2L k8, 16 npus, leaf 0-spine 0 down", AllToAll, tree(8, 16, true)),
+        ("5x5 torus", AllGather, tori(&[5, 5], false)),
+        ("4x6 torus", AllGather, tori(&[4, 6], false)),
+        ("6x6 torus", AllGather, tori(&[6, 6], false)),
+        ("fat tree 2L k4, 8 npus, leaf 0-spine 0 down", AllGather, tree(4, 8, true)),
+        ("fat tree 2L k8, 16 npus", AllGather, tree(8, 16, false)),
+        ("ring 6", AllReduce, tori(&[6], false)),
+        ("ring 8", AllReduce, tori(&[8], false)),
+        ("ring 5, cable 0-1 down", AllReduce, tori(&[5], true)),
+        ("3x3 torus, cable 0-1 down", AllReduce, tori(&[3, 3], true)),
+        ("2x2x2 torus", AllReduce, tori(&[2, 2, 2], false)),
+    ]
+}
+
+fn ladder_table(limit: Duration, filter: &str) {
+    println!(
+        "The exact program alone per backend, one piece per block, {} s per backend and instance: per horizon T, its 0-1 variables, the answer and the time.\n",
+        limit.as_secs_f64()
+    );
+    println!("| collective | instance | backend | steps | horizons |\n|---|---|---|---:|---|");
+    for (name, kind, t) in ladder_instances().into_iter().filter(|(name, ..)| name.contains(filter)) {
+        let c = Collective::new(kind, (0..t.num_npus() as u32).map(NodeId).collect(), 1 << 20, 1, None, &t).expect("a collective");
+        for (backend, solver) in backends() {
+            let mut horizons = Vec::new();
+            let mut last = Instant::now();
+            let result = std::thread::scope(|scope| {
+                scope
+                    .spawn(|| {
+                        fewest_steps_exact_with(&t, &c, solver, limit, &mut |p| match *p {
+                            Progress::Solving { steps, variables } => {
+                                last = Instant::now();
+                                horizons.push(format!("T={steps}: {variables} vars"));
+                            }
+                            Progress::Answered { feasible, .. } => {
+                                let answer = match feasible {
+                                    Some(true) => "feasible",
+                                    Some(false) => "infeasible",
+                                    None => "no answer",
+                                };
+                                if let Some(h) = horizons.last_mut() {
+                                    *h += &format!(", {answer} in {:.2} s", last.elapsed().as_secs_f64());
+                                }
+                            }
+                            _ => {}
+                        })
+                    })
+                    .join()
+                    .expect("the search does not panic")
+            });
+            let steps = match result {
+                Ok(Some((steps, _))) => steps.to_string(),
+                Ok(None) => "-".into(),
+                Err(e) => format!("error: {}", e.message()),
+            };
+            println!("| {kind} | {name} | {backend} | {steps} | {} |", horizons.join("; "));
+            std::io::stdout().flush().ok();
+        }
     }
 }
 

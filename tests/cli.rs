@@ -249,7 +249,10 @@ fn certificates_reject_a_changed_spec_or_schedule() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let o = run(&["proof", "check", s(&dir.join("ring.cert.json"))]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(text(&o).contains("6 claims hold"), "{}", text(&o));
+    // Four steps claims (distance, transmissions, cut, flow: a ring of 6 with 2 pieces per block,
+    // 108 piece-links over 12 links, 9 steps) and five on time.
+    assert!(text(&o).contains("9 claims hold"), "{}", text(&o));
+    assert!(text(&o).contains("steps bound 9"), "{}", text(&o));
     assert!(text(&o).contains("SHA-256 matches"), "{}", text(&o));
     // A missing schedule is regenerated from the spec that generates it, byte for byte.
     let body = std::fs::read(&sched).unwrap();

@@ -141,7 +141,10 @@ fn check_one(path: &Path) -> std::result::Result<String, String> {
             notes.push(format!("schedule {rel}{note}"));
         }
     }
-    let best = report.bandwidth_bound.as_ref().map(|b| format!(", bandwidth bound {}", collsched_checker::show_q(b))).unwrap_or_default();
+    let mut best = report.bandwidth_bound.as_ref().map(|b| format!(", bandwidth bound {}", collsched_checker::show_q(b))).unwrap_or_default();
+    if let Some(steps) = &report.steps_bound {
+        best += &format!(", steps bound {}", collsched_checker::show_q(steps));
+    }
     Ok(format!(
         "{}: {} claims hold{best}{}",
         path.display(),

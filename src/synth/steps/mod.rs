@@ -180,8 +180,45 @@ pub fn synthesize_steps_with(topology: &Topology, collective: &Collective, opts:
     Ok(report(best, status))
 }
 
-/// The best verified schedule of the incumbents of `c`'s kind (see [`synthesize_steps_with`]),
-/// `None` when none applies; the heuristics stop at a quarter of the time limit.
+/// A way to a schedule other than the exact program, for the search to beat.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Incumbent {
+    /// The translation-invariant schedule of a healthy torus (`symmetric`).
+    TranslationInvariant,
+    /// Balanced shortest-hop routes packed by list scheduling (`heuristic`, all_to_all).
+    ListHeuristic,
+    /// The spreading trees with one piece per transfer (a link then carries one piece per
+    /// step); the reducing kinds need the reverse of every hop.
+    Spreading,
+    /// all_reduce: the fewest-steps reduce_scatter, then the fewest-steps all_gather.
+    ReduceScatterThenAllGather,
+}
+
+impl Incumbent {
+    /// The incumbents of a kind, cheapest first.
+    fn of(kind: CollectiveKind) -> &'static [Incumbent] {
+        use Incumbent::*;
+        match kind {
+            CollectiveKind::AllToAll => &[TranslationInvariant, ListHeuristic],
+            CollectiveKind::AllGather | CollectiveKind::ReduceScatter => &[Spreading, TranslationInvariant],
+            CollectiveKind::AllReduce => &[Spreading, ReduceScatterThenAllGather, TranslationInvariant],
+        }
+    }
+
+    /// The name a schedule's `method` records.
+    fn name(self) -> &'static str {
+        match self {
+            Incumbent::TranslationInvariant => "translation-invariant",
+            Incumbent::ListHeuristic => "heuristic",
+            Incumbent::Spreading => "spreading",
+            Incumbent::ReduceScatterThenAllGather => "fewest-steps reduce_scatter + all_gather",
+        }
+    }
+}
+
+/// The best verified schedule of the incumbents of `c`'s kind ([`Incumbent::of`]), tried in
+/// order until one meets the bound `lower`; `None` when none applies. The heuristics stop at a
+/// quarter of the time limit, each half of an all_reduce gets a quarter too.
 fn incumbent(
     t: &Topology,
     c: &Collective,
@@ -192,46 +229,35 @@ fn incumbent(
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<Option<Schedule>> {
     let deadline = started + opts.time_limit / 4;
-    let mut found: Vec<(&str, Vec<Step>)> = Vec::new();
-    match c.kind {
-        CollectiveKind::AllToAll => {
-            let demand = Demand::all_to_all(c, t.num_npus());
-            found.push(("heuristic", heuristic::route_and_pack_until(hops, &demand, t.num_links(), Some(deadline))));
-            if let Some(steps) = symmetric::translation_invariant(t, c) {
-                found.push(("translation-invariant", steps));
-            }
-        }
-        CollectiveKind::AllReduce => {
-            // The fewest-steps halves, each with a quarter of the budget.
-            let half_opts = SynthOptions { time_limit: opts.time_limit / 4, ..opts.clone() };
-            let halves = [CollectiveKind::ReduceScatter, CollectiveKind::AllGather].map(|kind| {
-                let mut half = c.clone();
-                half.kind = kind;
-                synthesize_steps_with(t, &half, &half_opts, progress).map(|r| r.schedule)
-            });
-            if let [Ok(Some(rs)), Ok(Some(ag))] = halves {
-                found.push(("fewest-steps reduce_scatter + all_gather", rs.steps.into_iter().chain(ag.steps).collect()));
-            }
-        }
-        _ => {}
-    }
-    if c.kind != CollectiveKind::AllToAll {
-        // One piece per transfer: the spreading trees keep a link to one piece per step. They
-        // need the reverse of every hop for the reducing kinds; without, there is no candidate.
-        if let Ok(Some(steps)) = spreading::spread_steps(t, c, 1, deadline) {
-            found.push(("spreading", steps));
-        }
-    }
-    if c.kind != CollectiveKind::AllToAll {
-        let below = found.iter().map(|(_, s)| s.len() as u32).min().unwrap_or(u32::MAX);
-        if let Some(steps) = symmetric::translation_invariant_blocks(t, c, hops, opts.solver, (lower, below), deadline)? {
-            found.push(("translation-invariant", steps));
-        }
-    }
     let mut best: Option<Schedule> = None;
-    for (method, steps) in found {
-        if best.as_ref().is_none_or(|b| steps.len() < b.steps.len()) {
-            best = Some(checked(t, c, steps, method, lower)?);
+    for &method in Incumbent::of(c.kind) {
+        let below = best.as_ref().map_or(u32::MAX, |b| b.steps.len() as u32);
+        if below <= lower {
+            break;
+        }
+        let steps = match method {
+            Incumbent::TranslationInvariant if c.kind == CollectiveKind::AllToAll => symmetric::translation_invariant(t, c),
+            Incumbent::TranslationInvariant => symmetric::translation_invariant_blocks(t, c, hops, opts.solver, (lower, below), deadline)?,
+            Incumbent::ListHeuristic => {
+                let demand = Demand::all_to_all(c, t.num_npus());
+                Some(heuristic::route_and_pack_until(hops, &demand, t.num_links(), Some(deadline)))
+            }
+            Incumbent::Spreading => spreading::spread_steps(t, c, 1, deadline).ok().flatten(),
+            Incumbent::ReduceScatterThenAllGather => {
+                let half_opts = SynthOptions { time_limit: opts.time_limit / 4, ..opts.clone() };
+                let mut half = |kind: CollectiveKind| -> Result<Option<Schedule>> {
+                    let mut half = c.clone();
+                    half.kind = kind;
+                    Ok(synthesize_steps_with(t, &half, &half_opts, progress)?.schedule)
+                };
+                match (half(CollectiveKind::ReduceScatter)?, half(CollectiveKind::AllGather)?) {
+                    (Some(rs), Some(ag)) => Some(rs.steps.into_iter().chain(ag.steps).collect()),
+                    _ => None,
+                }
+            }
+        };
+        if let Some(steps) = steps.filter(|s| (s.len() as u32) < below) {
+            best = Some(checked(t, c, steps, method.name(), lower)?);
         }
     }
     Ok(best)
