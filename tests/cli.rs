@@ -251,7 +251,10 @@ fn certificates_reject_a_changed_spec_or_schedule() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let o = run(&["proof", "check", s(&dir.join("ring.cert.json"))]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(text(&o).contains("6 claims hold"), "{}", text(&o));
+    // Four steps claims (distance, transmissions, cut, flow: a ring of 6 with 2 pieces per block,
+    // 108 piece-links over 12 links, 9 steps) and five on time.
+    assert!(text(&o).contains("9 claims hold"), "{}", text(&o));
+    assert!(text(&o).contains("steps bound 9"), "{}", text(&o));
     assert!(text(&o).contains("SHA-256 matches"), "{}", text(&o));
     // A missing schedule is regenerated from the spec that generates it, byte for byte.
     let body = std::fs::read(&sched).unwrap();
@@ -431,21 +434,60 @@ fn synthesized_group_schedules_on_custom_networks_verify_with_deadlock_freedom()
             }
         }
     }
-    // The fewest-steps search is over single hops (docs/design/MODEL.md section 3): on a diagonal group it
-    // must relay at npus outside the group, and says so rather than leave it to verify.
-    let spec = dir.join("diagonal.spec.json");
-    std::fs::write(
-        &spec,
-        r#"{"topology": {"torus": {"dims": [4, 4], "bandwidth_gbps": 32.0, "latency_ns": 100.0}}, "collective": {"kind": "all_to_all", "bytes_per_rank": "1MiB", "ranks": [0, 5, 10, 15]}}"#,
-    )
-    .unwrap();
-    let out = dir.join("diagonal.json");
-    let o = run(&["synthesize", s(&spec), "--objective", "steps", "-o", s(&out)]);
+    // The fewest-steps search hops from rank to rank (docs/design/MODEL.md section 3), routing
+    // through the npus outside the group: on a diagonal group and on 5 ranks of a 4x4 torus, every
+    // kind verifies with the deadlock rules, for either objective, and nothing is left to warn.
+    for (name, ranks) in [("diagonal", "[0, 5, 10, 15]"), ("five", "[0, 1, 6, 11, 13]")] {
+        for kind in ["all_to_all", "all_gather", "reduce_scatter", "all_reduce"] {
+            let spec = dir.join(format!("{name}_{kind}.spec.json"));
+            std::fs::write(
+                &spec,
+                format!(
+                    r#"{{"topology": {{"torus": {{"dims": [4, 4], "bandwidth_gbps": 32.0, "latency_ns": 100.0}}}}, "collective": {{"kind": "{kind}", "bytes_per_rank": "1MiB", "ranks": {ranks}}}}}"#
+                ),
+            )
+            .unwrap();
+            let out = dir.join(format!("{name}_{kind}.json"));
+            for objective in ["steps", "time"] {
+                let o = run(&["synthesize", s(&spec), "--objective", objective, "-o", s(&out), "--time-limit", "20"]);
+                assert_eq!(o.status.code(), Some(0), "{name} {kind} {objective}: {}", text(&o));
+                assert!(!text(&o).contains("warning"), "{name} {kind} {objective}: {}", text(&o));
+                let o = run(&["verify", s(&out), "--spec", s(&spec)]);
+                assert_eq!(o.status.code(), Some(0), "{name} {kind} {objective}: {}", text(&o));
+            }
+        }
+    }
+}
+
+#[test]
+fn synthesize_takes_the_steps_objective_for_every_kind() {
+    // all_gather on a ring of 6 and on a line of 6 (SCCL: 3 and 5 steps), reduce_scatter the
+    // same reversed, all_reduce on a ring of 5 (reduce_scatter then all_gather, 2 + 2, meets the
+    // bound: 2 x 4 transfers for each of 5 blocks over 10 links): each optimal and certified.
+    let out = tmp("synth-steps.json");
+    for (kind, fail, steps) in
+        [("all_gather", None, 3), ("all_gather", Some("0-1"), 5), ("reduce_scatter", None, 3), ("reduce_scatter", Some("2-3"), 5), ("all_reduce", None, 4)]
+    {
+        let torus = if kind == "all_reduce" { "5" } else { "6" };
+        let mut args = vec!["synthesize", "--torus", torus, "--collective", kind, "--objective", "steps", "-o", s(&out), "--json"];
+        if let Some(cable) = fail {
+            args.extend(["--fail", cable]);
+        }
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(0), "{kind} {fail:?}: {}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!((v["steps"].as_u64(), v["steps_lower_bound"].as_u64()), (Some(steps), Some(steps)), "{kind} {fail:?}: {v}");
+        assert_eq!(v["steps_status"], "optimal (certified)", "{kind} {fail:?}: {v}");
+        let o = run(&["verify", s(&out)]);
+        assert_eq!(o.status.code(), Some(0), "{kind} {fail:?}: {}", text(&o));
+        assert!(text(&o).contains(&format!("valid: {kind}")), "{}", text(&o));
+    }
+    // The text output names the bound, the steps and the status; a line of 4 all_reduce is
+    // solver-attested (the program refutes 4 and 5 steps).
+    let o = run(&["synthesize", "--torus", "4", "--fail", "0-1", "--collective", "all_reduce", "--objective", "steps", "-o", s(&out)]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(text(&o).contains("which is no rank of the group"), "{}", text(&o));
-    let o = run(&["synthesize", s(&spec), "-o", s(&out)]);
-    assert!(!text(&o).contains("warning"), "{}", text(&o));
-    let o = run(&["verify", s(&out), "--spec", s(&spec)]);
+    assert!(text(&o).contains("fewest steps: bound 4 steps, found 6: optimal (solver-attested)"), "{}", text(&o));
+    let o = run(&["verify", s(&out)]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
 

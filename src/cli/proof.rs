@@ -80,8 +80,10 @@ pub fn bound(spec: &Spec, certificate: Option<&Path>, schedule: Option<&Path>, j
         println!("lower bounds for {} over {} ranks:", inst.collective.kind, inst.collective.num_ranks());
         for c in &claims {
             let v = collsched_checker::parse_q(c["value"].as_str().unwrap_or("0")).map(|q| collsched_checker::show_q(&q)).unwrap_or_default();
-            let unit = if c["bound"] == "steps" { "steps" } else { "ns" };
-            println!("  {:<8} {v} {unit}", c["bound"].as_str().unwrap_or("?"));
+            let bound = c["bound"].as_str().unwrap_or("?");
+            // The steps claims (steps, steps_cut, ...) count steps; the others are times.
+            let unit = if bound.starts_with("steps") { "steps" } else { "ns" };
+            println!("  {bound:<19} {v} {unit}");
         }
         if let Some(s) = cert.get("schedule") {
             println!("  schedule: bandwidth term {} ns, time {} ns, bandwidth-optimal: {}", s["bandwidth_ns"], s["time_ns"], s["bandwidth_optimal"]);
@@ -157,7 +159,10 @@ fn check_one(path: &Path) -> std::result::Result<String, String> {
             notes.push(format!("schedule {rel}{note}"));
         }
     }
-    let best = report.bandwidth_bound.as_ref().map(|b| format!(", bandwidth bound {}", collsched_checker::show_q(b))).unwrap_or_default();
+    let mut best = report.bandwidth_bound.as_ref().map(|b| format!(", bandwidth bound {}", collsched_checker::show_q(b))).unwrap_or_default();
+    if let Some(steps) = &report.steps_bound {
+        best += &format!(", steps bound {}", collsched_checker::show_q(steps));
+    }
     Ok(format!(
         "{}: {} claims hold{best}{}",
         path.display(),

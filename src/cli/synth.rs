@@ -1,8 +1,8 @@
 //! `collsched synthesize`: a contention-free schedule for the spec's topology, faults and
 //! collective, how far it is from the best possible, and whether that is proven.
 //!
-//! `--objective steps` runs the solver search for the fewest steps (one piece per link per step,
-//! docs/design/MODEL.md section 3). The default objective, the schedule's time at the spec's message size,
+//! `--objective steps` runs the solver search for the fewest steps of any collective kind (one
+//! piece per link per step, transfers from rank to rank, docs/design/MODEL.md section 3). The default objective, the schedule's time at the spec's message size,
 //! takes the fastest verified candidate of [`portfolio::synthesize`]: the fewest-steps schedule,
 //! time-expanded routing over pieces per block and horizons (`synth::routing`), on tori the
 //! hand-written schedules that fit the faults (HalfRing+DimRotation, MATE, MATEe), for the
@@ -77,14 +77,6 @@ pub fn synthesize(
         None => schedule.header.meta = Some(json!({ "synthesis": note })),
     }
     crate::schedule::write_schedule_file(output, &schedule)?;
-    if let Some(v) = portfolio::relay_outside_group(&schedule) {
-        // Only the steps objective can get here: its schedules are single hops (docs/design/MODEL.md section 3).
-        eprintln!(
-            "warning: the fewest-steps schedule stores and forwards at npu {} ({}), which is no rank of the group: a runtime gives it no program, so `verify` reports rule 6; the default objective (time) routes through such npus instead",
-            v.0,
-            schedule.header.topology.node(v).name
-        );
-    }
     let limit = answer.limit_reached;
     let front = answer.pareto();
     if json_out {

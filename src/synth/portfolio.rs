@@ -162,7 +162,8 @@ impl Entry {
 /// The answer of a synthesis.
 #[derive(Clone, Debug)]
 pub struct Answer {
-    /// The fewest-steps search's report (its bound and status); all_to_all only.
+    /// The fewest-steps search's report (its bound and status): for all_to_all, and for every
+    /// kind under the steps objective.
     pub steps_report: Option<SynthReport>,
     /// The chosen candidate.
     pub chosen: Candidate,
@@ -233,11 +234,12 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
     let deadline = started + opts.time_limit.mul_f64(0.8);
     let (t, c) = (&inst.topology, &inst.collective);
     t.check_connected(&c.ranks).map_err(|e| Error::infeasible(e.message().to_string()))?;
-    if objective == Objective::Steps && c.kind != CollectiveKind::AllToAll {
-        return Err(Error::bad(format!("--objective steps: the fewest-steps search takes all_to_all, not {}", c.kind)));
-    }
     let mut found = Gathered { candidates: Vec::new(), limit_reached: false, spread_error: None };
-    let steps_report = if c.kind == CollectiveKind::AllToAll { Some(fewest_steps(inst, opts, objective, &mut found, progress)?) } else { None };
+    let steps_report = if c.kind == CollectiveKind::AllToAll || objective == Objective::Steps {
+        Some(fewest_steps(inst, opts, objective, &mut found, progress)?)
+    } else {
+        None
+    };
     if objective == Objective::Time {
         let counts: Vec<u32> = if inst.pieces_given { vec![c.pieces] } else { PIECE_COUNTS.to_vec() };
         if c.kind == CollectiveKind::AllToAll {
@@ -274,8 +276,8 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
     })
 }
 
-/// The fewest-steps search (all_to_all): half the limit under the time objective, all of it for
-/// the steps objective.
+/// The fewest-steps search (all_to_all, and every kind under the steps objective): half the limit
+/// under the time objective, all of it for the steps objective.
 fn fewest_steps(inst: &Instance, opts: &SynthOptions, objective: Objective, found: &mut Gathered, progress: &mut dyn FnMut(&Progress)) -> Result<SynthReport> {
     let mut steps_opts = opts.clone();
     if objective == Objective::Time {
