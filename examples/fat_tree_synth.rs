@@ -8,12 +8,12 @@
 //!
 //! `cargo run --release --example fat_tree_synth`
 
+use collsched::bounds::certified::certified_bounds_ns;
 use collsched::collective::{Collective, CollectiveKind};
 use collsched::cost::event_cost;
 use collsched::schedule::{Schedule, ScheduleHeader};
-use collsched::bounds::certified::certified_bounds_ns;
-use collsched::synth::switched::fat_tree_candidates;
 use collsched::synth::spreading::spread_steps;
+use collsched::synth::switched::fat_tree_candidates;
 use collsched::topology::{fat_tree, FatTreeParams, FaultPattern, NodeId};
 use collsched::units::to_f64;
 use collsched::verify::{verify_schedule, VerifyOptions};

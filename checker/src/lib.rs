@@ -309,18 +309,16 @@ pub fn check_str(text: &str) -> Result<CheckReport, CheckError> {
             if sc.sha256.as_deref().is_some_and(|h| !is_sha256_hex(h)) {
                 return Err(fail("schedule.sha256: expected 64 hex digits"));
             }
-            Some(ScheduleClaim { bandwidth_ns: parse_q(&sc.bandwidth_ns).map_err(fail)?, time_ns: parse_q(&sc.time_ns).map_err(fail)?, file: sc.file, sha256: sc.sha256 })
+            Some(ScheduleClaim {
+                bandwidth_ns: parse_q(&sc.bandwidth_ns).map_err(fail)?,
+                time_ns: parse_q(&sc.time_ns).map_err(fail)?,
+                file: sc.file,
+                sha256: sc.sha256,
+            })
         }
         None => None,
     };
-    Ok(CheckReport {
-        spec_sha256: raw.spec_sha256,
-        instance: raw.instance,
-        claims,
-        bandwidth_bound: bandwidth.map(|(d, _)| d),
-        spec: raw.spec,
-        schedule,
-    })
+    Ok(CheckReport { spec_sha256: raw.spec_sha256, instance: raw.instance, claims, bandwidth_bound: bandwidth.map(|(d, _)| d), spec: raw.spec, schedule })
 }
 
 /// A schedule's step-synchronous times against the proven bounds (docs/design/MODEL.md section 6): its

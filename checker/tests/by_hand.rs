@@ -12,11 +12,8 @@ fn q(s: &str) -> Q {
 /// 0->1, 1->0, 1->2, 2->1, 2->0, 0->2. `down` lists link indices that are down.
 fn ring3(down: &[usize], collective: Value) -> Value {
     let pairs = [(0, 1), (1, 0), (1, 2), (2, 1), (2, 0), (0, 2)];
-    let links: Vec<Value> = pairs
-        .iter()
-        .enumerate()
-        .map(|(i, (s, d))| json!({"src": s, "dst": d, "capacity": "2", "latency_ns": "10", "up": !down.contains(&i)}))
-        .collect();
+    let links: Vec<Value> =
+        pairs.iter().enumerate().map(|(i, (s, d))| json!({"src": s, "dst": d, "capacity": "2", "latency_ns": "10", "up": !down.contains(&i)})).collect();
     json!({"nodes": 3, "npus": 3, "switch_latency_ns": "0", "links": links, "collective": collective})
 }
 

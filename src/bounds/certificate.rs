@@ -6,11 +6,11 @@ use super::flow::{flow_bound, FlowOptions};
 use super::{bounds, latency_distances, single_hop_distances};
 use crate::collective::{Collective, CollectiveKind};
 use crate::error::Result;
+use crate::io::sha256_hex;
 use crate::spec::{Instance, Spec};
 use crate::topology::{NodeId, Topology};
 use crate::units::{rational_from_decimal, Rational};
 use serde_json::{json, Value};
-use crate::io::sha256_hex;
 
 fn q(r: Rational) -> String {
     r.to_string()
@@ -79,7 +79,6 @@ fn farthest_pairs(t: &Topology, c: &Collective) -> Option<((NodeId, NodeId), (No
     }
     Some((hops?.1, lat?.1))
 }
-
 
 /// The certificate of the spec's instance (steps, latency, volume, best cut, flow), with the
 /// flow bound computed under default limits (60 s, 2% gap).

@@ -52,10 +52,6 @@ pub enum Command {
         /// Also report the peak number of pieces a node holds that are bound elsewhere (slower).
         #[arg(long)]
         peak_holdings: bool,
-        /// Rule 6 lowers the schedule to per-rank programs held in memory: above this many
-        /// piece-hops it is reported as not checked (and `expect.deadlock_free` fails).
-        #[arg(long, default_value_t = 2_000_000)]
-        rule6_limit: u64,
     },
     /// Run the algorithm a spec names and write the schedule file (verified before it is written).
     #[command(
@@ -211,9 +207,7 @@ pub enum ProofCommand {
 /// Runs the command line and returns the exit code.
 pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
-        Command::Verify { schedule, spec, json, max_diagnostics, peak_holdings, rule6_limit } => {
-            verify(schedule, spec, json, max_diagnostics, peak_holdings, rule6_limit)
-        }
+        Command::Verify { schedule, spec, json, max_diagnostics, peak_holdings } => verify(schedule, spec, json, max_diagnostics, peak_holdings),
         Command::Cost { schedule, model, fifo, svg, json } => cost(schedule, &model, fifo, svg.as_deref(), json),
         Command::Generate { spec, flags, output, topology_svg, json } => generate(spec, flags, output, topology_svg, json),
         Command::Eval { tori, out, fat_trees } => eval(&tori, &out, fat_trees),
@@ -257,38 +251,7 @@ fn ns(r: &crate::units::Rational) -> f64 {
     to_f64(r)
 }
 
-/// Runs a check until the schedule grows past a size, then drops it and records that it did.
-struct Bounded<C> {
-    inner: Option<C>,
-    hops: u64,
-    limit: u64,
-    skipped: std::rc::Rc<std::cell::Cell<Option<u64>>>,
-}
-
-impl<C: crate::verify::Check> crate::verify::Check for Bounded<C> {
-    fn begin(&mut self, header: &crate::schedule::ScheduleHeader, out: &mut crate::verify::Findings) {
-        if let Some(c) = &mut self.inner {
-            c.begin(header, out);
-        }
-    }
-    fn step(&mut self, index: usize, step: &crate::schedule::Step, out: &mut crate::verify::Findings) {
-        self.hops += step.transfers.iter().map(|t| (t.pieces.len() * t.path.len()) as u64).sum::<u64>();
-        if self.hops > self.limit {
-            self.inner = None;
-            self.skipped.set(Some(self.limit));
-        }
-        if let Some(c) = &mut self.inner {
-            c.step(index, step, out);
-        }
-    }
-    fn finish(&mut self, stats: &crate::verify::Stats, cost: Option<&crate::cost::SyncCost>, out: &mut crate::verify::Findings) {
-        if let Some(c) = &mut self.inner {
-            c.finish(stats, cost, out);
-        }
-    }
-}
-
-fn verify(schedule: PathBuf, spec_path: Option<PathBuf>, json: bool, max_diagnostics: usize, peak_holdings: bool, rule6_limit: u64) -> Result<ExitCode> {
+fn verify(schedule: PathBuf, spec_path: Option<PathBuf>, json: bool, max_diagnostics: usize, peak_holdings: bool) -> Result<ExitCode> {
     if schedule.extension().is_some_and(|e| e == "xml") {
         return xml::verify_xml(&schedule, spec_path.as_deref(), json);
     }
@@ -302,30 +265,16 @@ fn verify(schedule: PathBuf, spec_path: Option<PathBuf>, json: bool, max_diagnos
         max_gap_pct: expect.max_gap_pct,
         max_steps: expect.max_steps,
     });
-    let skipped = std::rc::Rc::new(std::cell::Cell::new(None));
-    // Rules 6 and 7 always run: rule 6 on the default lowering (one channel, one threadblock per
-    // peer and direction, sends before receives within a step).
+    // Rules 6 and 7 always run, streamed with the others: rule 6 on the default lowering (one
+    // channel, one threadblock per peer and direction, sends before receives within a step), so
+    // `expect.deadlock_free` holds exactly when the schedule is valid.
     let checks: Vec<Box<dyn crate::verify::Check>> = vec![
         Box::new(conformance),
         Box::new(crate::verify::RoutingDeadlock::new()),
-        Box::new(Bounded {
-            inner: Some(crate::verify::DeadlockCheck::new(crate::lower::LowerOptions::default())),
-            hops: 0,
-            limit: rule6_limit,
-            skipped: skipped.clone(),
-        }),
+        Box::new(crate::verify::DeadlockCheck::new(crate::lower::LowerOptions::default())),
     ];
     let (header, report) = verify_with_progress(&schedule, &options, instance, checks)?;
-    let mut valid = report.is_valid();
-    if let Some(hops) = skipped.get() {
-        println!(
-            "rule 6 deadlock freedom: NOT CHECKED: the schedule has more than {hops} piece-hops, above --rule6-limit {rule6_limit} (lowering keeps every operation in memory)"
-        );
-        if expect.deadlock_free == Some(true) {
-            println!("expect.deadlock_free = true cannot be confirmed: raise --rule6-limit");
-            valid = false;
-        }
-    }
+    let valid = report.is_valid();
     if json {
         println!("{}", serde_json::to_string_pretty(&report_json(&report, &header)).expect("json"));
     } else {
@@ -335,8 +284,8 @@ fn verify(schedule: PathBuf, spec_path: Option<PathBuf>, json: bool, max_diagnos
 }
 
 /// Schedule files at least this large get a progress bar while `verify` reads them, then a spinner
-/// while the checks that need the whole schedule run (rule 6 lowers it to per-rank programs: about
-/// a second per MiB of file); smaller files take well under a second.
+/// while the checks at the end run (completion, bound conformance); smaller files take well under
+/// a second.
 const VERIFY_BAR_BYTES: u64 = 1 << 20;
 
 /// [`crate::verify::verify_file_checked`], showing on a terminal, for a large file, the bytes and
@@ -364,7 +313,7 @@ fn verify_with_progress(
     let steps = sink.steps;
     bar.finish();
     let spinner = if size >= VERIFY_BAR_BYTES { progress::Bar::spinner("verify") } else { progress::Bar::hidden() };
-    spinner.set_message(format!("steps read: {steps}; checking completion and deadlock freedom"));
+    spinner.set_message(format!("steps read: {steps}; checking completion"));
     let report = verifier.finish();
     spinner.finish();
     Ok((header, report))

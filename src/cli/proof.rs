@@ -4,8 +4,8 @@
 //! the certificate says).
 
 use crate::bounds::certificate::{certificate_for, instance_json, schedule_json};
-use crate::io::{sha256_hex, HashingReader};
 use crate::error::{Error, ExitCode, Result};
+use crate::io::{sha256_hex, HashingReader};
 use crate::spec::Spec;
 use crate::units::{to_checker, to_f64};
 use crate::verify::{verify_schedule, VerifyOptions};
@@ -160,7 +160,10 @@ fn check_attached_schedule(cert: &Path, sched_path: &Path, claim: &ScheduleClaim
         let spec = spec.ok_or_else(|| at(format!("the attached schedule {} is missing and no spec names how to generate it", sched_path.display())))?;
         let spec = Spec::load(spec).map_err(|e| at(e.to_string()))?;
         if !matches!(spec.method, Some(crate::spec::MethodSpec::Generate(_))) {
-            return Err(at(format!("the attached schedule {} is missing, and its spec synthesizes (a timed search) rather than generates it", sched_path.display())));
+            return Err(at(format!(
+                "the attached schedule {} is missing, and its spec synthesizes (a timed search) rather than generates it",
+                sched_path.display()
+            )));
         }
         let schedule = crate::generate::from_spec(&spec).map_err(|e| at(e.to_string()))?;
         crate::schedule::write_schedule_file(sched_path, &schedule).map_err(|e| at(e.to_string()))?;

@@ -23,10 +23,12 @@ pub mod spreading;
 pub mod steps;
 pub mod switched;
 
-pub use backends::{Backend, IlpBackend, Model, Outcome, Solver, Term, Var, AUTO_ILP_VARIABLES};
 #[cfg(feature = "smt")]
 pub use backends::SmtBackend;
-pub use steps::{fewest_steps_exact, fewest_steps_exact_with, steps_lower_bound, synthesize_steps, synthesize_steps_with, SynthReport, SynthStatus, MAX_EXACT_VARIABLES};
+pub use backends::{Backend, IlpBackend, Model, Outcome, Solver, Term, Var, AUTO_ILP_VARIABLES};
+pub use steps::{
+    fewest_steps_exact, fewest_steps_exact_with, steps_lower_bound, synthesize_steps, synthesize_steps_with, SynthReport, SynthStatus, MAX_EXACT_VARIABLES,
+};
 
 use std::time::Duration;
 

@@ -43,9 +43,9 @@
 //!
 //! Every candidate is verified (rules 1-5, no contention allowed) before it is returned.
 
+use super::hops::HopGraph;
 use super::steps::encoding::Demand;
 use super::steps::heuristic::route_and_pack;
-use super::hops::HopGraph;
 use crate::algorithms::switched::colour::colour_edges;
 use crate::algorithms::switched::route::free_path;
 use crate::algorithms::switched::{switched, Routing, SwitchedAlgorithm};
@@ -700,9 +700,9 @@ fn healthy_colouring(t: &Topology, shape: &FatTreeShape, ends: &[(NodeId, NodeId
 mod tests {
     use super::*;
     use crate::bounds::certified::certified_bounds_ns;
-    use std::time::Duration;
     use crate::cost::event_cost;
     use crate::topology::{fat_tree, FatTreeParams, FaultPattern};
+    use std::time::Duration;
 
     /// The four reference trees: (levels, k, osr).
     const TREES: [(u32, usize, f64); 4] = [(2, 16, 1.0), (2, 8, 1.0), (2, 12, 2.0), (3, 8, 1.0)];

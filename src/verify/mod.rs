@@ -64,7 +64,8 @@ pub struct Stats {
     pub steps: usize,
     /// Number of transfers.
     pub transfers: usize,
-    /// Transfers whose interior nodes are all switches (on a torus: one link).
+    /// Transfers whose interior nodes only route: switches, or npus that are not ranks (on a torus
+    /// where every npu is a rank: one link).
     pub single_hop_transfers: usize,
     /// The longest path, in links.
     pub longest_path: usize,

@@ -303,6 +303,22 @@ impl CoreRules {
         }
     }
 
+    /// Why a path cannot start or end at a node that is not a rank (docs/design/MODEL.md
+    /// sections 1 and 3: only ranks store pieces), or `None` for a rank.
+    fn not_a_rank(&self, n: u32) -> Option<String> {
+        if self.collective.rank_index(NodeId(n)).is_some() {
+            None
+        } else if n as usize >= self.n_npus {
+            Some(format!("a switch, {}", self.node_text(n)))
+        } else {
+            Some(format!(
+                "{}, an npu outside the collective's ranks: only ranks store pieces, and a runtime runs no program on it, so a path may only pass \
+                 through it (docs/design/MODEL.md sections 1 and 3)",
+                self.node_text(n)
+            ))
+        }
+    }
+
     fn is_destination(&self, piece: usize, node: usize) -> bool {
         let c = &self.collective;
         let rest = piece / c.pieces as usize;
@@ -334,7 +350,9 @@ impl CoreRules {
             self.epoch += 1;
             let mut prev: Option<(u32, LinkId)> = None;
             let mut src: Option<u32> = None;
-            let mut interior_switches_only = true;
+            // Single-hop: every interior node routes without storing, a switch or an npu that is
+            // not a rank (docs/design/MODEL.md section 3).
+            let mut interior_routers_only = true;
             for (h, &link) in tr.path.iter().enumerate() {
                 let l = link.index();
                 if l >= n_links {
@@ -348,8 +366,8 @@ impl CoreRules {
                     src = Some(a);
                     self.node_stamp[a as usize] = self.epoch;
                 } else {
-                    if (a as usize) < self.n_npus {
-                        interior_switches_only = false;
+                    if self.collective.rank_index(NodeId(a)).is_some() {
+                        interior_routers_only = false;
                     }
                     if let Some((p, pl)) = prev {
                         if p != a {
@@ -389,15 +407,13 @@ impl CoreRules {
             }
             let last = tr.path.last().filter(|l| l.index() < n_links).map(|l| self.link_dst[l.index()]);
             let mut ends_ok = true;
-            if let Some(a) = src.filter(|&a| a as usize >= self.n_npus) {
-                out.fail(diag(Rule::Structure, None, format!("the path starts at a switch, {}", self.node_text(a))));
-                ends_ok = false;
+            for (end, node) in [("starts", src), ("ends", last)] {
+                if let Some(why) = node.and_then(|n| self.not_a_rank(n)) {
+                    out.fail(diag(Rule::Structure, None, format!("the path {end} at {why}")));
+                    ends_ok = false;
+                }
             }
-            if let Some(b) = last.filter(|&b| b as usize >= self.n_npus) {
-                out.fail(diag(Rule::Structure, None, format!("the path ends at a switch, {}", self.node_text(b))));
-                ends_ok = false;
-            }
-            if interior_switches_only {
+            if interior_routers_only {
                 self.stats.single_hop_transfers += 1;
             }
             if tr.op == Op::Reduce && !self.reducing {

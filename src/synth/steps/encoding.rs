@@ -12,10 +12,10 @@
 //! `h[d, v, t]` are not variables but the linear expressions `held_at_start`, which keeps the
 //! program pure 0-1 (pseudo-boolean for z3, fewer columns for microlp).
 
-use crate::synth::backends::{Backend, Model, Term, Var};
-use crate::synth::hops::HopGraph;
 use crate::collective::{Collective, PieceId};
 use crate::schedule::{Op, Step, Transfer};
+use crate::synth::backends::{Backend, Model, Term, Var};
+use crate::synth::hops::HopGraph;
 use crate::topology::NodeId;
 
 /// The pieces to move and where they go, grouped by destination.

@@ -12,8 +12,8 @@
 //! at most one piece per step.
 
 use super::encoding::Demand;
-use crate::synth::hops::HopGraph;
 use crate::schedule::{Op, Step, Transfer};
+use crate::synth::hops::HopGraph;
 
 /// How many tie-break orders are tried; the routes and the packing are greedy, so different
 /// orders among equals land on different makespans, and each try costs milliseconds.

@@ -1,8 +1,8 @@
 //! Tests of the synthesizer: backends agree, schedules verify, limits and faults are reported.
 
 use super::encoding::{Demand, Reach, TimeExpanded};
-use crate::synth::hops::HopGraph;
 use super::*;
+use crate::synth::hops::HopGraph;
 use crate::topology::{fat_tree, torus, FatTreeParams, NodeId, TorusParams};
 
 /// Per-solve cap in tests: every instance here answers in well under a second.
