@@ -638,3 +638,37 @@ fn a_relay_at_an_npu_outside_the_group_is_rejected_and_routing_through_it_is_sin
     assert!(out.contains("a runtime runs no program on it"), "{out}");
     assert!(out.contains("rule 6 deadlock freedom: cannot lower the schedule: the path ends at node 1"), "{out}");
 }
+
+#[test]
+fn zst_schedule_files_are_the_same_json_compressed() {
+    let plain = tmp("zst-src.json");
+    let packed = tmp("zst-src.json.zst");
+    for out in [&plain, &packed] {
+        let o = run(&["generate", "--torus", "4x4", "--algorithm", "halfring", "--scheduler", "dimrotation", "-o", s(out)]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    }
+    let stored = std::fs::read(&packed).unwrap();
+    assert_eq!(&stored[..4], &[0x28, 0xb5, 0x2f, 0xfd], "a zstd frame");
+    assert_eq!(zstd::decode_all(&stored[..]).unwrap(), std::fs::read(&plain).unwrap());
+    for args in [vec!["verify"], vec!["cost"], vec!["cost", "--model", "event"]] {
+        let outs: Vec<String> = [&plain, &packed]
+            .iter()
+            .map(|f| {
+                let o = run(&[args.clone(), vec![s(f)]].concat());
+                assert_eq!(o.status.code(), Some(0), "{args:?}: {}", text(&o));
+                String::from_utf8_lossy(&o.stdout).into_owned()
+            })
+            .collect();
+        assert_eq!(outs[0], outs[1], "{args:?}");
+    }
+    let dir = tmp("zst-xml");
+    let o = run(&["export", s(&packed), "--to", "msccl-xml", "-o", s(&dir)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(dir.join("zst-src.xml").exists());
+    // Plain bytes under a .zst name: an error naming the file (exit 2), no panic.
+    let bad = tmp("notzst.json.zst");
+    std::fs::copy(&plain, &bad).unwrap();
+    let o = run(&["verify", s(&bad)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("notzst.json.zst"), "{}", text(&o));
+}

@@ -306,8 +306,9 @@ fn verify_with_progress(
     let file = crate::io::open(path)?.into_inner();
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     let bar = if size >= VERIFY_BAR_BYTES { progress::Bar::bytes(size, "verify") } else { progress::Bar::hidden() };
-    // The bar counts bytes below the buffer, so it moves once per buffer fill.
-    let reader = std::io::BufReader::with_capacity(1 << 20, bar.reader(file));
+    // The bar counts the stored bytes below the buffer (compressed ones for a .zst file), so it
+    // moves once per buffer fill.
+    let reader = crate::io::decoded(path, std::io::BufReader::with_capacity(1 << 20, bar.reader(file)))?;
     let mut sink = StepsRead { inner: &mut verifier, bar: &bar, drawn: bar.is_drawn(), steps: 0 };
     let header = crate::schedule::stream_schedule(reader, &path.display().to_string(), &mut sink)?;
     let steps = sink.steps;

@@ -49,7 +49,7 @@ pub fn bound(spec: &Spec, certificate: Option<&Path>, schedule: Option<&Path>, j
     let best = report.bandwidth_bound.clone();
     if let Some(sched_path) = schedule {
         let mut reader = HashingReader::new(crate::io::open(sched_path)?);
-        let s = crate::schedule::read_schedule(&mut reader, &sched_path.display().to_string())?;
+        let s = crate::schedule::read_schedule(crate::io::decoded(sched_path, std::io::BufReader::new(&mut reader))?, &sched_path.display().to_string())?;
         let sha256 = reader.hex_digest();
         let r = verify_schedule(&s, &VerifyOptions::default())?;
         if !r.is_valid() {
@@ -170,7 +170,8 @@ fn check_attached_schedule(cert: &Path, sched_path: &Path, claim: &ScheduleClaim
         note.push_str(" (regenerated from its spec)");
     }
     let mut reader = HashingReader::new(crate::io::open(sched_path).map_err(|e| at(e.to_string()))?);
-    let s = crate::schedule::read_schedule(&mut reader, &sched_path.display().to_string()).map_err(|e| at(e.to_string()))?;
+    let decoded = crate::io::decoded(sched_path, std::io::BufReader::new(&mut reader)).map_err(|e| at(e.to_string()))?;
+    let s = crate::schedule::read_schedule(decoded, &sched_path.display().to_string()).map_err(|e| at(e.to_string()))?;
     if let Some(expected) = &claim.sha256 {
         if reader.hex_digest() != *expected {
             return Err(at(format!("the attached schedule {} is not the file the certificate was made with (its SHA-256 differs)", sched_path.display())));

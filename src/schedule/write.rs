@@ -5,7 +5,7 @@
 
 use super::{Schedule, ScheduleHeader, Step};
 use crate::error::Result;
-use crate::io::{write_atomic, write_error};
+use crate::io::{write_atomic_encoded, write_error};
 use crate::topology::custom::to_lists;
 use std::io::{self, Write};
 use std::path::Path;
@@ -108,7 +108,8 @@ pub fn write_schedule<W: Write>(out: W, schedule: &Schedule) -> io::Result<W> {
     w.finish()
 }
 
-/// Writes a whole schedule to a file, atomically.
+/// Writes a whole schedule to a file, atomically; a path ending in `.zst` gets the same JSON,
+/// zstd-compressed (docs/design/FORMATS.md).
 pub fn write_schedule_file(path: &Path, schedule: &Schedule) -> Result<()> {
-    write_atomic(path, |w| write_schedule(w, schedule).map(|_| ()).map_err(write_error(path)))
+    write_atomic_encoded(path, |w| write_schedule(w, schedule).map(|_| ()).map_err(write_error(path)))
 }
