@@ -67,14 +67,22 @@ const ALL: [Defect; 13] = [
     Defect::RelayAtNonRank,
 ];
 
-/// Rules 1-6 (rule 6 streamed on the default lowering), as `verify` runs them.
+/// Rules 1-6 (rule 6 streamed on the default lowering), as `verify` runs them; also checks that
+/// tracking pieces by holder lists instead of bits finds exactly the same.
 fn verify(s: &Schedule) -> Report {
-    let mut v = Verifier::new(VerifyOptions::default()).with_check(Box::new(DeadlockCheck::new(LowerOptions::default())));
-    v.begin(&s.header).unwrap();
-    for (i, st) in s.steps.iter().enumerate() {
-        v.check_step(i, st);
-    }
-    v.finish()
+    let run = |sparse: bool| {
+        let options = VerifyOptions { sparse_pieces: Some(sparse), track_relays: true, ..Default::default() };
+        let mut v = Verifier::new(options).with_check(Box::new(DeadlockCheck::new(LowerOptions::default())));
+        v.begin(&s.header).unwrap();
+        for (i, st) in s.steps.iter().enumerate() {
+            v.check_step(i, st);
+        }
+        v.finish()
+    };
+    let (bits, lists) = (run(false), run(true));
+    assert_eq!(bits.findings.failures(), lists.findings.failures());
+    assert_eq!(bits.stats, lists.stats);
+    bits
 }
 
 fn positions(s: &Schedule) -> Vec<(usize, usize)> {

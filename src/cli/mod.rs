@@ -258,8 +258,12 @@ fn verify(schedule: PathBuf, spec_path: Option<PathBuf>, json: bool, max_diagnos
     let spec = spec_path.as_deref().map(Spec::load).transpose()?;
     let instance = spec.as_ref().map(|s| s.instance()).transpose()?;
     let expect = spec.as_ref().map(|s| s.expect.clone()).unwrap_or_default();
-    let options =
-        VerifyOptions { allow_contention: expect.allow_contention.unwrap_or(false), max_diagnostics_per_rule: max_diagnostics, track_relays: peak_holdings };
+    let options = VerifyOptions {
+        allow_contention: expect.allow_contention.unwrap_or(false),
+        max_diagnostics_per_rule: max_diagnostics,
+        track_relays: peak_holdings,
+        ..Default::default()
+    };
     let conformance = crate::verify::Conformance::new(crate::verify::Expectations {
         bandwidth_optimal: expect.bandwidth_optimal,
         max_gap_pct: expect.max_gap_pct,
