@@ -3,21 +3,41 @@
 //! per second and peak memory.
 //!
 //! ```text
-//! cargo run --release --example verify_bench -- [DIMS] [--zst]   # default 8x8x8 (512 npus)
+//! cargo run --release --example verify_bench -- [DIMS] [--zst] [--stream]   # default 8x8x8
 //! ```
 //!
-//! It generates HalfRing + DimRotation on the torus, writes it to a temporary file (`.json.zst`
-//! with `--zst`), then verifies the file in fresh processes of itself, one core each, so that
-//! each reports its own peak resident memory: rules 1-5 alone, then every rule with the spec's
-//! expectations `bandwidth_optimal` and `deadlock_free` asserted.
+//! It generates HalfRing + DimRotation on the torus and writes it to a temporary file
+//! (`.json.zst` with `--zst`): in memory, or with `--stream` step by step straight into the file
+//! (what a 16x16x16 pod needs: over a billion piece-hops), reporting the plain and stored sizes.
+//! Then it verifies the file in fresh processes of itself, one core each, so that each reports
+//! its own peak resident memory: rules 1-5 alone, then every rule with the spec's expectations
+//! `bandwidth_optimal` and `deadlock_free` asserted. `COLLSCHED_BENCH_DIR` puts the file
+//! elsewhere than the temporary folder.
 
-use collsched::algorithms::{torus_all_to_all, RingAlgorithm, Scheduler};
+use collsched::algorithms::{torus_all_to_all, torus_all_to_all_into, RingAlgorithm, Scheduler};
 use collsched::collective::{Collective, CollectiveKind};
 use collsched::lower::LowerOptions;
-use collsched::schedule::write_schedule_file;
+use collsched::schedule::{write_schedule_file, WriteSink};
 use collsched::topology::{torus, TorusParams};
 use collsched::verify::{verify_file_checked, Check, Conformance, DeadlockCheck, Expectations, RoutingDeadlock, Rule, VerifyOptions};
 use std::time::Instant;
+
+/// Counts the bytes written through it (the plain size of a compressed file).
+struct Counting<W> {
+    inner: W,
+    bytes: u64,
+}
+
+impl<W: std::io::Write> std::io::Write for Counting<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.bytes += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
 
 fn peak_rss_mib() -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -57,14 +77,30 @@ fn main() {
     let dims: Vec<usize> = dims_text.split('x').map(|d| d.parse().expect("dims like 8x8x8")).collect();
     let t = torus(&TorusParams::uniform(&dims, 56.0, 500.0)).unwrap();
     let c = Collective::new(CollectiveKind::AllToAll, t.node_ids().collect(), 64 << 20, 1, None, &t).unwrap();
-    let start = Instant::now();
-    let schedule = torus_all_to_all(&t, &c, RingAlgorithm::HalfRing, Scheduler::DimRotation).unwrap();
-    let gen = start.elapsed().as_secs_f64();
-    println!("{} npus, {} steps, {} piece-hops; generated in {gen:.2} s", t.num_npus(), schedule.steps.len(), schedule.piece_hops());
     let ext = if zst { "json.zst" } else { "json" };
-    let path = std::env::temp_dir().join(format!("collsched-bench-{}.{ext}", std::process::id()));
-    write_schedule_file(&path, &schedule).unwrap();
-    drop(schedule);
+    let dir = std::env::var_os("COLLSCHED_BENCH_DIR").map(std::path::PathBuf::from).unwrap_or_else(std::env::temp_dir);
+    let path = dir.join(format!("collsched-bench-{}.{ext}", std::process::id()));
+    let start = Instant::now();
+    if args.iter().any(|a| a == "--stream") {
+        let plain = collsched::io::write_atomic_encoded(&path, |w| {
+            let mut sink = WriteSink::new(Counting { inner: w, bytes: 0 });
+            torus_all_to_all_into(&t, &c, RingAlgorithm::HalfRing, Scheduler::DimRotation, &mut sink)?;
+            Ok(sink.finish()?.bytes)
+        })
+        .unwrap();
+        println!(
+            "{} npus; generated and written step by step in {:.1} s, peak memory {:.0} MiB; {:.1} MiB plain",
+            t.num_npus(),
+            start.elapsed().as_secs_f64(),
+            peak_rss_mib(),
+            plain as f64 / (1 << 20) as f64
+        );
+    } else {
+        let schedule = torus_all_to_all(&t, &c, RingAlgorithm::HalfRing, Scheduler::DimRotation).unwrap();
+        let gen = start.elapsed().as_secs_f64();
+        println!("{} npus, {} steps, {} piece-hops; generated in {gen:.2} s", t.num_npus(), schedule.steps.len(), schedule.piece_hops());
+        write_schedule_file(&path, &schedule).unwrap();
+    }
     println!("file: {:.1} MiB ({ext})", std::fs::metadata(&path).unwrap().len() as f64 / (1 << 20) as f64);
     let me = std::env::current_exe().unwrap();
     for rules in ["1-5", "all"] {

@@ -3,7 +3,7 @@
 //! The output is deterministic: the same schedule always gives the same bytes (fixed key
 //! order, shortest round-trip floats, no maps with unspecified order).
 
-use super::{Schedule, ScheduleHeader, Step};
+use super::{Schedule, ScheduleHeader, Step, StepSink};
 use crate::error::Result;
 use crate::io::{write_atomic_encoded, write_error};
 use crate::topology::custom::to_lists;
@@ -96,6 +96,39 @@ impl<W: Write> ScheduleWriter<W> {
         self.out.write_all(if self.steps == 0 { b"]\n}\n" } else { b"\n  ]\n}\n" })?;
         self.out.flush()?;
         Ok(self.out)
+    }
+}
+
+/// A [`StepSink`] that writes a schedule as it is produced: the header when it comes, then
+/// every step, so that a generator streams straight into a file.
+pub struct WriteSink<W: Write> {
+    out: Option<W>,
+    writer: Option<ScheduleWriter<W>>,
+}
+
+impl<W: Write> WriteSink<W> {
+    /// A sink writing into `out`.
+    pub fn new(out: W) -> Self {
+        WriteSink { out: Some(out), writer: None }
+    }
+
+    /// Closes the file (it must have had its header); returns the writer.
+    pub fn finish(self) -> Result<W> {
+        let writer = self.writer.ok_or_else(|| crate::error::Error::internal("a schedule without a header was written"))?;
+        writer.finish().map_err(|e| crate::error::Error::io(format!("cannot write: {e}")))
+    }
+}
+
+impl<W: Write> StepSink for WriteSink<W> {
+    fn begin(&mut self, header: &ScheduleHeader) -> Result<()> {
+        let out = self.out.take().ok_or_else(|| crate::error::Error::internal("a schedule header was written twice"))?;
+        self.writer = Some(ScheduleWriter::new(out, header).map_err(|e| crate::error::Error::io(format!("cannot write: {e}")))?);
+        Ok(())
+    }
+
+    fn step(&mut self, _index: usize, step: Step) -> Result<()> {
+        let w = self.writer.as_mut().ok_or_else(|| crate::error::Error::internal("a step was written before the header"))?;
+        w.write_step(&step).map_err(|e| crate::error::Error::io(format!("cannot write: {e}")))
     }
 }
 
