@@ -172,18 +172,17 @@ impl StepSink for Verifier {
         };
         let c = &header.collective;
         // Reducing kinds keep a contributor set per (piece, npu); copy-only kinds keep holder
-        // lists when bits would not fit, so they are never refused.
-        if c.kind.is_reducing() {
-            let state_bytes = (c.piece_space() as u128) * (header.topology.num_npus() as u128) * (c.num_ranks() as u128) / 8;
-            if state_bytes > MAX_STATE_BYTES {
-                return Err(crate::error::Error::bad(format!(
-                    "the verifier's state for {} pieces on {} npus would take {} GiB (limit {} GiB): use fewer pieces per block",
-                    c.piece_space(),
-                    header.topology.num_npus(),
-                    state_bytes >> 30,
-                    MAX_STATE_BYTES >> 30
-                )));
-            }
+        // lists when bits would not fit, at least a 4-byte list head per piece.
+        let (pieces, npus) = (c.piece_space() as u128, header.topology.num_npus() as u128);
+        let state_bytes = if c.kind.is_reducing() { pieces * npus * (c.num_ranks() as u128) / 8 } else { (pieces * npus / 8).min(pieces * 4) };
+        if state_bytes > MAX_STATE_BYTES {
+            return Err(crate::error::Error::bad(format!(
+                "the verifier's state for {} pieces on {} npus would take {} GiB (limit {} GiB): use fewer pieces per block",
+                c.piece_space(),
+                header.topology.num_npus(),
+                state_bytes >> 30,
+                MAX_STATE_BYTES >> 30
+            )));
         }
         self.core = Some(CoreRules::new(header, &self.options));
         self.meter = Some(SyncMeter::new(header)?);
