@@ -30,7 +30,9 @@ pub fn export(schedule: &Path, to: &str, dir: &Path, channels: Option<usize>, le
     if !report.is_valid() {
         return Err(Error::bad(format!("{}: the schedule fails verification, nothing to export: {}", schedule.display(), report.findings.failures()[0])));
     }
-    let stem = schedule.file_stem().map(|x| x.to_string_lossy().into_owned()).unwrap_or_else(|| "schedule".into());
+    // `x.json` and `x.json.zst` both export as `x`.
+    let plain = if crate::io::is_zstd(schedule) { schedule.with_extension("") } else { schedule.to_path_buf() };
+    let stem = plain.file_stem().map(|x| x.to_string_lossy().into_owned()).unwrap_or_else(|| "schedule".into());
     if to == "chakra-et" {
         return chakra(&s, dir, &stem, channels);
     }

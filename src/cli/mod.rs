@@ -56,10 +56,6 @@ pub enum Command {
         /// Also report the peak number of pieces a node holds that are bound elsewhere (slower).
         #[arg(long)]
         peak_holdings: bool,
-        /// Rule 6 lowers the schedule to per-rank programs held in memory: above this many
-        /// piece-hops it is reported as not checked (and `expect.deadlock_free` fails).
-        #[arg(long, default_value_t = 2_000_000)]
-        rule6_limit: u64,
         /// For an MSCCL XML file: judge it under rendezvous (no buffering, the strict answer)
         /// instead of the runtime's buffering (8 slots per connection, 4 per chunk).
         #[arg(long)]
@@ -228,8 +224,8 @@ pub enum ProofCommand {
 /// Runs the command line and returns the exit code.
 pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
-        Command::Verify { schedule, spec, json, max_diagnostics, peak_holdings, rule6_limit, rendezvous } => {
-            verify(schedule, spec, json, max_diagnostics, peak_holdings, rule6_limit, rendezvous)
+        Command::Verify { schedule, spec, json, max_diagnostics, peak_holdings, rendezvous } => {
+            verify(schedule, spec, json, max_diagnostics, peak_holdings, rendezvous)
         }
         Command::Cost { schedule, model, fifo, svg, json } => cost(schedule, &model, fifo, svg.as_deref(), json),
         Command::Generate { spec, flags, output, topology_svg, json } => generate(spec, flags, output, topology_svg, json),
@@ -275,46 +271,7 @@ fn ns(r: &crate::units::Rational) -> f64 {
     to_f64(r)
 }
 
-/// Runs a check until the schedule grows past a size, then drops it and records that it did.
-struct Bounded<C> {
-    inner: Option<C>,
-    hops: u64,
-    limit: u64,
-    skipped: std::rc::Rc<std::cell::Cell<Option<u64>>>,
-}
-
-impl<C: crate::verify::Check> crate::verify::Check for Bounded<C> {
-    fn begin(&mut self, header: &crate::schedule::ScheduleHeader, out: &mut crate::verify::Findings) {
-        if let Some(c) = &mut self.inner {
-            c.begin(header, out);
-        }
-    }
-    fn step(&mut self, index: usize, step: &crate::schedule::Step, out: &mut crate::verify::Findings) {
-        self.hops += step.transfers.iter().map(|t| (t.pieces.len() * t.path.len()) as u64).sum::<u64>();
-        if self.hops > self.limit {
-            self.inner = None;
-            self.skipped.set(Some(self.limit));
-        }
-        if let Some(c) = &mut self.inner {
-            c.step(index, step, out);
-        }
-    }
-    fn finish(&mut self, stats: &crate::verify::Stats, cost: Option<&crate::cost::SyncCost>, out: &mut crate::verify::Findings) {
-        if let Some(c) = &mut self.inner {
-            c.finish(stats, cost, out);
-        }
-    }
-}
-
-fn verify(
-    schedule: PathBuf,
-    spec_path: Option<PathBuf>,
-    json: bool,
-    max_diagnostics: usize,
-    peak_holdings: bool,
-    rule6_limit: u64,
-    rendezvous: bool,
-) -> Result<ExitCode> {
+fn verify(schedule: PathBuf, spec_path: Option<PathBuf>, json: bool, max_diagnostics: usize, peak_holdings: bool, rendezvous: bool) -> Result<ExitCode> {
     if schedule.extension().is_some_and(|e| e == "xml") {
         return xml::verify_xml(&schedule, spec_path.as_deref(), json, rendezvous);
     }
@@ -324,25 +281,24 @@ fn verify(
     let spec = spec_path.as_deref().map(Spec::load).transpose()?;
     let instance = spec.as_ref().map(|s| s.instance()).transpose()?;
     let expect = spec.as_ref().map(|s| s.expect.clone()).unwrap_or_default();
-    let options =
-        VerifyOptions { allow_contention: expect.allow_contention.unwrap_or(false), max_diagnostics_per_rule: max_diagnostics, track_relays: peak_holdings };
+    let options = VerifyOptions {
+        allow_contention: expect.allow_contention.unwrap_or(false),
+        max_diagnostics_per_rule: max_diagnostics,
+        track_relays: peak_holdings,
+        ..Default::default()
+    };
     let conformance = crate::verify::Conformance::new(crate::verify::Expectations {
         bandwidth_optimal: expect.bandwidth_optimal,
         max_gap_pct: expect.max_gap_pct,
         max_steps: expect.max_steps,
     });
-    let skipped = std::rc::Rc::new(std::cell::Cell::new(None));
-    // Rules 6 and 7 always run: rule 6 on the default lowering (one channel, one threadblock per
-    // peer and direction, sends before receives within a step).
+    // Rules 6 and 7 always run, streamed with the others: rule 6 on the default lowering (one
+    // channel, one threadblock per peer and direction, sends before receives within a step), so
+    // `expect.deadlock_free` holds exactly when the schedule is valid.
     let checks: Vec<Box<dyn crate::verify::Check>> = vec![
         Box::new(conformance),
         Box::new(crate::verify::RoutingDeadlock::new()),
-        Box::new(Bounded {
-            inner: Some(crate::verify::DeadlockCheck::new(crate::lower::LowerOptions::default())),
-            hops: 0,
-            limit: rule6_limit,
-            skipped: skipped.clone(),
-        }),
+        Box::new(crate::verify::DeadlockCheck::new(crate::lower::LowerOptions::default())),
     ];
     // An SCCL algorithm (by its top-level keys) is imported and its steps verified in memory.
     let (header, report, sccl) = if crate::export::sccl::is_sccl_json(&schedule)? {
@@ -352,16 +308,7 @@ fn verify(
         let (header, report) = verify_with_progress(&schedule, &options, instance, checks)?;
         (header, report, None)
     };
-    let mut valid = report.is_valid() && sccl.as_ref().is_none_or(|v| v.problems.is_empty());
-    if let Some(hops) = skipped.get() {
-        println!(
-            "rule 6 deadlock freedom: NOT CHECKED: the schedule has more than {hops} piece-hops, above --rule6-limit {rule6_limit} (lowering keeps every operation in memory)"
-        );
-        if expect.deadlock_free == Some(true) {
-            println!("expect.deadlock_free = true cannot be confirmed: raise --rule6-limit");
-            valid = false;
-        }
-    }
+    let valid = report.is_valid() && sccl.as_ref().is_none_or(|v| v.problems.is_empty());
     if json {
         let mut out = report_json(&report, &header);
         if let Some(v) = &sccl {
@@ -387,8 +334,8 @@ fn verify(
 }
 
 /// Schedule files at least this large get a progress bar while `verify` reads them, then a spinner
-/// while the checks that need the whole schedule run (rule 6 lowers it to per-rank programs: about
-/// a second per MiB of file); smaller files take well under a second.
+/// while the checks at the end run (completion, bound conformance); smaller files take well under
+/// a second.
 const VERIFY_BAR_BYTES: u64 = 1 << 20;
 
 /// [`crate::verify::verify_file_checked`], showing on a terminal, for a large file, the bytes and
@@ -409,14 +356,15 @@ fn verify_with_progress(
     let file = crate::io::open(path)?.into_inner();
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     let bar = if size >= VERIFY_BAR_BYTES { progress::Bar::bytes(size, "verify") } else { progress::Bar::hidden() };
-    // The bar counts bytes below the buffer, so it moves once per buffer fill.
-    let reader = std::io::BufReader::with_capacity(1 << 20, bar.reader(file));
+    // The bar counts the stored bytes below the buffer (compressed ones for a .zst file), so it
+    // moves once per buffer fill.
+    let reader = crate::io::decoded(path, std::io::BufReader::with_capacity(1 << 20, bar.reader(file)))?;
     let mut sink = StepsRead { inner: &mut verifier, bar: &bar, drawn: bar.is_drawn(), steps: 0 };
     let header = crate::schedule::stream_schedule(reader, &path.display().to_string(), &mut sink)?;
     let steps = sink.steps;
     bar.finish();
     let spinner = if size >= VERIFY_BAR_BYTES { progress::Bar::spinner("verify") } else { progress::Bar::hidden() };
-    spinner.set_message(format!("steps read: {steps}; checking completion and deadlock freedom"));
+    spinner.set_message(format!("steps read: {steps}; checking completion"));
     let report = verifier.finish();
     spinner.finish();
     Ok((header, report))

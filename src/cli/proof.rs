@@ -101,8 +101,9 @@ fn read_attached(path: &Path, instance: impl FnOnce() -> Result<Option<crate::sp
         let (_, s) = crate::export::sccl::read_sccl_file(path, Some(&inst))?;
         return Ok((s, sha256_hex(&bytes)));
     }
+    // The hash is of the file's bytes (compressed, for .json.zst).
     let mut reader = HashingReader::new(crate::io::open(path)?);
-    let s = crate::schedule::read_schedule(&mut reader, &path.display().to_string())?;
+    let s = crate::schedule::read_schedule(crate::io::decoded(path, std::io::BufReader::new(&mut reader))?, &path.display().to_string())?;
     Ok((s, reader.hex_digest()))
 }
 

@@ -283,9 +283,9 @@ pub fn stream_schedule<R: Read>(reader: R, source: &str, sink: &mut dyn StepSink
     }
 }
 
-/// Streams a schedule file into a sink.
+/// Streams a schedule file into a sink (a `.json.zst` file is decompressed as it is read).
 pub fn stream_schedule_file(path: &Path, sink: &mut dyn StepSink) -> Result<ScheduleHeader> {
-    stream_schedule(crate::io::open(path)?, &path.display().to_string(), sink)
+    stream_schedule(crate::io::open_decoded(path)?, &path.display().to_string(), sink)
 }
 
 struct Collect(Vec<Step>);
@@ -307,7 +307,7 @@ pub fn read_schedule<R: Read>(reader: R, source: &str) -> Result<Schedule> {
     Ok(Schedule { header, steps: c.0 })
 }
 
-/// Reads a whole schedule file into memory.
+/// Reads a whole schedule file into memory (a `.json.zst` file is decompressed as it is read).
 pub fn read_schedule_file(path: &Path) -> Result<Schedule> {
-    read_schedule(crate::io::open(path)?, &path.display().to_string())
+    read_schedule(crate::io::open_decoded(path)?, &path.display().to_string())
 }
