@@ -7,7 +7,7 @@
 //! the largest of [`crate::bounds::steps`], re-derived by the independent checker.
 //!
 //! - `encoding`: the all_to_all program for T steps (commodities per destination), written once
-//!   against [`Backend`](super::Backend), and its decomposition into a [`Schedule`];
+//!   against [`Backend`], and its decomposition into a [`Schedule`];
 //! - `gather`: the all_gather program (a held piece may go out on several links in one step),
 //!   and the reduce_scatter as its time reversal over the transposed hops;
 //! - `allreduce`: the all_reduce program with contributor sets (exact, for small instances);
