@@ -64,10 +64,21 @@ fn diagnostic(p: &Programs, at: Option<At>, message: String) -> Diagnostic {
 /// pieces on both sides of every pair, no unmatched operation, and an acyclic wait-for graph
 /// (each cycle is reported once, as the chain of operations that wait on each other).
 pub fn check_deadlock(programs: &Programs) -> Vec<Diagnostic> {
-    let p = programs;
     let mut out = Vec::new();
+    let streams = streams(programs, &mut out);
+    let (node_of, members) = match_pairs(programs, &streams, &mut out);
+    let graph = wait_for_graph(programs, &node_of, members, &mut out);
+    for (start, story) in graph.cycles(|at| describe(programs, at)) {
+        out.push(diagnostic(programs, Some(start), format!("wait-for cycle under rendezvous semantics: {story}")));
+    }
+    out
+}
+
+/// The sends and receives of every (sender, receiver, channel) stream, in threadblock order;
+/// reports an operation whose peer is not another rank, and a stream that several threadblocks
+/// of one rank share (the first-in-first-out order between them is undefined).
+fn streams(p: &Programs, out: &mut Vec<Diagnostic>) -> HashMap<(usize, usize, usize), Stream> {
     let nranks = p.ranks.len();
-    // Sends and receives of every (sender, receiver, channel) stream, in threadblock order.
     let mut streams: HashMap<(usize, usize, usize), Stream> = HashMap::new();
     let mut stream_tbs: HashMap<(usize, usize, usize, bool), Vec<usize>> = HashMap::new();
     for (r, rp) in p.ranks.iter().enumerate() {
@@ -111,8 +122,14 @@ pub fn check_deadlock(programs: &Programs) -> Vec<Diagnostic> {
             ));
         }
     }
+    streams
+}
 
-    // Matched pairs become one node; an unmatched operation is a node of its own.
+/// The nodes of the wait-for graph: the k-th send and the k-th receive of a stream are matched
+/// into one node (reported when they carry different pieces); an unmatched operation (reported:
+/// it waits forever) and every other operation is a node of its own. Returns each operation's
+/// node and each node's operations.
+fn match_pairs(p: &Programs, streams: &HashMap<(usize, usize, usize), Stream>, out: &mut Vec<Diagnostic>) -> (HashMap<At, usize>, Vec<Vec<At>>) {
     let mut node_of: HashMap<At, usize> = HashMap::new();
     let mut members: Vec<Vec<At>> = Vec::new();
     let mut skeys: Vec<_> = streams.keys().copied().collect();
@@ -173,8 +190,12 @@ pub fn check_deadlock(programs: &Programs) -> Vec<Diagnostic> {
             }
         }
     }
+    (node_of, members)
+}
 
-    // Wait-for edges between nodes.
+/// The wait-for edges between nodes: an operation waits for the one before it in its threadblock
+/// and for its dependencies (a dependency on an operation that does not exist is reported).
+fn wait_for_graph(p: &Programs, node_of: &HashMap<At, usize>, members: Vec<Vec<At>>, out: &mut Vec<Diagnostic>) -> WaitGraph<At> {
     let mut graph = WaitGraph::new(members);
     for (r, rp) in p.ranks.iter().enumerate() {
         for (t, tb) in rp.threadblocks.iter().enumerate() {
@@ -197,10 +218,7 @@ pub fn check_deadlock(programs: &Programs) -> Vec<Diagnostic> {
             }
         }
     }
-    for (start, story) in graph.cycles(|at| describe(p, at)) {
-        out.push(diagnostic(p, Some(start), format!("wait-for cycle under rendezvous semantics: {story}")));
-    }
-    out
+    graph
 }
 
 fn pieces(list: &[crate::collective::PieceId]) -> String {
