@@ -4,11 +4,11 @@
 //! `DIR/PREFIX.system.json`, and prints the total bytes sent, which
 //! `tests/chakra_decode.py DIR PREFIX BYTES 4` checks.
 
-use collsched::algorithms::{torus_all_to_all, RingAlgorithm, Scheduler};
-use collsched::collective::{Collective, CollectiveKind};
-use collsched::export::write_chakra;
-use collsched::lower::{lower, LowerOptions};
-use collsched::topology::{torus, TorusParams};
+use collsched::write_chakra;
+use collsched::{lower, LowerOptions};
+use collsched::{torus, TorusParams};
+use collsched::{torus_all_to_all, RingAlgorithm, Scheduler};
+use collsched::{Collective, CollectiveKind};
 use std::path::PathBuf;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -8,21 +8,21 @@
 //!
 //! `cargo run --release --example fat_tree_synth`
 
-use collsched::bounds::certified::certified_bounds_ns;
-use collsched::collective::{Collective, CollectiveKind};
-use collsched::cost::event_cost;
-use collsched::schedule::{Schedule, ScheduleHeader};
-use collsched::synth::spreading::spread_steps;
-use collsched::synth::switched::fat_tree_candidates;
-use collsched::topology::{fat_tree, FatTreeParams, FaultPattern, NodeId};
-use collsched::units::to_f64;
-use collsched::verify::{verify_schedule, VerifyOptions};
+use collsched::certified_bounds_ns;
+use collsched::event_cost;
+use collsched::fat_tree_candidates;
+use collsched::spread_steps;
+use collsched::to_f64;
+use collsched::{fat_tree, FatTreeParams, FaultPattern, NodeId};
+use collsched::{verify_schedule, VerifyOptions};
+use collsched::{Collective, CollectiveKind};
+use collsched::{Schedule, ScheduleHeader};
 use std::time::{Duration, Instant};
 
 const TREES: [(&str, u32, usize, f64); 4] = [("2L-k16-osr1", 2, 16, 1.0), ("2L-k8-osr1", 2, 8, 1.0), ("2L-k12-osr2", 2, 12, 2.0), ("3L-k8-osr1", 3, 8, 1.0)];
 const KINDS: [CollectiveKind; 4] = [CollectiveKind::AllToAll, CollectiveKind::AllGather, CollectiveKind::ReduceScatter, CollectiveKind::AllReduce];
 
-fn main() -> collsched::error::Result<()> {
+fn main() -> collsched::Result<()> {
     let started = Instant::now();
     println!(
         "| tree | EP | collective | network | candidate chosen | steps | event-driven (us) | step-synchronous (us) | bound: bandwidth + latency (us) | gap |"

@@ -13,9 +13,9 @@
 //! and the wall time of the whole sweep (planning, synthesis, certificates, files), then the
 //! seconds the classes spent in each stage (summed over classes, which run in parallel).
 
-use collsched::spec::Spec;
-use collsched::sweep::{ClassStatus, FaultFamily, MemberCheck, Plan, SweepEvent, SweepSetup};
-use collsched::synth::SynthOptions;
+use collsched::Spec;
+use collsched::SynthOptions;
+use collsched::{ClassStatus, FaultFamily, MemberCheck, SweepEvent, SweepPlan, SweepSetup};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -35,7 +35,7 @@ fn sweep(name: &str, dims: &str, family: FaultFamily, limit: f64, members: Membe
     let started = Instant::now();
     let setup =
         SweepSetup { base: spec(dims), family, synth: SynthOptions { time_limit: Duration::from_secs_f64(limit), ..Default::default() }, members, seed: 0 };
-    let plan = Plan::new(setup).expect("a sweep plan");
+    let plan = SweepPlan::new(setup).expect("a sweep plan");
     let planned = started.elapsed().as_secs_f64();
     let dir = out.join(name);
     let clock: Mutex<StageClock> = Mutex::default();

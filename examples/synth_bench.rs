@@ -28,9 +28,9 @@
 //! when one of them gave no answer in time; `@T` in a steps cell is the horizon it was working
 //! on, every horizon below being infeasible).
 
-use collsched::collective::{Collective, CollectiveKind};
-use collsched::synth::{fewest_steps_exact_with, steps_lower_bound, synthesize_steps, Progress, Solver, SynthOptions, SynthStatus};
-use collsched::topology::{fat_tree, torus, FatTreeParams, NodeId, Topology, TorusParams};
+use collsched::{fat_tree, torus, FatTreeParams, NodeId, Topology, TorusParams};
+use collsched::{fewest_steps_exact_with, steps_lower_bound, synthesize_steps, Progress, Solver, SynthOptions, SynthStatus};
+use collsched::{Collective, CollectiveKind};
 use std::io::Write;
 use std::time::{Duration, Instant};
 

@@ -5,9 +5,9 @@
 //! `cargo run --release --example synth_quality -- 4x4` to run the rows whose name contains `4x4`.
 //! Each row is `collsched synthesize` with its default 60 s budget; 32 GB/s, 100 ns, 8 MiB per npu.
 
-use collsched::spec::Spec;
-use collsched::synth::portfolio::{synthesize, Candidate, HandWritten, Objective};
-use collsched::synth::SynthOptions;
+use collsched::Spec;
+use collsched::SynthOptions;
+use collsched::{synthesize, Candidate, HandWritten, Objective};
 use std::time::{Duration, Instant};
 
 /// (name, dims, faults JSON, extra collective fields, time limit in s)

@@ -14,12 +14,12 @@
 //! `bandwidth_optimal` and `deadlock_free` asserted. `COLLSCHED_BENCH_DIR` puts the file
 //! elsewhere than the temporary folder.
 
-use collsched::algorithms::{torus_all_to_all, torus_all_to_all_into, RingAlgorithm, Scheduler};
-use collsched::collective::{Collective, CollectiveKind};
-use collsched::lower::LowerOptions;
-use collsched::schedule::{write_schedule_file, WriteSink};
-use collsched::topology::{torus, TorusParams};
-use collsched::verify::{verify_file_checked, Check, Conformance, DeadlockCheck, Expectations, RoutingDeadlock, Rule, VerifyOptions};
+use collsched::LowerOptions;
+use collsched::{torus, TorusParams};
+use collsched::{torus_all_to_all, torus_all_to_all_into, RingAlgorithm, Scheduler};
+use collsched::{verify_file_checked, Check, Conformance, DeadlockCheck, Expectations, RoutingDeadlock, Rule, VerifyOptions};
+use collsched::{write_schedule_file, WriteSink};
+use collsched::{Collective, CollectiveKind};
 use std::time::Instant;
 
 /// Counts the bytes written through it (the plain size of a compressed file).
@@ -82,7 +82,7 @@ fn main() {
     let path = dir.join(format!("collsched-bench-{}.{ext}", std::process::id()));
     let start = Instant::now();
     if args.iter().any(|a| a == "--stream") {
-        let plain = collsched::io::write_atomic_encoded(&path, |w| {
+        let plain = collsched::write_atomic_encoded(&path, |w| {
             let mut sink = WriteSink::new(Counting { inner: w, bytes: 0 });
             torus_all_to_all_into(&t, &c, RingAlgorithm::HalfRing, Scheduler::DimRotation, &mut sink)?;
             Ok(sink.finish()?.bytes)

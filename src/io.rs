@@ -68,7 +68,7 @@ pub fn open_decoded(path: &Path) -> Result<Decoded<BufReader<File>>> {
 /// The zstd level of the files the project writes: fast, and schedules compress well at it.
 const ZSTD_LEVEL: i32 = 3;
 
-/// [`write_atomic`], compressing what `write` writes with zstd when `path` ends in `.zst`.
+/// `write_atomic`, compressing what `write` writes with zstd when `path` ends in `.zst`.
 pub fn write_atomic_encoded<T>(path: &Path, write: impl FnOnce(&mut dyn Write) -> Result<T>) -> Result<T> {
     write_atomic(path, |w| {
         if is_zstd(path) {

@@ -7,9 +7,9 @@ fn main() {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    let cli = collsched::cli::Cli::parse();
+    let cli = collsched::Cli::parse();
     // A panic is a bug: it exits with the internal-error code (docs/design/CLI.md), after the
     // default hook has printed where it happened.
-    let code = std::panic::catch_unwind(|| collsched::cli::run(cli)).unwrap_or(collsched::error::ExitCode::Internal);
+    let code = std::panic::catch_unwind(|| collsched::run_cli(cli)).unwrap_or(collsched::ExitCode::Internal);
     std::process::exit(code as i32);
 }

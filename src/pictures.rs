@@ -129,8 +129,10 @@ pub fn timeline_svg(schedule: &Schedule, title: &str, max_link_rows: usize) -> S
     out
 }
 
-/// The fraction of time each group's links are busy, averaged over links and the schedule.
-pub fn group_utilization(schedule: &Schedule) -> BTreeMap<String, f64> {
+/// The fraction of time each group's links are busy, averaged over links and the schedule (the
+/// tests compare schedulers by it).
+#[cfg(test)]
+fn group_utilization(schedule: &Schedule) -> BTreeMap<String, f64> {
     let (durations, per_step) = busy(schedule);
     let total: f64 = durations.iter().sum();
     let t = &schedule.header.topology;

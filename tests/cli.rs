@@ -2,9 +2,9 @@
 
 mod common;
 
-use collsched::collective::{Collective, CollectiveKind};
-use collsched::schedule::write_schedule_file;
-use collsched::topology::{torus, TorusParams};
+use collsched::write_schedule_file;
+use collsched::{torus, TorusParams};
+use collsched::{Collective, CollectiveKind};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -770,9 +770,9 @@ fn no_progress_bars_off_a_terminal() {
 
 #[test]
 fn a_relay_at_an_npu_outside_the_group_is_rejected_and_routing_through_it_is_single_hop() {
-    use collsched::collective::PieceId;
-    use collsched::schedule::{Op, Schedule, ScheduleHeader, Step, Transfer};
-    use collsched::topology::NodeId;
+    use collsched::NodeId;
+    use collsched::PieceId;
+    use collsched::{Op, Schedule, ScheduleHeader, Step, Transfer};
     // A ring of 4 npus; the all-to-all runs over npus 0 and 2 only.
     let t = torus(&TorusParams::uniform(&[4], 32.0, 100.0)).unwrap();
     let c = Collective::new(CollectiveKind::AllToAll, vec![NodeId(0), NodeId(2)], 6000, 1, None, &t).unwrap();

@@ -1,11 +1,11 @@
 //! Generators under random fault patterns: every generator either returns a schedule that
 //! verifies, or says the faults defeat it (exit 3), never an invalid schedule or a panic.
 
-use collsched::algorithms::{torus_all_to_all, torus_mate, RingAlgorithm, Scheduler};
-use collsched::collective::{Collective, CollectiveKind};
-use collsched::error::ExitCode;
-use collsched::topology::{torus, FaultPattern, LinkId, Topology, TorusParams};
-use collsched::verify::{verify_schedule, VerifyOptions};
+use collsched::ExitCode;
+use collsched::{torus, FaultPattern, LinkId, Topology, TorusParams};
+use collsched::{torus_all_to_all, torus_mate, RingAlgorithm, Scheduler};
+use collsched::{verify_schedule, VerifyOptions};
+use collsched::{Collective, CollectiveKind};
 use proptest::prelude::*;
 
 fn faulty(dims: &[usize], picks: &[usize]) -> Topology {
@@ -34,9 +34,9 @@ proptest! {
             ("halfring+pipeline", torus_all_to_all(&t, &c, RingAlgorithm::HalfRing, Scheduler::Pipeline { chunks: 3 })),
             ("mate", torus_mate(&t, &c, false)),
             ("matee", torus_mate(&t, &c, true)),
-            ("synthesis heuristic", collsched::synth::synthesize_steps(&t, &c, &collsched::synth::SynthOptions {
+            ("synthesis heuristic", collsched::synthesize_steps(&t, &c, &collsched::SynthOptions {
                 time_limit: std::time::Duration::from_millis(200), ..Default::default() })
-                .and_then(|r| r.schedule.ok_or_else(|| collsched::error::Error::infeasible("no schedule")))),
+                .and_then(|r| r.schedule.ok_or_else(|| collsched::Error::infeasible("no schedule")))),
         ];
         for (name, result) in attempts {
             match result {

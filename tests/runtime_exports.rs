@@ -3,14 +3,14 @@
 //! that pass rule 6, exports to MSCCL XML that the reader's rules accept and whose chunk-level
 //! run computes the collective under rendezvous (so with any buffer size), and to Chakra traces that decode and pair up.
 
-use collsched::algorithms::switched::{switched, Routing, SwitchedAlgorithm};
-use collsched::algorithms::{torus_all_to_all, torus_mate, RingAlgorithm, Scheduler};
-use collsched::collective::{Collective, CollectiveKind};
-use collsched::export::{chakra_traces, check_reader_rules, check_xml, decode_chakra, msccl_xml, Buffering, MscclOptions};
-use collsched::lower::{lower, ChannelSpread, LowerOptions};
-use collsched::schedule::Schedule;
-use collsched::topology::{fat_tree, torus, FatTreeParams, FaultPattern, NodeId, Topology, TorusParams};
-use collsched::verify::check_deadlock;
+use collsched::check_deadlock;
+use collsched::Schedule;
+use collsched::{chakra_traces, check_reader_rules, check_xml, decode_chakra, msccl_xml, Buffering, MscclOptions};
+use collsched::{fat_tree, torus, FatTreeParams, FaultPattern, NodeId, Topology, TorusParams};
+use collsched::{lower, ChannelSpread, LowerOptions};
+use collsched::{switched, Routing, SwitchedAlgorithm};
+use collsched::{torus_all_to_all, torus_mate, RingAlgorithm, Scheduler};
+use collsched::{Collective, CollectiveKind};
 
 fn a2a(t: &Topology) -> Collective {
     Collective::new(CollectiveKind::AllToAll, t.node_ids().take(t.num_npus()).collect(), 1 << 16, 1, None, t).unwrap()
@@ -36,7 +36,7 @@ fn matrix() -> Vec<(String, Schedule)> {
         if dims.len() > 1 {
             out.push((format!("{dims:?} MATEe"), torus_mate(&f, &a2a(&f), true).unwrap()));
         }
-        let synth = collsched::synth::synthesize_steps(&f, &a2a(&f), &Default::default()).unwrap();
+        let synth = collsched::synthesize_steps(&f, &a2a(&f), &Default::default()).unwrap();
         out.push((format!("{dims:?} synthesized"), synth.schedule.unwrap()));
     }
     let ft =

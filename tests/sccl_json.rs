@@ -4,14 +4,14 @@
 //! (written from the document, not from `export::sccl::rules`); each rule catches an injected
 //! defect; bad files get their exit codes.
 
-use collsched::algorithms::{torus_all_to_all, torus_ring_collective, RingAlgorithm, Scheduler};
-use collsched::collective::{Collective, CollectiveKind};
-use collsched::export::sccl::{import_sccl, parse_sccl, sccl_algorithm, sccl_coordinates, sccl_json, sccl_problems, ScclAlgorithm};
-use collsched::schedule::{write_schedule_file, Schedule};
-use collsched::spec::Instance;
-use collsched::topology::{torus, FaultPattern, NodeId, Topology, TorusParams};
-use collsched::units::Rational;
-use collsched::verify::{verify_schedule, VerifyOptions};
+use collsched::Instance;
+use collsched::Rational;
+use collsched::{import_sccl, parse_sccl, sccl_algorithm, sccl_coordinates, sccl_json, sccl_problems, ScclAlgorithm};
+use collsched::{torus, FaultPattern, NodeId, Topology, TorusParams};
+use collsched::{torus_all_to_all, torus_ring_collective, RingAlgorithm, Scheduler};
+use collsched::{verify_schedule, VerifyOptions};
+use collsched::{write_schedule_file, Schedule};
+use collsched::{Collective, CollectiveKind};
 use proptest::prelude::*;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -263,7 +263,7 @@ fn generated_schedules_are_written_by_the_rules_and_read_back() {
         }
     }
     let f = faulty(&[3, 3], 0, 1);
-    let synth = collsched::synth::synthesize_steps(&f, &collective(&f, CollectiveKind::AllToAll, 1), &Default::default()).unwrap();
+    let synth = collsched::synthesize_steps(&f, &collective(&f, CollectiveKind::AllToAll, 1), &Default::default()).unwrap();
     cases.push(("3x3 one cable down, synthesized".into(), synth.schedule.unwrap()));
     for (name, s) in &cases {
         assert!(verify_schedule(s, &VerifyOptions::default()).unwrap().is_valid(), "{name}");
@@ -374,7 +374,7 @@ proptest! {
         let coord = (a as usize / stride) % dims[dim];
         let b = (a as usize - coord * stride + ((coord + 1) % dims[dim]) * stride) as u32;
         let f = faulty(&dims, a, b);
-        let report = collsched::synth::synthesize_steps(&f, &collective(&f, CollectiveKind::AllToAll, 1), &Default::default()).unwrap();
+        let report = collsched::synthesize_steps(&f, &collective(&f, CollectiveKind::AllToAll, 1), &Default::default()).unwrap();
         if let Some(s) = report.schedule {
             written_and_read_back(&format!("{dims:?} cable {a}-{b}"), &s);
             prop_assert_eq!(sccl_coordinates(&s).unwrap().rounds_per_step, busiest_link(&s));

@@ -3,10 +3,10 @@
 
 mod common;
 
-use collsched::collective::{Collective, CollectiveKind};
-use collsched::schedule::{read_schedule, write_schedule, Schedule};
-use collsched::spec::Spec;
-use collsched::topology::{fat_tree, torus, FatTreeParams, FaultPattern, NodeId, TorusParams};
+use collsched::Spec;
+use collsched::{fat_tree, torus, FatTreeParams, FaultPattern, NodeId, TorusParams};
+use collsched::{read_schedule, write_schedule, Schedule};
+use collsched::{Collective, CollectiveKind};
 use proptest::prelude::*;
 
 fn examples() -> Vec<Schedule> {
@@ -23,13 +23,12 @@ fn examples() -> Vec<Schedule> {
     let mut with_meta = common::shortest_path_all_to_all(&ring, &skew);
     // Files written before `topology.shape` was a field kept the family in `meta.shape` (`null`
     // for a custom topology): still read.
-    with_meta.header.meta = Some(serde_json::json!({"algorithm": "test", "shape": collsched::topology::shape_json(&ring)}));
+    with_meta.header.meta = Some(serde_json::json!({"algorithm": "test", "shape": collsched::shape_json(&ring)}));
     // A custom topology (a ring of 3 under a switch per group, from an ASTRA-sim file).
-    let astra =
-        collsched::topology::astra::parse("topology: [ Ring, Switch ]\nnpus_count: [ 3, 2 ]\nbandwidth: [ 50.0, 25.0 ]\nlatency: [ 500.0, 700.0 ]\n").unwrap();
+    let astra = collsched::parse_astra("topology: [ Ring, Switch ]\nnpus_count: [ 3, 2 ]\nbandwidth: [ 50.0, 25.0 ]\nlatency: [ 500.0, 700.0 ]\n").unwrap();
     let ag = Collective::new(CollectiveKind::AllGather, (0..6).map(NodeId).collect(), 6000, 1, None, &astra).unwrap();
     let mut custom = common::ring_collective(&astra, &ag);
-    custom.header.meta = Some(serde_json::json!({"algorithm": "test", "shape": collsched::topology::shape_json(&astra)}));
+    custom.header.meta = Some(serde_json::json!({"algorithm": "test", "shape": collsched::shape_json(&astra)}));
     vec![common::shortest_path_all_to_all(&t, &a2a), common::ring_collective(&ft, &ar), with_meta, custom]
 }
 
@@ -121,7 +120,7 @@ proptest! {
     fn random_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..400)) {
         let _ = read_schedule(&data[..], "fuzz");
         let _ = Spec::parse(&String::from_utf8_lossy(&data), "fuzz").map(|s| s.instance());
-        let _ = collsched::topology::astra::parse(&String::from_utf8_lossy(&data));
+        let _ = collsched::parse_astra(&String::from_utf8_lossy(&data));
     }
 
     #[test]
@@ -131,8 +130,8 @@ proptest! {
         let k: Vec<&str> = kinds.iter().map(|&i| names[i]).collect();
         let c: Vec<String> = counts.iter().map(|x| x.to_string()).collect();
         let text = format!("topology: [ {} ]\nnpus_count: [ {} ]\nbandwidth: [ {} ]\nlatency: [ {} ]\n", k.join(", "), c.join(", "), c.join(", "), c.join(", "));
-        let _ = collsched::topology::astra::parse(&text);
-        let _ = collsched::topology::astra::parse(&text[..cut.min(text.len())]);
+        let _ = collsched::parse_astra(&text);
+        let _ = collsched::parse_astra(&text[..cut.min(text.len())]);
     }
 
     #[test]
@@ -143,7 +142,7 @@ proptest! {
         }
         data.truncate(cut.max(1) * 3);
         if let Ok(s) = read_schedule(&data[..], "fuzz") {
-            let _ = collsched::verify::verify_schedule(&s, &Default::default());
+            let _ = collsched::verify_schedule(&s, &Default::default());
         }
     }
 
@@ -162,7 +161,7 @@ proptest! {
 
 #[test]
 fn peak_holdings_count_pieces_bound_elsewhere() {
-    use collsched::verify::{verify_schedule, VerifyOptions};
+    use collsched::{verify_schedule, VerifyOptions};
     let opts = VerifyOptions { track_relays: true, ..Default::default() };
     // A line of 3 (no wrap): node 0 holds its 2 pieces at the start; node 1 relays (0,2) and (2,0).
     let mut p = TorusParams::uniform(&[3], 10.0, 1.0);
@@ -194,8 +193,8 @@ fn oversized_headers_are_refused_not_allocated() {
     // 4096 ranks with 65536 pieces per block would need about 70 PiB of state.
     let t = torus(&TorusParams::uniform(&[64, 64], 1.0, 0.0)).unwrap();
     let c = Collective::new(CollectiveKind::AllToAll, t.node_ids().collect(), 1 << 30, 65536, None, &t).unwrap();
-    let huge = Schedule { header: collsched::schedule::ScheduleHeader { topology: t, collective: c, meta: None }, steps: vec![] };
-    let e = collsched::verify::verify_schedule(&huge, &Default::default()).unwrap_err();
+    let huge = Schedule { header: collsched::ScheduleHeader { topology: t, collective: c, meta: None }, steps: vec![] };
+    let e = collsched::verify_schedule(&huge, &Default::default()).unwrap_err();
     assert!(e.message().contains("GiB"), "{e}");
 }
 
@@ -206,16 +205,16 @@ proptest! {
     fn certificate_and_xml_readers_never_panic(data in proptest::collection::vec(any::<u8>(), 0..300), flip in 0usize..3000, byte in any::<u8>()) {
         let text = String::from_utf8_lossy(&data).into_owned();
         let _ = collsched_checker::check_str(&text);
-        let _ = collsched::export::check_xml(&text, collsched::export::Buffering::Runtime);
+        let _ = collsched::check_xml(&text, collsched::Buffering::Runtime);
         // A real certificate and a real XML file with one byte changed.
         let s = &examples()[0];
-        let programs = collsched::lower::lower(s, &Default::default()).unwrap();
-        let mut xml = collsched::export::msccl_xml(&programs, &Default::default()).unwrap().into_bytes();
+        let programs = collsched::lower(s, &Default::default()).unwrap();
+        let mut xml = collsched::msccl_xml(&programs, &Default::default()).unwrap().into_bytes();
         if flip < xml.len() { xml[flip] = byte; }
         let xml = String::from_utf8_lossy(&xml).into_owned();
-        for buffering in [collsched::export::Buffering::Runtime, collsched::export::Buffering::Rendezvous] {
-            let _ = collsched::export::check_xml(&xml, buffering);
+        for buffering in [collsched::Buffering::Runtime, collsched::Buffering::Rendezvous] {
+            let _ = collsched::check_xml(&xml, buffering);
         }
-        let _ = collsched::export::import_msccl(&xml, None);
+        let _ = collsched::import_msccl(&xml, None);
     }
 }

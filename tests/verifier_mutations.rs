@@ -6,12 +6,12 @@
 
 mod common;
 
-use collsched::collective::{Collective, CollectiveKind, PieceId};
-use collsched::lower::{lower, LowerOptions, OpKind, OpRef, Programs};
-use collsched::schedule::StepSink;
-use collsched::schedule::{Op, Schedule, Step, Transfer};
-use collsched::topology::{fat_tree, torus, FatTreeParams, FaultPattern, LinkId, NodeId, TorusParams};
-use collsched::verify::{check_deadlock, DeadlockCheck, Report, Rule, Verifier, VerifyOptions};
+use collsched::StepSink;
+use collsched::{check_deadlock, DeadlockCheck, Report, Rule, Verifier, VerifyOptions};
+use collsched::{fat_tree, torus, FatTreeParams, FaultPattern, LinkId, NodeId, TorusParams};
+use collsched::{lower, LowerOptions, OpKind, OpRef, Programs};
+use collsched::{Collective, CollectiveKind, PieceId};
+use collsched::{Op, Schedule, Step, Transfer};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRng, TestRunner};
 use std::cell::RefCell;

@@ -78,7 +78,7 @@ fn farthest_by_latency(c: &Collective, t: &Topology) -> Option<(NodeId, NodeId)>
     Some(lat?.1)
 }
 
-/// The certificate of the spec's instance (the steps bounds of [`super::steps`], latency, volume,
+/// The certificate of the spec's instance (the steps bounds of `super::steps`, latency, volume,
 /// transmissions, best cut, flow), with the
 /// flow bound computed under default limits (60 s, 2% gap).
 pub fn certificate_for(spec: &Spec, spec_bytes: &[u8]) -> Result<Value> {

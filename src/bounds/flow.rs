@@ -73,7 +73,7 @@ pub enum FlowWitness {
 #[derive(Clone, Debug, PartialEq)]
 pub struct FlowBound {
     /// The certified lower bound (exact: recomputed from `lengths`): on time in ns for
-    /// [`flow_bound`], on steps for [`steps_flow_bound`].
+    /// [`flow_bound`], on steps for `steps_flow_bound`.
     pub lower: BigRational,
     /// The witness: an integer length per link (down links 0).
     pub lengths: Vec<u64>,

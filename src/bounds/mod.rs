@@ -27,13 +27,13 @@ pub struct Bounds {
     /// all_to_all only: sum over pieces of size times shortest distance (links), over the total
     /// bandwidth of the links that are up, ns.
     pub volume_ns: Option<Rational>,
-    /// The transmission-count bound ([`transmissions`]), ns; `None` when no link leaves a rank.
+    /// The transmission-count bound (`transmissions`), ns; `None` when no link leaves a rank.
     pub transmissions: Option<Transmissions>,
 }
 
 impl Bounds {
     /// The best bandwidth bound known here (volume or transmission count), ns. The cut and flow
-    /// bounds of [`cut`] and [`flow`] may be higher; they cost a search, so they are computed
+    /// bounds of `cut` and `flow` may be higher; they cost a search, so they are computed
     /// for certificates, not here.
     pub fn bandwidth_ns(&self) -> Option<Rational> {
         match (self.volume_ns, self.transmissions.map(|t| t.value_ns)) {

@@ -71,11 +71,6 @@ impl Bar {
         self.bar.inc(n);
     }
 
-    /// Sets how many units are done.
-    pub fn set_position(&self, done: u64) {
-        self.bar.set_position(done);
-    }
-
     /// Replaces the text after the bar (what is being worked on now).
     pub fn set_message(&self, message: impl Into<Cow<'static, str>>) {
         self.bar.set_message(message);

@@ -79,6 +79,7 @@ pub struct AttributeProto {
 
 /// The used members of `AttributeProto.value`.
 #[derive(Clone, PartialEq, prost::Oneof)]
+#[allow(clippy::enum_variant_names)] // the names of Chakra's protobuf schema
 pub enum AttrValue {
     /// `int32_val`.
     #[prost(int32, tag = "7")]
@@ -116,6 +117,7 @@ impl AttributeProto {
 /// Chakra's `NodeType` (the kinds this exporter writes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, prost::Enumeration)]
 #[repr(i32)]
+#[allow(clippy::enum_variant_names)] // the names of Chakra's protobuf schema
 pub enum NodeType {
     /// `INVALID_NODE`.
     InvalidNode = 0,

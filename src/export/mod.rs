@@ -10,7 +10,4 @@ pub mod msccl;
 pub mod sccl;
 
 pub use chakra::{chakra_traces, decode_chakra, write_chakra};
-pub use msccl::{
-    check_reader_rules, check_xml, full_mesh, import_msccl, msccl_xml, read_program, simulate, Buffering, ChunkValue, Execution, MscclOptions, Placement,
-    Proto, Runtime, SimError, XmlReport,
-};
+pub use msccl::{check_reader_rules, check_xml, import_msccl, msccl_xml, Buffering, MscclOptions, Runtime, XmlReport};

@@ -11,9 +11,7 @@
 //! and [`merge()`] joins.
 //!
 //! ```
-//! use collsched::spec::Spec;
-//! use collsched::sweep::{FaultFamily, MemberCheck, Plan, SweepSetup};
-//! use collsched::synth::SynthOptions;
+//! use collsched::{FaultFamily, MemberCheck, Spec, SweepPlan as Plan, SweepSetup, SynthOptions};
 //!
 //! let spec = Spec::parse(r#"{"topology": {"torus": {"dims": [4, 4], "bandwidth_gbps": 32, "latency_ns": 100}},
 //!                            "collective": {"kind": "all_to_all", "bytes_per_rank": "1MiB"}}"#, "example").unwrap();
@@ -36,4 +34,4 @@ pub use index::{ClassStatus, Index, ShardInfo};
 pub use lookup::member_schedule;
 pub use merge::merge;
 pub use patterns::FaultFamily;
-pub use run::{file_sha256, ClassFiles, MemberCheck, Plan, SweepEvent, SweepSetup};
+pub use run::{MemberCheck, Plan, SweepEvent, SweepSetup};

@@ -23,14 +23,8 @@ pub mod spreading;
 pub mod steps;
 pub mod switched;
 
-#[cfg(feature = "smt")]
-pub use backends::SmtBackend;
-pub use backends::{
-    Backend, IlpBackend, Model, Outcome, ProgramFamily, Solver, Term, Var, AUTO_ILP_VARIABLES, ILP_MAX_VARIABLES, SMT_MAX_FLOW_VARIABLES, SMT_MAX_SET_VARIABLES,
-};
-pub use steps::{
-    fewest_steps_exact, fewest_steps_exact_with, steps_lower_bound, synthesize_steps, synthesize_steps_with, SynthReport, SynthStatus, MAX_EXACT_VARIABLES,
-};
+pub use backends::Solver;
+pub use steps::{fewest_steps_exact_with, steps_lower_bound, synthesize_steps, SynthReport, SynthStatus};
 
 use std::time::Duration;
 

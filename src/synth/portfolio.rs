@@ -187,7 +187,7 @@ pub struct Answer {
 }
 
 impl Answer {
-    /// The candidates no other candidate beats in both steps and time ([`Entry::rank_ns`]),
+    /// The candidates no other candidate beats in both steps and time (`Entry::rank_ns`),
     /// fewest steps first: the steps/time trade-off (`--pareto`).
     pub fn pareto(&self) -> Vec<&Entry> {
         let mut front: Vec<&Entry> = self.entries.iter().filter(|e| !self.entries.iter().any(|o| dominates(o, e))).collect();

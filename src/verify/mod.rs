@@ -208,11 +208,6 @@ pub fn verify_schedule(schedule: &Schedule, options: &VerifyOptions) -> Result<R
     Ok(v.finish())
 }
 
-/// Verifies a schedule file by streaming it under rules 1-5; returns the header and the report.
-pub fn verify_file(path: &Path, options: &VerifyOptions) -> Result<(ScheduleHeader, Report)> {
-    verify_file_with(path, options, None)
-}
-
 /// Verifies a schedule file, optionally against a spec's instance ([`Verifier::against`]).
 pub fn verify_file_with(path: &Path, options: &VerifyOptions, instance: Option<crate::spec::Instance>) -> Result<(ScheduleHeader, Report)> {
     verify_file_checked(path, options, instance, Vec::new())

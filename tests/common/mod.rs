@@ -3,9 +3,9 @@
 //! over consecutive ranks.
 #![allow(dead_code)]
 
-use collsched::collective::{Collective, CollectiveKind, PieceId};
-use collsched::schedule::{Op, Schedule, ScheduleHeader, Step, Transfer};
-use collsched::topology::{LinkId, NodeId, Topology};
+use collsched::{Collective, CollectiveKind, PieceId};
+use collsched::{LinkId, NodeId, Topology};
+use collsched::{Op, Schedule, ScheduleHeader, Step, Transfer};
 use std::collections::VecDeque;
 
 /// A shortest path (in links that are up) from `a` to `b`, cut into hops that end at ranks of

@@ -43,7 +43,7 @@ pub fn full_mesh(n: usize) -> Result<Topology> {
 
 /// Reconstructs a schedule from MSCCL XML (module docs).
 ///
-/// `topology`: the network the gpus run on (gpu g is npu g); `None` builds a [`full_mesh`] of the
+/// `topology`: the network the gpus run on (gpu g is npu g); `None` builds a `full_mesh` of the
 /// gpus. Errors ([`Error::bad`]): a file the runtime's reader refuses, a `coll` other than the
 /// four collectives, a send from a to b without a direct up link a -> b (naming the pair), a
 /// program that does not run to its end (unpaired sends, a deadlock even with buffering), a

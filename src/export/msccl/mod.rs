@@ -20,8 +20,7 @@ pub mod simulate;
 pub mod write;
 
 pub use check::{check_reader_rules, check_xml, PlacementRun, XmlReport};
-pub use import::{full_mesh, import_msccl, import_program};
-pub use model::{read_program, Coll, Problems, Program, Proto, Reading, Runtime, StepKind, Threadblock};
-pub use rules::check_program;
-pub use simulate::{simulate, Buffering, ChunkValue, Deadlock, Execution, Message, Placement, SimError};
+pub use import::{import_msccl, import_program};
+pub use model::Runtime;
+pub use simulate::{Buffering, SimError};
 pub use write::{msccl_xml, MscclOptions};

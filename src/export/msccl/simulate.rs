@@ -45,7 +45,7 @@ pub const CHUNK_STEPS: usize = 4;
 pub enum Buffering {
     /// No slots: a send completes only together with its receive.
     Rendezvous,
-    /// The runtime's FIFOs: [`NCCL_STEPS`] slots per connection, [`CHUNK_STEPS`] per chunk.
+    /// The runtime's FIFOs: `NCCL_STEPS` slots per connection, `CHUNK_STEPS` per chunk.
     Runtime,
 }
 

@@ -91,7 +91,7 @@ struct XmlStep {
 /// Writes lowered programs as MSCCL XML (module docs: chunks, splitting, dependencies).
 ///
 /// Fails on programs that MSCCL cannot express: a threadblock that sends to or receives from
-/// several peers ([`crate::lower::ThreadblockLayout::PerRank`]), or pieces of unequal sizes.
+/// several peers (`crate::lower::ThreadblockLayout::PerRank`), or pieces of unequal sizes.
 pub fn msccl_xml(programs: &Programs, opts: &MscclOptions) -> Result<String> {
     if !programs.uniform {
         return Err(Error::bad("MSCCL export: the pieces have different sizes (block_bytes), which equal MSCCL chunks cannot express"));

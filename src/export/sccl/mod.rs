@@ -16,7 +16,7 @@ pub mod write;
 
 pub use read::{import_sccl, is_sccl_json, parse_sccl, read_sccl_file};
 pub use rules::sccl_problems;
-pub use write::{sccl_algorithm, sccl_coordinates, sccl_json, ScclCoordinates, ScclExport};
+pub use write::{sccl_algorithm, sccl_coordinates, sccl_json, ScclCoordinates};
 
 use crate::collective::{CollectiveKind, PieceId};
 use serde::{Deserialize, Serialize};

@@ -124,7 +124,7 @@ impl Solver {
 
     /// The concrete backend for a program of `family` with `variables` 0-1 variables: for set
     /// programs z3 whenever this build has it (it took programs ten times larger than microlp:
-    /// [`SMT_MAX_SET_VARIABLES`]), for flow programs [`Solver::resolve`] within z3's cap.
+    /// `SMT_MAX_SET_VARIABLES`), for flow programs [`Solver::resolve`] within z3's cap.
     pub fn resolve_for(self, family: ProgramFamily, variables: usize) -> Solver {
         match (self, family) {
             (Solver::Auto, ProgramFamily::Sets) if Solver::Smt.is_built() => Solver::Smt,

@@ -21,9 +21,7 @@
 //! fewest-steps all_gather.
 //!
 //! ```
-//! use collsched::collective::{Collective, CollectiveKind};
-//! use collsched::synth::{synthesize_steps, SynthOptions, SynthStatus};
-//! use collsched::topology::{torus, TorusParams};
+//! use collsched::{synthesize_steps, torus, Collective, CollectiveKind, SynthOptions, SynthStatus, TorusParams};
 //!
 //! let ring = torus(&TorusParams::uniform(&[4], 32.0, 100.0)).unwrap();
 //! let a2a = Collective::new(CollectiveKind::AllToAll, ring.node_ids().collect(), 1 << 20, 1, None, &ring).unwrap();
@@ -45,7 +43,7 @@ pub(crate) mod symmetric;
 #[cfg(test)]
 pub(crate) mod tests;
 
-use super::backends::{Backend, Model, Outcome, ProgramFamily, Solver, ILP_MAX_VARIABLES};
+use super::backends::{Backend, Model, Outcome, ProgramFamily, Solver};
 use super::hops::HopGraph;
 use super::{spreading, Progress, SynthOptions};
 use crate::bounds::certified::certified_steps_bounds;
@@ -59,11 +57,6 @@ use allreduce::AllReduce;
 use encoding::{Demand, Reach, TimeExpanded};
 use gather::Multicast;
 use std::time::{Duration, Instant};
-
-/// Above this many 0-1 variables for one horizon the default build (microlp) does not attempt the
-/// exact program ([`ILP_MAX_VARIABLES`], measured); each backend has its own cap per program
-/// family ([`Solver::max_variables`]).
-pub const MAX_EXACT_VARIABLES: usize = ILP_MAX_VARIABLES;
 
 /// Why the search stopped.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -92,7 +85,7 @@ pub struct SynthReport {
     /// The best schedule found (verified under rules 1-5).
     pub schedule: Option<Schedule>,
     /// The certified lower bound on the steps (distance, transmissions, cuts, flow:
-    /// [`crate::bounds::steps`], re-derived by the checker).
+    /// `crate::bounds::steps`, re-derived by the checker).
     pub steps_lower_bound: u32,
     /// Steps of `schedule`.
     pub steps_found: Option<u32>,
@@ -112,7 +105,7 @@ impl SynthReport {
 /// and the cut and volume seeds usually decide it.
 const FLOW_TIME: Duration = Duration::from_secs(2);
 
-/// Finds a schedule with the fewest steps (see [`synthesize_steps_with`]).
+/// Finds a schedule with the fewest steps (see `synthesize_steps_with`).
 pub fn synthesize_steps(topology: &Topology, collective: &Collective, opts: &SynthOptions) -> Result<SynthReport> {
     synthesize_steps_with(topology, collective, opts, &mut |_| {})
 }
@@ -264,14 +257,15 @@ fn incumbent(
     Ok(best)
 }
 
-/// The exact search alone (see [`fewest_steps_exact_with`]).
+/// The exact search alone (see [`fewest_steps_exact_with`]), for the tests.
+#[cfg(test)]
 pub fn fewest_steps_exact(topology: &Topology, collective: &Collective, solver: Solver, time_limit: Duration) -> Result<Option<(u32, Schedule)>> {
     fewest_steps_exact_with(topology, collective, solver, time_limit, &mut |_| {})
 }
 
 /// The exact search alone, reporting progress: the time-expanded program for every horizon from
 /// the steps lower bound upward, with no incumbent, stopping at the first feasible horizon. For
-/// comparing backends (`examples/synth_bench.rs`); [`synthesize_steps_with`] is the search to
+/// comparing backends (`examples/synth_bench.rs`); `synthesize_steps_with` is the search to
 /// use otherwise.
 ///
 /// Returns the steps and the schedule of that horizon (verified under rules 1-5, like every
@@ -279,7 +273,7 @@ pub fn fewest_steps_exact(topology: &Topology, collective: &Collective, solver: 
 /// solver gave up first. The steps are the fewest of any schedule of single-hop transfers along
 /// shortest switch paths, one piece per link per step: certified when they equal the bound,
 /// solver-attested otherwise (every horizon below was proven infeasible). Unlike
-/// [`synthesize_steps_with`], programs above the backend's cap are attempted too, so cap
+/// `synthesize_steps_with`, programs above the backend's cap are attempted too, so cap
 /// `time_limit` (and expect memory to grow with the program). The limit is checked before every
 /// horizon and handed to the solver; writing a program is not interrupted, so large ones overrun
 /// it (a 16-npu fat tree, 170k variables: about 75-100 s under a 60 s limit, measured).
@@ -435,8 +429,8 @@ impl ExactProgram<'_> {
     }
 }
 
-/// The largest steps bound of [`crate::bounds::steps`] (distance, transmissions, cuts and, for
-/// all_to_all, flow), computed here without the checker: [`synthesize_steps_with`] reports the
+/// The largest steps bound of `crate::bounds::steps` (distance, transmissions, cuts and, for
+/// all_to_all, flow), computed here without the checker: `synthesize_steps_with` reports the
 /// one the checker re-derives ([`certified_steps_bounds`]), which is the same number.
 pub fn steps_lower_bound(topology: &Topology, collective: &Collective) -> u32 {
     steps_bounds(topology, collective, FLOW_TIME).best()
