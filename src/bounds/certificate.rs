@@ -3,7 +3,7 @@
 
 use super::cut::best_cut;
 use super::flow::{flow_bound, FlowOptions};
-use super::{bounds, latency_distances, single_hop_distances};
+use super::{bounds, single_hop_distances, LatencyMetric};
 use crate::collective::{Collective, CollectiveKind};
 use crate::error::Result;
 use crate::io::sha256_hex;
@@ -56,9 +56,10 @@ fn farthest_pairs(t: &Topology, c: &Collective) -> Option<((NodeId, NodeId), (No
     let mut hops: Option<(u32, (NodeId, NodeId))> = None;
     let mut lat: Option<(Rational, (NodeId, NodeId))> = None;
     let stores = c.rank_mask(t);
+    let metric = LatencyMetric::new(t);
     for (si, &s) in c.ranks.iter().enumerate() {
         let h = single_hop_distances(t, &stores, s);
-        let l = latency_distances(t, s);
+        let l = metric.distances(t, s);
         for (di, &d) in c.ranks.iter().enumerate() {
             // The same "needed" rule as `bounds`: a non-uniform all_to_all may leave blocks empty.
             let needed = si != di && (c.kind != CollectiveKind::AllToAll || c.block_size(si, di) > Rational::from_integer(0));
