@@ -35,6 +35,22 @@ fn main() {
         let cost = meter.finish();
         let time = collsched::units::to_f64(&cost.time_ns());
         let bwt = collsched::units::to_f64(&cost.bandwidth_ns());
+        if std::env::var("TREES_DEBUG").is_ok() {
+            for (i, st) in s.steps.iter().enumerate() {
+                let mut load = std::collections::HashMap::new();
+                for x in &st.transfers {
+                    for l in &x.path {
+                        *load.entry(*l).or_insert(0usize) += x.pieces.len();
+                    }
+                }
+                let (l, m) = load.iter().max_by_key(|e| *e.1).map(|(l, m)| (*l, *m)).unwrap_or((collsched::topology::LinkId(0), 0));
+                let mut v: Vec<usize> = load.values().copied().collect();
+                v.sort_unstable();
+                let med = v.get(v.len() / 2).copied().unwrap_or(0);
+                let lk = t.link(l);
+                println!("step {i}: max {m} on {}->{} (median {med}, {} links)", t.node(lk.src).name, t.node(lk.dst).name, v.len());
+            }
+        }
         let mut valid = String::new();
         if verify {
             let r = verify_schedule(&s, &VerifyOptions::default()).unwrap();

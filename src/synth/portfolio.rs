@@ -13,7 +13,7 @@
 //!   [`torus_ring_collective`], folded around a failed cable), which the synthesizer must beat or
 //!   match;
 //! - for all_gather, reduce_scatter and all_reduce, the layered trees of [`trees`] at the piece
-//!   counts the topology calls for (any topology and fault pattern), then the spreading trees of
+//!   counts the topology calls for (networks without switches, any fault pattern), then the spreading trees of
 //!   [`spreading`] over pieces per block, unless the instance is so large that they cannot gain;
 //! - on switched networks, the route-and-step candidates of [`switched`] (every collective kind).
 //!
@@ -350,7 +350,10 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
         let counts: Vec<u32> = if inst.pieces_given { vec![c.pieces] } else { PIECE_COUNTS.to_vec() };
         if c.kind == CollectiveKind::AllToAll {
             time_expanded_routing(t, c, &counts, deadline, &mut found, progress)?;
-        } else {
+        } else if t.num_switches() == 0 {
+            // Through switches every npu is one hop from every other: the layered trees would be
+            // stars, each root's uplink carrying every copy (hundreds of steps on the reference
+            // fat trees); route-and-step is built for those networks.
             layered_trees(inst, deadline, &mut found, progress)?;
         }
         // At pod scale the layered trees leave the gathering and reducing kinds nothing to gain.

@@ -19,7 +19,8 @@
 //! as trees), breaking ties by load; passes then re-choose every parent by load until nothing
 //! changes. On a healthy torus of equal radix this balances exactly, given pieces enough to split
 //! the ties: n chunks, twice that when a ring has even length (its antipode is reached both ways
-//! round). Around a failed cable the shortest paths bend and the passes spread what they carry.
+//! round), on 4x4 twice that again (the tests check radix 3 to 6 in one to three dimensions).
+//! Around a failed cable the shortest paths bend and the passes spread what they carry.
 //!
 //! The reducing kinds' trees use the same balance for their one half (reduce_scatter) or both
 //! (all_reduce, a hop's load counted per direction). A rank with fewer links (at a failed cable)
@@ -168,8 +169,9 @@ impl Forest {
 }
 
 /// The piece counts per block worth trying on `t`, best first: on a torus its n chunks (n
-/// dimensions longer than 1), doubled when some ring has even length, then doubled again (finer
-/// pieces spread the load around faults); elsewhere 1, 2 and 4.
+/// dimensions longer than 1), doubled when some ring has even length, then doubled twice more
+/// (finer pieces spread the load around faults: on 4x4x4 with a failed cable all_gather is 3.1%
+/// above the certified bound at 6 pieces, 1.2% at 12, 0.2% at 24); elsewhere 1, 2 and 4.
 pub fn piece_counts(t: &Topology) -> Vec<u32> {
     match t.torus_shape() {
         Some(s) => {
@@ -177,7 +179,7 @@ pub fn piece_counts(t: &Topology) -> Vec<u32> {
             let n = long.len().max(1) as u32;
             let even = long.iter().any(|&d| s.is_ring(d) && s.dims[d] % 2 == 0);
             let base = if even { 2 * n } else { n };
-            vec![base, 2 * base]
+            vec![base, 2 * base, 4 * base]
         }
         None => vec![1, 2, 4],
     }
@@ -411,7 +413,30 @@ mod tests {
         Instant::now() + Duration::from_secs(3600)
     }
 
-    /// Builds, verifies (rules 1-5, and the lowering of rule 6) and prices the layered trees of
+    /// The largest hop distance between two npus over the links that are up: BFS on its own, not
+    /// the trees' (every npu of these tori is a rank, every hop one link).
+    fn diameter(t: &Topology) -> usize {
+        let n = t.num_npus();
+        let mut worst = 0;
+        for s in 0..n {
+            let mut dist = vec![usize::MAX; n];
+            dist[s] = 0;
+            let mut queue = VecDeque::from([NodeId(s as u32)]);
+            while let Some(x) = queue.pop_front() {
+                for l in t.up_out_links(x) {
+                    let y = t.link(l).dst;
+                    if dist[y.index()] == usize::MAX {
+                        dist[y.index()] = dist[x.index()] + 1;
+                        queue.push_back(y);
+                    }
+                }
+            }
+            worst = worst.max(dist.into_iter().max().unwrap_or(0));
+        }
+        worst
+    }
+
+    /// Builds, verifies (rules 1-5, and rule 6 on the lowered programs) and prices the layered trees of
     /// `kind`; returns (steps, time, certified bandwidth + latency bound), ns.
     fn measured(t: &Topology, kind: CollectiveKind, ranks: Vec<NodeId>, pieces: u32) -> (usize, f64, f64) {
         let c = Collective::new(kind, ranks, 8 << 20, pieces, None, t).unwrap();
@@ -420,28 +445,10 @@ mod tests {
         let s = Schedule { header: ScheduleHeader { topology: t.clone(), collective: c.clone(), meta: None }, steps: layered.steps };
         let r = verify_schedule(&s, &VerifyOptions::default()).unwrap();
         assert!(r.is_valid(), "{kind}: {:?}", r.findings.failures().iter().take(3).map(|d| d.to_string()).collect::<Vec<_>>());
-        crate::lower::lower(&s, &Default::default()).unwrap_or_else(|e| panic!("{kind}: {e}"));
+        let programs = crate::lower::lower(&s, &Default::default()).unwrap_or_else(|e| panic!("{kind}: {e}"));
+        assert!(crate::verify::check_deadlock(&programs).is_empty(), "{kind}: rule 6");
         let (bw, lat) = certified_bounds_ns(t, &c, Duration::from_secs(5)).unwrap();
         (s.steps.len(), to_f64(&r.cost.unwrap().time_ns()), bw.unwrap() + lat)
-    }
-
-    #[test]
-    fn healthy_tori_meet_the_certified_bound() {
-        // DimRotation as trees: n chunks, twice as many pieces when a ring is even (its antipode
-        // is reached both ways round); every step moves one level, so the steps are the diameter
-        // and the time is the bandwidth bound plus the latency bound exactly.
-        for (dims, diameter) in [(vec![4, 4, 4], 6), (vec![5, 5, 5], 6), (vec![8], 4), (vec![6, 4], 5)] {
-            let t = torus(&TorusParams::uniform(&dims, 32.0, 100.0)).unwrap();
-            let pieces = piece_counts(&t)[0];
-            for kind in KINDS {
-                let (steps, time, bound) = measured(&t, kind, t.node_ids().collect(), pieces);
-                let halves = if kind == CollectiveKind::AllReduce { 2 } else { 1 };
-                assert_eq!(steps, halves * diameter, "{dims:?} {kind}");
-                // all_reduce pays the latency twice; the bound counts it once.
-                let slack = if kind == CollectiveKind::AllReduce { 100.0 * diameter as f64 } else { 0.0 };
-                assert!(time <= bound + slack + 1e-6, "{dims:?} {kind}: {time} ns against {bound} ns");
-            }
-        }
     }
 
     #[test]
@@ -476,8 +483,41 @@ mod tests {
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig { cases: 24, ..Default::default() })]
 
+        /// DimRotation as trees: on a healthy torus of equal radix every step moves one level, so
+        /// the steps are the diameter (twice for all_reduce), and at one of the piece counts the
+        /// portfolio tries (n chunks, twice as many when the rings are even: the antipode is
+        /// reached both ways round; 4x4 needs twice that again) the bandwidth term is the
+        /// certified bandwidth bound exactly and the time that plus the latency bound (all_reduce
+        /// pays the diameter's latency twice, the bound once).
+        #[test]
+        fn healthy_equal_radix_tori_meet_the_certified_bound(radix in 3usize..=6, n in 1usize..=3) {
+            let dims = vec![radix; n];
+            let t = torus(&TorusParams::uniform(&dims, 32.0, 100.0)).unwrap();
+            let diameter = diameter(&t);
+            proptest::prop_assert_eq!(diameter, n * (radix / 2));
+            for kind in KINDS {
+                let halves = if kind == CollectiveKind::AllReduce { 2 } else { 1 };
+                let lat = 100.0 * (halves * diameter) as f64;
+                let slack = if kind == CollectiveKind::AllReduce { 100.0 * diameter as f64 } else { 0.0 };
+                let mut best = f64::INFINITY;
+                for pieces in piece_counts(&t) {
+                    let c = Collective::new(kind, t.node_ids().collect(), 8 << 20, pieces, None, &t).unwrap();
+                    let (bw, _) = certified_bounds_ns(&t, &c, Duration::from_secs(5)).unwrap();
+                    let (steps, time, bound) = measured(&t, kind, t.node_ids().collect(), pieces);
+                    proptest::prop_assert_eq!(steps, halves * diameter, "{:?} {} P={}", dims, kind, pieces);
+                    proptest::prop_assert!(time - lat >= bw.unwrap() - 1e-6, "{:?} {} P={}: below the bound", dims, kind, pieces);
+                    best = best.min(time - bound - slack);
+                    if best.abs() < 1e-6 {
+                        break;
+                    }
+                }
+                proptest::prop_assert!(best.abs() < 1e-6, "{:?} {}: {} ns above the bound at best", dims, kind, best);
+            }
+        }
+
         /// Over sizes, failed cables anywhere and piece counts, every kind's layered trees verify
-        /// whenever the ranks stay connected, and a cut-off rank is named as infeasible.
+        /// whenever the ranks stay connected, in as many steps as the diameter around the faults
+        /// (twice for all_reduce), and a cut-off rank is named as infeasible.
         #[test]
         fn layered_trees_verify_over_sizes_and_faults(
             dims in proptest::prop_oneof![proptest::collection::vec(2usize..7, 1..=2), proptest::collection::vec(2usize..5, 3..=3)],
@@ -489,7 +529,9 @@ mod tests {
             let ranks: Vec<NodeId> = t.node_ids().collect();
             for kind in KINDS {
                 if t.check_connected(&ranks).is_ok() {
-                    measured(&t, kind, ranks.clone(), pieces);
+                    let (steps, _, _) = measured(&t, kind, ranks.clone(), pieces);
+                    let halves = if kind == CollectiveKind::AllReduce { 2 } else { 1 };
+                    proptest::prop_assert_eq!(steps, halves * diameter(&t), "{:?} {:?} {}", dims, cuts, kind);
                 } else {
                     let c = Collective::new(kind, ranks.clone(), 1 << 20, pieces, None, &t).unwrap();
                     proptest::prop_assert!(matches!(tree_steps(&t, &c, far()), Err(Error::Infeasible(_))));
