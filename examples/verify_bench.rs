@@ -1,64 +1,111 @@
-//! Benchmark: verify a large all-to-all schedule and report piece-hops checked per second and
-//! peak memory.
+//! Benchmark: verify a large all-to-all schedule, rules 1-5 alone and every rule (1-8, with rule
+//! 6 on the default lowering and rule 7), streaming from the file, and report time, piece-hops
+//! per second and peak memory.
 //!
 //! ```text
-//! cargo run --release --example verify_bench -- [DIMS]   # default 8x8x8 (512 npus)
+//! cargo run --release --example verify_bench -- [DIMS] [--zst] [--stream]   # default 8x8x8
 //! ```
 //!
-//! It generates HalfRing + DimRotation on the torus, writes it to a temporary file, then times
-//! (1) rules 1-5 on the schedule in memory, one core, and (2) streaming verification from the
-//! file (parse + rules 1-5 + cost), and prints the peak resident memory of the process.
+//! It generates HalfRing + DimRotation on the torus and writes it to a temporary file
+//! (`.json.zst` with `--zst`): in memory, or with `--stream` step by step straight into the file
+//! (what a 16x16x16 pod needs: over a billion piece-hops), reporting the plain and stored sizes.
+//! Then it verifies the file in fresh processes of itself, one core each, so that each reports
+//! its own peak resident memory: rules 1-5 alone, then every rule with the spec's expectations
+//! `bandwidth_optimal` and `deadlock_free` asserted. `COLLSCHED_BENCH_DIR` puts the file
+//! elsewhere than the temporary folder.
 
-use collsched::algorithms::{torus_all_to_all, RingAlgorithm, Scheduler};
+use collsched::algorithms::{torus_all_to_all, torus_all_to_all_into, RingAlgorithm, Scheduler};
 use collsched::collective::{Collective, CollectiveKind};
-use collsched::schedule::write_schedule_file;
+use collsched::lower::LowerOptions;
+use collsched::schedule::{write_schedule_file, WriteSink};
 use collsched::topology::{torus, TorusParams};
-use collsched::verify::{verify_file, verify_schedule, VerifyOptions};
+use collsched::verify::{verify_file_checked, Check, Conformance, DeadlockCheck, Expectations, RoutingDeadlock, Rule, VerifyOptions};
 use std::time::Instant;
+
+/// Counts the bytes written through it (the plain size of a compressed file).
+struct Counting<W> {
+    inner: W,
+    bytes: u64,
+}
+
+impl<W: std::io::Write> std::io::Write for Counting<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.bytes += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
 
 fn peak_rss_mib() -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|k| k.parse::<f64>().ok()).unwrap_or(0.0) / 1024.0
 }
 
+/// The child: verifies `path` streaming, with rules 1-5 only or with every rule.
+fn verify_child(path: &str, every_rule: bool) {
+    let checks: Vec<Box<dyn Check>> = if every_rule {
+        vec![
+            Box::new(Conformance::new(Expectations { bandwidth_optimal: Some(true), ..Default::default() })),
+            Box::new(RoutingDeadlock::new()),
+            Box::new(DeadlockCheck::new(LowerOptions::default())),
+        ]
+    } else {
+        Vec::new()
+    };
+    let start = Instant::now();
+    let (_, report) = verify_file_checked(std::path::Path::new(path), &VerifyOptions::default(), None, checks).unwrap();
+    let secs = start.elapsed().as_secs_f64();
+    let first = report.findings.failures().first().map(|d| d.to_string());
+    assert!(report.is_valid(), "{first:?}");
+    // expect.deadlock_free: rules 6 and 7 ran and hold.
+    assert!(!report.findings.is_failed(Rule::Deadlock) && !report.findings.is_failed(Rule::RoutingDeadlock));
+    let hops = report.stats.piece_hops;
+    let what = if every_rule { "every rule (1-8, deadlock_free and bandwidth_optimal asserted)" } else { "rules 1-5 + cost" };
+    println!("from file, {what}: {secs:.2} s, {:.1} million piece-hops/s, peak memory {:.0} MiB", hops as f64 / secs / 1e6, peak_rss_mib());
+}
+
 fn main() {
-    let dims: Vec<usize> = std::env::args().nth(1).unwrap_or_else(|| "8x8x8".into()).split('x').map(|d| d.parse().expect("dims like 8x8x8")).collect();
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--child") {
+        return verify_child(&args[i + 1], args[i + 2] == "all");
+    }
+    let dims_text = args.iter().skip(1).find(|a| !a.starts_with("--")).cloned().unwrap_or_else(|| "8x8x8".into());
+    let zst = args.iter().any(|a| a == "--zst");
+    let dims: Vec<usize> = dims_text.split('x').map(|d| d.parse().expect("dims like 8x8x8")).collect();
     let t = torus(&TorusParams::uniform(&dims, 56.0, 500.0)).unwrap();
     let c = Collective::new(CollectiveKind::AllToAll, t.node_ids().collect(), 64 << 20, 1, None, &t).unwrap();
+    let ext = if zst { "json.zst" } else { "json" };
+    let dir = std::env::var_os("COLLSCHED_BENCH_DIR").map(std::path::PathBuf::from).unwrap_or_else(std::env::temp_dir);
+    let path = dir.join(format!("collsched-bench-{}.{ext}", std::process::id()));
     let start = Instant::now();
-    let schedule = torus_all_to_all(&t, &c, RingAlgorithm::HalfRing, Scheduler::DimRotation).unwrap();
-    let gen = start.elapsed().as_secs_f64();
-    let hops = schedule.piece_hops();
-    println!("{} npus, {} steps, {} piece-hops; generated in {gen:.2} s", t.num_npus(), schedule.steps.len(), hops);
-    println!("peak memory after generating: {:.0} MiB", peak_rss_mib());
-
-    let start = Instant::now();
-    let report = verify_schedule(&schedule, &VerifyOptions::default()).unwrap();
-    let mem = start.elapsed().as_secs_f64();
-    assert!(report.is_valid(), "{:?}", report.findings.failures().first());
-    println!("in memory:  rules 1-5 + cost: {mem:.2} s, {:.1} million piece-hops/s", hops as f64 / mem / 1e6);
-    let start = Instant::now();
-    let report = verify_schedule(&schedule, &VerifyOptions { track_relays: true, ..Default::default() }).unwrap();
-    let relays = start.elapsed().as_secs_f64();
-    println!(
-        "in memory, with peak holdings ({:?}): {relays:.2} s, {:.1} million piece-hops/s",
-        report.stats.peak_relay.map(|(_, n, _)| n),
-        hops as f64 / relays / 1e6
-    );
-
-    let path = std::env::temp_dir().join(format!("collsched-bench-{}.json", std::process::id()));
-    write_schedule_file(&path, &schedule).unwrap();
-    let size = std::fs::metadata(&path).unwrap().len();
-    drop(schedule);
-    let start = Instant::now();
-    let (_, report) = verify_file(&path, &VerifyOptions::default()).unwrap();
-    let streamed = start.elapsed().as_secs_f64();
-    assert!(report.is_valid());
-    println!(
-        "from file:  parse + rules 1-5 + cost of a {:.0} MiB file: {streamed:.2} s, {:.1} million piece-hops/s",
-        size as f64 / (1 << 20) as f64,
-        hops as f64 / streamed / 1e6
-    );
-    println!("peak memory of the process: {:.0} MiB", peak_rss_mib());
+    if args.iter().any(|a| a == "--stream") {
+        let plain = collsched::io::write_atomic_encoded(&path, |w| {
+            let mut sink = WriteSink::new(Counting { inner: w, bytes: 0 });
+            torus_all_to_all_into(&t, &c, RingAlgorithm::HalfRing, Scheduler::DimRotation, &mut sink)?;
+            Ok(sink.finish()?.bytes)
+        })
+        .unwrap();
+        println!(
+            "{} npus; generated and written step by step in {:.1} s, peak memory {:.0} MiB; {:.1} MiB plain",
+            t.num_npus(),
+            start.elapsed().as_secs_f64(),
+            peak_rss_mib(),
+            plain as f64 / (1 << 20) as f64
+        );
+    } else {
+        let schedule = torus_all_to_all(&t, &c, RingAlgorithm::HalfRing, Scheduler::DimRotation).unwrap();
+        let gen = start.elapsed().as_secs_f64();
+        println!("{} npus, {} steps, {} piece-hops; generated in {gen:.2} s", t.num_npus(), schedule.steps.len(), schedule.piece_hops());
+        write_schedule_file(&path, &schedule).unwrap();
+    }
+    println!("file: {:.1} MiB ({ext})", std::fs::metadata(&path).unwrap().len() as f64 / (1 << 20) as f64);
+    let me = std::env::current_exe().unwrap();
+    for rules in ["1-5", "all"] {
+        let status = std::process::Command::new(&me).args(["--child", path.to_str().unwrap(), rules]).status().unwrap();
+        assert!(status.success());
+    }
     std::fs::remove_file(&path).unwrap();
 }

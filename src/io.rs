@@ -2,12 +2,84 @@
 
 use crate::error::{Error, Result};
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Write};
+use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 /// Opens a file for buffered reading; the error names the file.
 pub fn open(path: &Path) -> Result<BufReader<File>> {
     File::open(path).map(|f| BufReader::with_capacity(1 << 20, f)).map_err(|e| Error::bad(format!("{}: cannot read: {e}", path.display())))
+}
+
+/// Whether a file is zstd-compressed, by its extension (`.zst`, as in `schedule.json.zst`).
+pub fn is_zstd(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "zst")
+}
+
+/// A reader of what a file holds: its bytes, or for a `.zst` file the bytes they decompress to.
+/// A concrete type (not a boxed reader), so that parsers reading a byte at a time stay fast.
+pub enum Decoded<R: BufRead> {
+    /// A plain file.
+    Plain(R),
+    /// A zstd-compressed file, decompressed into a buffer.
+    Zstd(BufReader<zstd::stream::read::Decoder<'static, R>>),
+}
+
+impl<R: BufRead> Read for Decoded<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Decoded::Plain(r) => r.read(buf),
+            Decoded::Zstd(r) => r.read(buf),
+        }
+    }
+}
+
+impl<R: BufRead> BufRead for Decoded<R> {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        match self {
+            Decoded::Plain(r) => r.fill_buf(),
+            Decoded::Zstd(r) => r.fill_buf(),
+        }
+    }
+    fn consume(&mut self, n: usize) {
+        match self {
+            Decoded::Plain(r) => r.consume(n),
+            Decoded::Zstd(r) => r.consume(n),
+        }
+    }
+}
+
+/// What `raw` (the stored bytes of `path`) holds, decompressed on the fly when the name ends in
+/// `.zst`.
+pub fn decoded<R: BufRead>(path: &Path, raw: R) -> Result<Decoded<R>> {
+    if is_zstd(path) {
+        let d = zstd::stream::read::Decoder::with_buffer(raw).map_err(|e| Error::bad(format!("{}: cannot read as zstd: {e}", path.display())))?;
+        Ok(Decoded::Zstd(BufReader::with_capacity(1 << 20, d)))
+    } else {
+        Ok(Decoded::Plain(raw))
+    }
+}
+
+/// Opens a file for buffered reading of what it holds (decompressed for a `.zst` file); the
+/// error names the file.
+pub fn open_decoded(path: &Path) -> Result<Decoded<BufReader<File>>> {
+    decoded(path, open(path)?)
+}
+
+/// The zstd level of the files the project writes: fast, and schedules compress well at it.
+const ZSTD_LEVEL: i32 = 3;
+
+/// [`write_atomic`], compressing what `write` writes with zstd when `path` ends in `.zst`.
+pub fn write_atomic_encoded<T>(path: &Path, write: impl FnOnce(&mut dyn Write) -> Result<T>) -> Result<T> {
+    write_atomic(path, |w| {
+        if is_zstd(path) {
+            let mut enc = zstd::stream::write::Encoder::new(w, ZSTD_LEVEL).map_err(write_error(path))?;
+            let v = write(&mut enc)?;
+            enc.finish().map_err(write_error(path))?;
+            Ok(v)
+        } else {
+            write(w)
+        }
+    })
 }
 
 /// Reads a whole (small) file into a string; the error names the file.
@@ -105,6 +177,28 @@ mod tests {
         // The SHA-256 of "abc" (FIPS 180-2, appendix B.1).
         assert_eq!(sha256_hex(b"abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "whole");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn zst_files_round_trip_and_plain_ones_stay_plain() {
+        let dir = std::env::temp_dir().join(format!("collsched-io-zst-{}", std::process::id()));
+        let text = "{\"steps\": []}\n".repeat(1000);
+        for name in ["x.json", "x.json.zst"] {
+            let path = dir.join(name);
+            write_atomic_encoded(&path, |w| w.write_all(text.as_bytes()).map_err(write_error(&path))).unwrap();
+            let stored = std::fs::read(&path).unwrap();
+            assert_eq!(stored == text.as_bytes(), name == "x.json", "{name}");
+            let mut back = String::new();
+            std::io::Read::read_to_string(&mut open_decoded(&path).unwrap(), &mut back).unwrap();
+            assert_eq!(back, text, "{name}");
+        }
+        // A .zst name over plain bytes is an error that names the file, not a panic.
+        let bad = dir.join("plain.json.zst");
+        std::fs::write(&bad, b"{}").unwrap();
+        let mut sink = Vec::new();
+        let e = std::io::Read::read_to_end(&mut open_decoded(&bad).unwrap(), &mut sink).unwrap_err();
+        assert!(!e.to_string().is_empty());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

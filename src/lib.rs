@@ -41,6 +41,7 @@ pub mod lower;
 pub mod pictures;
 pub mod schedule;
 pub mod spec;
+pub mod sweep;
 pub mod synth;
 pub mod topology;
 pub mod units;

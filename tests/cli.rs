@@ -251,7 +251,10 @@ fn certificates_reject_a_changed_spec_or_schedule() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let o = run(&["proof", "check", s(&dir.join("ring.cert.json"))]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(text(&o).contains("6 claims hold"), "{}", text(&o));
+    // Four steps claims (distance, transmissions, cut, flow: a ring of 6 with 2 pieces per block,
+    // 108 piece-links over 12 links, 9 steps) and five on time.
+    assert!(text(&o).contains("9 claims hold"), "{}", text(&o));
+    assert!(text(&o).contains("steps bound 9"), "{}", text(&o));
     assert!(text(&o).contains("SHA-256 matches"), "{}", text(&o));
     // A missing schedule is regenerated from the spec that generates it, byte for byte.
     let body = std::fs::read(&sched).unwrap();
@@ -303,9 +306,9 @@ fn export_msccl_xml_and_rule_6_in_verify() {
     assert!(dir.join("xml-src.0.et").exists() && dir.join("xml-src.system.json").exists());
     let o = run(&["export", s(&out), "--to", "nccl", "-o", s(&dir)]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    // Rule 6 streams with the other rules: there is no size above which it is skipped.
     let o = run(&["verify", s(&out), "--rule6-limit", "10"]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(text(&o).contains("rule 6 deadlock freedom: NOT CHECKED"), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     let spec = tmp("dl.spec.json");
     std::fs::write(
         &spec,
@@ -317,8 +320,7 @@ fn export_msccl_xml_and_rule_6_in_verify() {
     .unwrap();
     let o = run(&["verify", s(&out), "--spec", s(&spec)]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let o = run(&["verify", s(&out), "--spec", s(&spec), "--rule6-limit", "10"]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(!text(&o).contains("NOT CHECKED"), "{}", text(&o));
 }
 
 #[test]
@@ -343,6 +345,13 @@ fn synthesize_finds_certified_schedules_and_names_cut_off_ranks() {
         assert!(synth_ns < e["time_ns"].as_f64().unwrap(), "{hand}: {v}");
     }
     assert!(!v["pareto"].as_array().unwrap().is_empty(), "{v}");
+    // SCCL's coordinates beside time for the single-hop candidates: the fewest-steps schedule
+    // moves one piece per link per step, so its rounds equal its steps and its chunks its pieces.
+    let fewest = candidates.iter().find(|e| e["name"] == "fewest steps").unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(fewest["sccl"]["steps"], fewest["steps"], "{v}");
+    assert_eq!(fewest["sccl"]["rounds"], fewest["steps"], "{v}");
+    assert_eq!(fewest["sccl"]["chunks"], fewest["pieces"], "{v}");
+    assert!(candidates.iter().any(|e| e["name"] == "MATEe" && e["sccl"].is_null()), "routed detours have no SCCL form: {v}");
     let o = run(&["verify", s(&out)]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let mate = tmp("matee.json");
@@ -424,21 +433,60 @@ fn synthesized_group_schedules_on_custom_networks_verify_with_deadlock_freedom()
             }
         }
     }
-    // The fewest-steps search is over single hops (docs/design/MODEL.md section 3): on a diagonal group it
-    // must relay at npus outside the group, and says so rather than leave it to verify.
-    let spec = dir.join("diagonal.spec.json");
-    std::fs::write(
-        &spec,
-        r#"{"topology": {"torus": {"dims": [4, 4], "bandwidth_gbps": 32.0, "latency_ns": 100.0}}, "collective": {"kind": "all_to_all", "bytes_per_rank": "1MiB", "ranks": [0, 5, 10, 15]}}"#,
-    )
-    .unwrap();
-    let out = dir.join("diagonal.json");
-    let o = run(&["synthesize", s(&spec), "--objective", "steps", "-o", s(&out)]);
+    // The fewest-steps search hops from rank to rank (docs/design/MODEL.md section 3), routing
+    // through the npus outside the group: on a diagonal group and on 5 ranks of a 4x4 torus, every
+    // kind verifies with the deadlock rules, for either objective, and nothing is left to warn.
+    for (name, ranks) in [("diagonal", "[0, 5, 10, 15]"), ("five", "[0, 1, 6, 11, 13]")] {
+        for kind in ["all_to_all", "all_gather", "reduce_scatter", "all_reduce"] {
+            let spec = dir.join(format!("{name}_{kind}.spec.json"));
+            std::fs::write(
+                &spec,
+                format!(
+                    r#"{{"topology": {{"torus": {{"dims": [4, 4], "bandwidth_gbps": 32.0, "latency_ns": 100.0}}}}, "collective": {{"kind": "{kind}", "bytes_per_rank": "1MiB", "ranks": {ranks}}}}}"#
+                ),
+            )
+            .unwrap();
+            let out = dir.join(format!("{name}_{kind}.json"));
+            for objective in ["steps", "time"] {
+                let o = run(&["synthesize", s(&spec), "--objective", objective, "-o", s(&out), "--time-limit", "20"]);
+                assert_eq!(o.status.code(), Some(0), "{name} {kind} {objective}: {}", text(&o));
+                assert!(!text(&o).contains("warning"), "{name} {kind} {objective}: {}", text(&o));
+                let o = run(&["verify", s(&out), "--spec", s(&spec)]);
+                assert_eq!(o.status.code(), Some(0), "{name} {kind} {objective}: {}", text(&o));
+            }
+        }
+    }
+}
+
+#[test]
+fn synthesize_takes_the_steps_objective_for_every_kind() {
+    // all_gather on a ring of 6 and on a line of 6 (SCCL: 3 and 5 steps), reduce_scatter the
+    // same reversed, all_reduce on a ring of 5 (reduce_scatter then all_gather, 2 + 2, meets the
+    // bound: 2 x 4 transfers for each of 5 blocks over 10 links): each optimal and certified.
+    let out = tmp("synth-steps.json");
+    for (kind, fail, steps) in
+        [("all_gather", None, 3), ("all_gather", Some("0-1"), 5), ("reduce_scatter", None, 3), ("reduce_scatter", Some("2-3"), 5), ("all_reduce", None, 4)]
+    {
+        let torus = if kind == "all_reduce" { "5" } else { "6" };
+        let mut args = vec!["synthesize", "--torus", torus, "--collective", kind, "--objective", "steps", "-o", s(&out), "--json"];
+        if let Some(cable) = fail {
+            args.extend(["--fail", cable]);
+        }
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(0), "{kind} {fail:?}: {}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!((v["steps"].as_u64(), v["steps_lower_bound"].as_u64()), (Some(steps), Some(steps)), "{kind} {fail:?}: {v}");
+        assert_eq!(v["steps_status"], "optimal (certified)", "{kind} {fail:?}: {v}");
+        let o = run(&["verify", s(&out)]);
+        assert_eq!(o.status.code(), Some(0), "{kind} {fail:?}: {}", text(&o));
+        assert!(text(&o).contains(&format!("valid: {kind}")), "{}", text(&o));
+    }
+    // The text output names the bound, the steps and the status; a line of 4 all_reduce is
+    // solver-attested (the program refutes 4 and 5 steps).
+    let o = run(&["synthesize", "--torus", "4", "--fail", "0-1", "--collective", "all_reduce", "--objective", "steps", "-o", s(&out)]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(text(&o).contains("which is no rank of the group"), "{}", text(&o));
-    let o = run(&["synthesize", s(&spec), "-o", s(&out)]);
-    assert!(!text(&o).contains("warning"), "{}", text(&o));
-    let o = run(&["verify", s(&out), "--spec", s(&spec)]);
+    assert!(text(&o).contains("fewest steps: bound 4 steps, found 6: optimal (solver-attested)"), "{}", text(&o));
+    let o = run(&["verify", s(&out)]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
 
@@ -562,6 +610,134 @@ fn verify_reads_msccl_xml() {
     assert!(text(&o).contains("INVALID"), "{}", text(&o));
 }
 
+/// Two gpus exchange their all-to-all blocks of `p` chunks, each threadblock sending first
+/// (`send_first`) or receiving first, as MSCCLang writes such a program; in the executor's
+/// dialect or the older runtime's.
+fn exchange_xml(p: usize, send_first: bool, executor: bool) -> String {
+    let selection = if executor { r#" outofplace="1" minBytes="0" maxBytes="0""# } else { "" };
+    let mut x = format!(r#"<algo name="exchange" proto="Simple" nchannels="1" nchunksperloop="{}" ngpus="2" coll="alltoall" inplace="0"{selection}>"#, 2 * p);
+    for g in 0..2 {
+        let other = 1 - g;
+        let send = format!(r#"type="s" srcbuf="i" srcoff="{}" dstbuf="o" dstoff="{}""#, other * p, g * p);
+        let recv = format!(r#"type="r" srcbuf="i" srcoff="{}" dstbuf="o" dstoff="{}""#, g * p, other * p);
+        let (first, second) = if send_first { (send, recv) } else { (recv, send) };
+        x += &format!("\n  <gpu id=\"{g}\" i_chunks=\"{}\" o_chunks=\"{}\" s_chunks=\"0\">", 2 * p, 2 * p);
+        x += &format!("\n    <tb id=\"0\" send=\"{other}\" recv=\"{other}\" chan=\"0\">");
+        for (s, body) in [first, second].iter().enumerate() {
+            x += &format!("\n      <step s=\"{s}\" {body} cnt=\"{p}\" depid=\"-1\" deps=\"-1\" hasdep=\"0\" />");
+        }
+        x += "\n    </tb>\n    <tb id=\"1\" send=\"-1\" recv=\"-1\" chan=\"0\">";
+        x += &format!(
+            "\n      <step s=\"0\" type=\"cpy\" srcbuf=\"i\" srcoff=\"{0}\" dstbuf=\"o\" dstoff=\"{0}\" cnt=\"{p}\" depid=\"-1\" deps=\"-1\" hasdep=\"0\" />",
+            g * p
+        );
+        x += "\n    </tb>\n  </gpu>";
+    }
+    x + "\n</algo>"
+}
+
+fn verify_xml_file(name: &str, xml: &str, extra: &[&str]) -> Output {
+    let path = tmp(name);
+    std::fs::write(&path, xml).unwrap();
+    let mut args = vec!["verify", s(&path)];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
+#[test]
+fn verify_xml_accepts_what_runs_on_the_runtime_buffering() {
+    for (executor, runtime) in [(true, "judged for msccl-executor-nccl"), (false, "judged for the older MSCCL runtime")] {
+        let o = verify_xml_file(&format!("exchange1-{executor}.xml"), &exchange_xml(1, true, executor), &[]);
+        let out = text(&o);
+        assert_eq!(o.status.code(), Some(0), "{out}");
+        assert!(out.starts_with(runtime), "{out}");
+        assert!(out.contains("under the runtime's buffering (8 slots per connection, 4 slots per chunk)"), "{out}");
+        assert!(out.contains("out-of-place: runs to its end (6 steps); every chunk ends where alltoall wants it"), "{out}");
+        assert!(out.contains("out-of-place: relies on buffering: deadlock under rendezvous"), "{out}");
+        assert!(
+            out.contains("  gpu 0 tb 0 step 0 (s, 1 chunk to gpu 1 on channel 0) waits for gpu 1 tb 0 to receive it; gpu 1 tb 0 is at its step 0 (s, 1 chunk to gpu 0 on channel 0)"),
+            "{out}"
+        );
+        assert!(out.contains("imported as 1 steps, 2 transfers over 2 ranks"), "{out}");
+        assert!(out.trim_end().ends_with("relies on the runtime's buffering; deadlocks under rendezvous)"), "{out}");
+        // The strict answer.
+        let o = verify_xml_file(&format!("exchange1-{executor}.xml"), &exchange_xml(1, true, executor), &["--rendezvous"]);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        assert!(text(&o).contains("rule 6 deadlock freedom (out-of-place): deadlock under rendezvous"), "{}", text(&o));
+    }
+    // The older dialect is also told what the current reader would say.
+    let o = verify_xml_file("exchange1-legacy.xml", &exchange_xml(1, true, false), &[]);
+    assert!(text(&o).contains("note: msccl-executor-nccl would refuse this file: <algo> lacks the attribute minBytes (and 2 more)"), "{}", text(&o));
+}
+
+#[test]
+fn verify_xml_rejects_overflowing_and_receive_first_exchanges_with_the_cycle() {
+    let o = verify_xml_file("exchange3.xml", &exchange_xml(3, true, true), &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("rule 6 deadlock freedom (out-of-place): deadlock under the runtime's buffering (8 slots per connection, 4 slots per chunk): 2 threadblocks wait on each other in a cycle:"), "{out}");
+    for g in 0..2 {
+        let line = format!(
+            "  gpu {g} tb 0 step 0 (s, 3 chunks to gpu {o} on channel 0) has written 8 of its 12 slots and the 8 slots of its connection are full: it waits for gpu {o} tb 0 to receive, which is at its step 0 (s, 3 chunks to gpu {g} on channel 0)",
+            o = 1 - g
+        );
+        assert!(out.contains(&line), "{line}\n{out}");
+    }
+    assert!(out.trim_end().ends_with("(msccl-executor-nccl; under the runtime's buffering)"), "{out}");
+    let o = verify_xml_file("receive-first.xml", &exchange_xml(1, false, false), &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("  gpu 0 tb 0 step 0 (r, 1 chunk from gpu 1 on channel 0) waits for gpu 1 tb 0 to send it; gpu 1 tb 0 is at its step 0 (r, 1 chunk from gpu 0 on channel 0)"), "{out}");
+    assert!(out.contains("  gpu 1 tb 0 step 0 (r, 1 chunk from gpu 0 on channel 0) waits for gpu 0 tb 0 to send it"), "{out}");
+}
+
+#[test]
+fn verify_xml_runs_in_place_rings_in_both_dialects() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/msccl");
+    for (file, coll, steps) in [
+        ("allreduce_ring_inplace.xml", "allreduce", 6),
+        ("allreduce_ring_inplace.executor.xml", "allreduce", 6),
+        ("allgather_ring_inplace.xml", "allgather", 3),
+        ("allgather_ring_inplace.executor.xml", "allgather", 3),
+    ] {
+        let path = data.join(file);
+        let o = run(&["verify", s(&path)]);
+        let out = text(&o);
+        assert_eq!(o.status.code(), Some(0), "{file}: {out}");
+        assert!(out.contains(&format!("every chunk ends where {coll} wants it")) && out.contains("in-place: runs to its end"), "{file}: {out}");
+        assert!(out.contains("in-place: relies on buffering"), "{file}: {out}");
+        assert!(out.contains(&format!("imported as {steps} steps")), "{file}: {out}");
+        let o = run(&["verify", s(&path), "--rendezvous", "--json"]);
+        assert_eq!(o.status.code(), Some(1), "{file}: {}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["valid"], false);
+        assert!(v["failures"][0].as_str().unwrap().starts_with("rule 6 deadlock freedom (in-place): deadlock under rendezvous"), "{v}");
+    }
+}
+
+#[test]
+fn exported_xml_passes_the_strict_check() {
+    let out = tmp("xmlstrict.json");
+    let o = run(&["generate", "--torus", "3x3", "--algorithm", "halfring", "--scheduler", "dimrotation", "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let dir = tmp("xmlstrict");
+    for (legacy, runtime) in [(false, "msccl-executor-nccl"), (true, "the older MSCCL runtime")] {
+        let mut args = vec!["export", s(&out), "--to", "msccl-xml", "-o", s(&dir)];
+        if legacy {
+            args.push("--legacy");
+        }
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(text(&o).contains(&format!("for {runtime}; its reader rules pass; rule 6 holds: under rendezvous (no buffering)")), "{}", text(&o));
+        assert!(text(&o).contains("so it runs with any buffer size"), "{}", text(&o));
+        let o = run(&["verify", s(&dir.join("xmlstrict.xml")), "--rendezvous"]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(text(&o).contains(&format!("judged for {runtime}")) && text(&o).contains("under rendezvous, so with any buffer size"), "{}", text(&o));
+    }
+    let o = run(&["verify", s(&out), "--rendezvous"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}
+
 /// What a progress bar or spinner would leave in a stream: carriage returns, escape sequences,
 /// and the glyphs of indicatif's bars (block elements, braille spinners, our `[==>  ]`).
 fn progress_drawing(stream: &[u8]) -> Option<String> {
@@ -590,4 +766,88 @@ fn no_progress_bars_off_a_terminal() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(o.stderr.is_empty(), "{:?}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(progress_drawing(&o.stdout), None);
+}
+
+#[test]
+fn a_relay_at_an_npu_outside_the_group_is_rejected_and_routing_through_it_is_single_hop() {
+    use collsched::collective::PieceId;
+    use collsched::schedule::{Op, Schedule, ScheduleHeader, Step, Transfer};
+    use collsched::topology::NodeId;
+    // A ring of 4 npus; the all-to-all runs over npus 0 and 2 only.
+    let t = torus(&TorusParams::uniform(&[4], 32.0, 100.0)).unwrap();
+    let c = Collective::new(CollectiveKind::AllToAll, vec![NodeId(0), NodeId(2)], 6000, 1, None, &t).unwrap();
+    let l = |a: u32, b: u32| t.link_between(NodeId(a), NodeId(b)).unwrap();
+    let header = ScheduleHeader { topology: t.clone(), collective: c, meta: None };
+    // Routed through npu 1 (and 3 the other way) in one step: valid, and single-hop.
+    let routed = Schedule {
+        header: header.clone(),
+        steps: vec![Step {
+            transfers: vec![
+                Transfer { path: vec![l(0, 1), l(1, 2)], op: Op::Copy, pieces: vec![PieceId::a2a(0, 1, 0)] },
+                Transfer { path: vec![l(2, 3), l(3, 0)], op: Op::Copy, pieces: vec![PieceId::a2a(1, 0, 0)] },
+            ],
+        }],
+    };
+    let path = tmp("group-routed.json");
+    write_schedule_file(&path, &routed).unwrap();
+    let o = run(&["verify", s(&path), "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["stats"]["single_hop_transfers"], 2, "{v}");
+    // Stored at npu 1 and forwarded a step later: npu 1 runs no program.
+    let relayed = Schedule {
+        header,
+        steps: vec![
+            Step {
+                transfers: vec![
+                    Transfer::hop(l(0, 1), Op::Copy, vec![PieceId::a2a(0, 1, 0)]),
+                    Transfer { path: vec![l(2, 3), l(3, 0)], op: Op::Copy, pieces: vec![PieceId::a2a(1, 0, 0)] },
+                ],
+            },
+            Step { transfers: vec![Transfer::hop(l(1, 2), Op::Copy, vec![PieceId::a2a(0, 1, 0)])] },
+        ],
+    };
+    let path = tmp("group-relayed.json");
+    write_schedule_file(&path, &relayed).unwrap();
+    let o = run(&["verify", s(&path)]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let out = text(&o);
+    assert!(out.contains("step 0, transfer 0: rule 1 structure: the path ends at node 1 (1), an npu outside the collective's ranks"), "{out}");
+    assert!(out.contains("step 1, transfer 0: rule 1 structure: the path starts at node 1 (1), an npu outside"), "{out}");
+    assert!(out.contains("a runtime runs no program on it"), "{out}");
+    assert!(out.contains("rule 6 deadlock freedom: cannot lower the schedule: the path ends at node 1"), "{out}");
+}
+
+#[test]
+fn zst_schedule_files_are_the_same_json_compressed() {
+    let plain = tmp("zst-src.json");
+    let packed = tmp("zst-src.json.zst");
+    for out in [&plain, &packed] {
+        let o = run(&["generate", "--torus", "4x4", "--algorithm", "halfring", "--scheduler", "dimrotation", "-o", s(out)]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    }
+    let stored = std::fs::read(&packed).unwrap();
+    assert_eq!(&stored[..4], &[0x28, 0xb5, 0x2f, 0xfd], "a zstd frame");
+    assert_eq!(zstd::decode_all(&stored[..]).unwrap(), std::fs::read(&plain).unwrap());
+    for args in [vec!["verify"], vec!["cost"], vec!["cost", "--model", "event"]] {
+        let outs: Vec<String> = [&plain, &packed]
+            .iter()
+            .map(|f| {
+                let o = run(&[args.clone(), vec![s(f)]].concat());
+                assert_eq!(o.status.code(), Some(0), "{args:?}: {}", text(&o));
+                String::from_utf8_lossy(&o.stdout).into_owned()
+            })
+            .collect();
+        assert_eq!(outs[0], outs[1], "{args:?}");
+    }
+    let dir = tmp("zst-xml");
+    let o = run(&["export", s(&packed), "--to", "msccl-xml", "-o", s(&dir)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(dir.join("zst-src.xml").exists());
+    // Plain bytes under a .zst name: an error naming the file (exit 2), no panic.
+    let bad = tmp("notzst.json.zst");
+    std::fs::copy(&plain, &bad).unwrap();
+    let o = run(&["verify", s(&bad)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("notzst.json.zst"), "{}", text(&o));
 }

@@ -21,9 +21,10 @@ fn examples() -> Vec<Schedule> {
     let bb: Vec<Vec<u64>> = (0..5).map(|i| (0..5).map(|j| if i == j { 0 } else { 100 * (i + 1) as u64 + j as u64 }).collect()).collect();
     let skew = Collective::new(CollectiveKind::AllToAll, ring.node_ids().collect(), 1000, 3, Some(bb), &ring).unwrap();
     let mut with_meta = common::shortest_path_all_to_all(&ring, &skew);
+    // Files written before `topology.shape` was a field kept the family in `meta.shape` (`null`
+    // for a custom topology): still read.
     with_meta.header.meta = Some(serde_json::json!({"algorithm": "test", "shape": collsched::topology::shape_json(&ring)}));
-    // A custom topology (a ring of 3 under a switch per group, from an ASTRA-sim file): the
-    // writers record `"shape": null`, which must read back.
+    // A custom topology (a ring of 3 under a switch per group, from an ASTRA-sim file).
     let astra =
         collsched::topology::astra::parse("topology: [ Ring, Switch ]\nnpus_count: [ 3, 2 ]\nbandwidth: [ 50.0, 25.0 ]\nlatency: [ 500.0, 700.0 ]\n").unwrap();
     let ag = Collective::new(CollectiveKind::AllGather, (0..6).map(NodeId).collect(), 6000, 1, None, &astra).unwrap();
@@ -49,10 +50,22 @@ fn round_trip_is_byte_identical() {
 }
 
 #[test]
-fn meta_shape_restores_the_family() {
+fn the_shape_field_restores_the_family() {
+    // Written as `topology.shape`, read back into a torus with coordinates.
     let s = &examples()[2];
-    let back = read_schedule(&bytes(s)[..], "mem").unwrap();
+    let text = String::from_utf8(bytes(s)).unwrap();
+    assert!(text.contains("\"shape\": {\"torus\":{\"dims\":[5],\"wrap\":[true]}}"), "{}", &text[..400.min(text.len())]);
+    let back = read_schedule(text.as_bytes(), "mem").unwrap();
     assert_eq!(back.header.topology.torus_shape().unwrap().dims, vec![5]);
+    // The same family from the legacy `meta.shape` alone.
+    let legacy = text.replace(",\n    \"shape\": {\"torus\":{\"dims\":[5],\"wrap\":[true]}}", "");
+    assert_eq!(read_schedule(legacy.as_bytes(), "mem").unwrap().header.topology.torus_shape().unwrap().dims, vec![5]);
+    // A shape that the lists do not form is refused, naming the field.
+    let wrong = text.replace("\"dims\":[5]", "\"dims\":[6]");
+    let e = read_schedule(wrong.as_bytes(), "f.json").unwrap_err();
+    assert!(e.message().contains("topology.shape"), "{e}");
+    // A custom topology writes no shape.
+    assert!(!String::from_utf8(bytes(&examples()[3])).unwrap().contains("\"shape\": {"));
 }
 
 #[test]
@@ -193,15 +206,16 @@ proptest! {
     fn certificate_and_xml_readers_never_panic(data in proptest::collection::vec(any::<u8>(), 0..300), flip in 0usize..3000, byte in any::<u8>()) {
         let text = String::from_utf8_lossy(&data).into_owned();
         let _ = collsched_checker::check_str(&text);
-        let _ = collsched::export::check_reader_rules(&text);
-        let _ = collsched::export::simulate(&text);
+        let _ = collsched::export::check_xml(&text, collsched::export::Buffering::Runtime);
         // A real certificate and a real XML file with one byte changed.
         let s = &examples()[0];
         let programs = collsched::lower::lower(s, &Default::default()).unwrap();
         let mut xml = collsched::export::msccl_xml(&programs, &Default::default()).unwrap().into_bytes();
         if flip < xml.len() { xml[flip] = byte; }
         let xml = String::from_utf8_lossy(&xml).into_owned();
-        let _ = collsched::export::check_reader_rules(&xml);
-        let _ = collsched::export::simulate(&xml);
+        for buffering in [collsched::export::Buffering::Runtime, collsched::export::Buffering::Rendezvous] {
+            let _ = collsched::export::check_xml(&xml, buffering);
+        }
+        let _ = collsched::export::import_msccl(&xml, None);
     }
 }

@@ -1,13 +1,17 @@
-//! The verifier cannot be fooled: valid schedules on rings, tori with faults and a small fat tree
-//! pass; every injected defect is rejected under the rule it breaks. Each mutant is built so that
-//! it must break its rule (no equivalent mutants). Run with `-- --nocapture` to see the tally.
+//! The verifier cannot be fooled: valid schedules on rings, tori with faults, a small fat tree and
+//! communication groups (npus outside the group route but store nothing) pass; every injected
+//! defect is rejected under the rule it breaks. Each mutant is built so that it must break its
+//! rule (no equivalent mutants). Lowered programs are mutated too (rule 6 on whole programs).
+//! Run with `-- --nocapture` to see the tallies.
 
 mod common;
 
 use collsched::collective::{Collective, CollectiveKind, PieceId};
+use collsched::lower::{lower, LowerOptions, OpKind, OpRef, Programs};
+use collsched::schedule::StepSink;
 use collsched::schedule::{Op, Schedule, Step, Transfer};
 use collsched::topology::{fat_tree, torus, FatTreeParams, FaultPattern, LinkId, NodeId, TorusParams};
-use collsched::verify::{verify_schedule, Rule, VerifyOptions};
+use collsched::verify::{check_deadlock, DeadlockCheck, Report, Rule, Verifier, VerifyOptions};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRng, TestRunner};
 use std::cell::RefCell;
@@ -27,6 +31,7 @@ enum Defect {
     DoubleCount,
     LostContribution,
     Unmet,
+    RelayAtNonRank,
 }
 
 impl Defect {
@@ -41,11 +46,12 @@ impl Defect {
             }
             Defect::DoubleCount | Defect::LostContribution => &[Rule::Reduction],
             Defect::Unmet => &[Rule::Completion],
+            Defect::RelayAtNonRank => &[Rule::Structure],
         }
     }
 }
 
-const ALL: [Defect; 12] = [
+const ALL: [Defect; 13] = [
     Defect::DroppedTransfer,
     Defect::TooEarly,
     Defect::SharedLink,
@@ -58,7 +64,26 @@ const ALL: [Defect; 12] = [
     Defect::DoubleCount,
     Defect::LostContribution,
     Defect::Unmet,
+    Defect::RelayAtNonRank,
 ];
+
+/// Rules 1-6 (rule 6 streamed on the default lowering), as `verify` runs them; also checks that
+/// tracking pieces by holder lists instead of bits finds exactly the same.
+fn verify(s: &Schedule) -> Report {
+    let run = |sparse: bool| {
+        let options = VerifyOptions { sparse_pieces: Some(sparse), track_relays: true, ..Default::default() };
+        let mut v = Verifier::new(options).with_check(Box::new(DeadlockCheck::new(LowerOptions::default())));
+        v.begin(&s.header).unwrap();
+        for (i, st) in s.steps.iter().enumerate() {
+            v.check_step(i, st);
+        }
+        v.finish()
+    };
+    let (bits, lists) = (run(false), run(true));
+    assert_eq!(bits.findings.failures(), lists.findings.failures());
+    assert_eq!(bits.stats, lists.stats);
+    bits
+}
 
 fn positions(s: &Schedule) -> Vec<(usize, usize)> {
     s.steps.iter().enumerate().flat_map(|(i, st)| (0..st.transfers.len()).map(move |t| (i, t))).collect()
@@ -139,10 +164,21 @@ fn mutate(base: &Schedule, defect: Defect, rng: &mut TestRng) -> Option<Schedule
             s.header.topology.set_down(l);
         }
         Defect::SwitchEnd => {
-            let cands: Vec<_> = all.iter().copied().filter(|&(i, j)| base.steps[i].transfers[j].path.len() >= 2).collect();
+            // Shorten a routed path so that it starts or ends at a node that is not a rank (a
+            // switch, or an npu outside the group).
+            let ends = |i: usize, j: usize| -> Vec<bool> {
+                let path = &base.steps[i].transfers[j].path;
+                if path.len() < 2 {
+                    return Vec::new();
+                }
+                let (new_end, new_start) = (t.link(path[path.len() - 2]).dst, t.link(path[1]).src);
+                [(true, new_end), (false, new_start)].into_iter().filter(|&(_, n)| c.rank_index(n).is_none()).map(|(pop, _)| pop).collect()
+            };
+            let cands: Vec<_> = all.iter().copied().filter(|&(i, j)| !ends(i, j).is_empty()).collect();
             let (i, j) = pick(&cands, rng)?;
+            let options = ends(i, j);
             let path = &mut s.steps[i].transfers[j].path;
-            if rng.random_bool(0.5) {
+            if options[rng.random_range(0..options.len())] {
                 path.pop();
             } else {
                 path.remove(0);
@@ -231,6 +267,23 @@ fn mutate(base: &Schedule, defect: Defect, rng: &mut TestRng) -> Option<Schedule
             let (i, j) = pick(&cands, rng)?;
             s.steps[i].transfers[j].op = Op::Copy;
         }
+        Defect::RelayAtNonRank => {
+            // Cut a routed path at an npu outside the group it passes through: the first part
+            // stores there, the second forwards a step later.
+            let stop = |i: usize, j: usize| -> Option<usize> {
+                let path = &base.steps[i].transfers[j].path;
+                (0..path.len() - 1).find(|&h| {
+                    let v = t.link(path[h]).dst;
+                    t.is_npu(v) && c.rank_index(v).is_none()
+                })
+            };
+            let cands: Vec<_> = all.iter().copied().filter(|&(i, j)| stop(i, j).is_some()).collect();
+            let (i, j) = pick(&cands, rng)?;
+            let h = stop(i, j).unwrap();
+            let tr = &mut s.steps[i].transfers[j];
+            let rest = Transfer { path: tr.path.split_off(h + 1), op: tr.op, pieces: tr.pieces.clone() };
+            s.steps.insert(i + 1, Step { transfers: vec![rest] });
+        }
         Defect::Unmet => {
             let last = s.steps.len().checked_sub(1)?;
             let n = s.steps[last].transfers.len();
@@ -248,9 +301,24 @@ fn mutate(base: &Schedule, defect: Defect, rng: &mut TestRng) -> Option<Schedule
 
 #[derive(Clone, Debug)]
 enum Base {
-    Ring { n: usize, kind: CollectiveKind, pieces: u32 },
-    Torus { dims: Vec<usize>, faults: Vec<(usize, usize)> },
-    FatTree { kind: CollectiveKind },
+    Ring {
+        n: usize,
+        kind: CollectiveKind,
+        pieces: u32,
+    },
+    Torus {
+        dims: Vec<usize>,
+        faults: Vec<(usize, usize)>,
+    },
+    FatTree {
+        kind: CollectiveKind,
+    },
+    /// A torus whose collective runs over some of its npus (`group` picks them by bit).
+    Group {
+        dims: Vec<usize>,
+        group: u64,
+        kind: CollectiveKind,
+    },
 }
 
 fn build(base: &Base) -> Option<Schedule> {
@@ -291,6 +359,23 @@ fn build(base: &Base) -> Option<Schedule> {
             let c = Collective::new(*kind, t.node_ids().take(8).collect(), 8000, 1, None, &t).unwrap();
             Some(if *kind == CollectiveKind::AllToAll { common::shortest_path_all_to_all(&t, &c) } else { common::ring_collective(&t, &c) })
         }
+        Base::Group { dims, group, kind } => {
+            let t = torus(&TorusParams::uniform(dims, 32.0, 100.0)).unwrap();
+            let ranks: Vec<NodeId> = t.node_ids().filter(|n| group >> (n.index() % 64) & 1 == 1).collect();
+            if ranks.len() < 2 || ranks.len() == t.num_npus() {
+                return None;
+            }
+            let c = Collective::new(*kind, ranks, 6000, 1, None, &t).unwrap();
+            if *kind == CollectiveKind::AllToAll {
+                return Some(common::shortest_path_all_to_all(&t, &c));
+            }
+            // The routes between consecutive ranks of a group may share links: one transfer per
+            // step (each rank sends a block other than the one it receives in a ring step, so
+            // the order within a step does not matter).
+            let mut s = common::ring_collective(&t, &c);
+            s.steps = s.steps.into_iter().flat_map(|st| st.transfers.into_iter().map(|tr| Step { transfers: vec![tr] })).collect();
+            Some(s)
+        }
     }
 }
 
@@ -301,7 +386,8 @@ fn base_strategy() -> impl Strategy<Value = Base> {
         (3usize..9, kind.clone(), 1u32..3).prop_map(|(n, kind, pieces)| Base::Ring { n, kind, pieces }),
         (prop_oneof![Just(vec![3, 3]), Just(vec![4, 4]), Just(vec![3, 4, 2]), Just(vec![5])], proptest::collection::vec((0usize..64, 0usize..8), 0..3))
             .prop_map(|(dims, faults)| Base::Torus { dims, faults }),
-        kind.prop_map(|kind| Base::FatTree { kind }),
+        kind.clone().prop_map(|kind| Base::FatTree { kind }),
+        (prop_oneof![Just(vec![4, 4]), Just(vec![3, 4]), Just(vec![6])], any::<u64>(), kind).prop_map(|(dims, group, kind)| Base::Group { dims, group, kind }),
     ]
 }
 
@@ -317,14 +403,18 @@ fn every_mutant_is_killed_by_its_rule() {
     runner
         .run(&base_strategy(), |base| {
             let Some(valid) = build(&base) else { return Ok(()) };
-            let report = verify_schedule(&valid, &VerifyOptions::default()).unwrap();
+            let report = verify(&valid);
             prop_assert!(report.is_valid(), "{base:?}: the valid schedule fails: {:?}", report.findings.failures().first().map(|d| d.to_string()));
             for defect in ALL {
                 for _ in 0..2 {
                     let mut rng = rng_cell.borrow_mut();
                     let Some(mutant) = mutate(&valid, defect, &mut rng) else { continue };
-                    let report = verify_schedule(&mutant, &VerifyOptions::default()).unwrap();
-                    let killed = defect.rules().iter().any(|&r| report.findings.is_failed(r));
+                    let report = verify(&mutant);
+                    let mut killed = defect.rules().iter().any(|&r| report.findings.is_failed(r));
+                    if defect == Defect::RelayAtNonRank {
+                        // No program runs at the relay: the lowering names it too.
+                        killed &= report.findings.failures().iter().any(|d| d.rule == Rule::Deadlock && d.message.contains("not a rank"));
+                    }
                     let mut t = tally.borrow_mut();
                     let e = t.entry(defect).or_default();
                     e.0 += 1;
@@ -346,5 +436,137 @@ fn every_mutant_is_killed_by_its_rule() {
     assert!(total >= 1000, "only {total} mutants were built");
     for d in ALL {
         assert!(tally.get(&d).is_some_and(|&(n, _)| n > 0), "no mutant of {d:?} was built");
+    }
+}
+
+/// Defects injected into lowered programs, which rule 6 on whole programs must catch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum ProgramDefect {
+    /// Two operations of one stream swapped at one end: matched pairs carry different pieces.
+    SwappedInStream,
+    /// The last operation of a threadblock dropped: its partner waits forever.
+    DroppedOperation,
+    /// Two pairs of opposite streams made to wait for each other through dependencies.
+    DependencyCycle,
+}
+
+const PROGRAM_DEFECTS: [ProgramDefect; 3] = [ProgramDefect::SwappedInStream, ProgramDefect::DroppedOperation, ProgramDefect::DependencyCycle];
+
+/// An operation of the programs: (rank, threadblock, position).
+type At = (usize, usize, usize);
+
+/// Every operation, in threadblock order.
+fn operations(p: &Programs) -> Vec<At> {
+    p.ranks
+        .iter()
+        .enumerate()
+        .flat_map(|(r, rp)| rp.threadblocks.iter().enumerate().flat_map(move |(t, tb)| (0..tb.ops.len()).map(move |i| (r, t, i))))
+        .collect()
+}
+
+/// The matched pairs of the programs (first in, first out per stream): (send, receive).
+fn matched_pairs(p: &Programs) -> Vec<(At, At)> {
+    // (sender, receiver, channel) -> (sends, receives).
+    type Streams = BTreeMap<(usize, usize, usize), (Vec<At>, Vec<At>)>;
+    let mut streams = Streams::new();
+    for (r, t, i) in operations(p) {
+        let op = &p.ranks[r].threadblocks[t].ops[i];
+        match op.kind {
+            OpKind::Send { peer } => streams.entry((r, peer, op.channel)).or_default().0.push((r, t, i)),
+            OpKind::Recv { peer, .. } => streams.entry((peer, r, op.channel)).or_default().1.push((r, t, i)),
+            OpKind::Copy => {}
+        }
+    }
+    streams.into_values().flat_map(|(s, r)| s.into_iter().zip(r)).collect()
+}
+
+/// Builds a program mutant of `defect`, or `None` when the programs offer no place for it.
+fn mutate_programs(base: &Programs, defect: ProgramDefect, rng: &mut TestRng) -> Option<Programs> {
+    let mut p = base.clone();
+    let pick = |n: usize, rng: &mut TestRng| (n > 0).then(|| rng.random_range(0..n));
+    match defect {
+        ProgramDefect::SwappedInStream => {
+            // Adjacent operations of one stream (same threadblock, kind and channel) with
+            // different pieces.
+            let cands: Vec<At> = operations(base)
+                .into_iter()
+                .filter(|&(r, t, i)| {
+                    let ops = &base.ranks[r].threadblocks[t].ops;
+                    i + 1 < ops.len()
+                        && ops[i].kind == ops[i + 1].kind
+                        && ops[i].channel == ops[i + 1].channel
+                        && ops[i].pieces != ops[i + 1].pieces
+                        && ops[i].kind != OpKind::Copy
+                })
+                .collect();
+            let (r, t, i) = cands[pick(cands.len(), rng)?];
+            p.ranks[r].threadblocks[t].ops.swap(i, i + 1);
+        }
+        ProgramDefect::DroppedOperation => {
+            let cands: Vec<(usize, usize)> = operations(base)
+                .into_iter()
+                .filter(|&(r, t, i)| i + 1 == base.ranks[r].threadblocks[t].ops.len() && base.ranks[r].threadblocks[t].ops[i].kind != OpKind::Copy)
+                .map(|(r, t, _)| (r, t))
+                .collect();
+            let (r, t) = cands[pick(cands.len(), rng)?];
+            p.ranks[r].threadblocks[t].ops.pop();
+        }
+        ProgramDefect::DependencyCycle => {
+            // A pair a -> b and a pair b -> a: each send waits for the other pair's receive.
+            let pairs = matched_pairs(base);
+            let opposite: Vec<(usize, usize)> = (0..pairs.len())
+                .flat_map(|x| (0..pairs.len()).map(move |y| (x, y)))
+                .filter(|&(x, y)| pairs[x].0 .0 == pairs[y].1 .0 && pairs[x].1 .0 == pairs[y].0 .0)
+                .take(64)
+                .collect();
+            let (x, y) = opposite[pick(opposite.len(), rng)?];
+            for (send, recv) in [(pairs[x].0, pairs[y].1), (pairs[y].0, pairs[x].1)] {
+                p.ranks[send.0].threadblocks[send.1].ops[send.2].deps.push(OpRef { tb: recv.1, op: recv.2 });
+            }
+        }
+    }
+    Some(p)
+}
+
+#[test]
+fn every_program_mutant_is_caught_by_rule_6() {
+    let tally: RefCell<BTreeMap<ProgramDefect, (usize, usize)>> = RefCell::new(BTreeMap::new());
+    let mut runner = TestRunner::new_with_rng(
+        Config { cases: 64, failure_persistence: None, ..Config::default() },
+        TestRng::deterministic_rng(proptest::test_runner::RngAlgorithm::ChaCha),
+    );
+    let mut rng = TestRng::deterministic_rng(proptest::test_runner::RngAlgorithm::ChaCha);
+    let rng_cell = RefCell::new(&mut rng);
+    runner
+        .run(&base_strategy(), |base| {
+            let Some(valid) = build(&base) else { return Ok(()) };
+            let programs = lower(&valid, &LowerOptions::default()).unwrap();
+            prop_assert!(check_deadlock(&programs).is_empty(), "{base:?}: the valid programs fail rule 6");
+            for defect in PROGRAM_DEFECTS {
+                let mut rng = rng_cell.borrow_mut();
+                let Some(mutant) = mutate_programs(&programs, defect, &mut rng) else { continue };
+                let found = check_deadlock(&mutant);
+                let expected = match defect {
+                    ProgramDefect::SwappedInStream => "carry different pieces",
+                    ProgramDefect::DroppedOperation => "waits forever",
+                    ProgramDefect::DependencyCycle => "wait-for cycle",
+                };
+                let killed = found.iter().any(|d| d.rule == Rule::Deadlock && d.message.contains(expected));
+                let mut t = tally.borrow_mut();
+                let e = t.entry(defect).or_default();
+                e.0 += 1;
+                e.1 += killed as usize;
+                prop_assert!(killed, "{base:?}: program mutant {defect:?} survived; found {:?}", found.iter().map(|d| d.to_string()).collect::<Vec<_>>());
+            }
+            Ok(())
+        })
+        .unwrap();
+    let tally = tally.into_inner();
+    println!("program mutation tally (defect: caught/built):");
+    for (d, (n, k)) in &tally {
+        println!("  {d:?}: {k}/{n}");
+    }
+    for d in PROGRAM_DEFECTS {
+        assert!(tally.get(&d).is_some_and(|&(n, k)| n > 10 && k == n), "{d:?}: {:?}", tally.get(&d));
     }
 }

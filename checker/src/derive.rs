@@ -117,20 +117,24 @@ pub(crate) fn volume(inst: &Instance) -> Result<Q, String> {
 /// that finishes in time T puts at most `capacity x T` bytes on each link, so
 /// `sum_e capacity_e y_e T >= sum_e y_e load_e >= sum_demands bytes x y-distance`.
 pub(crate) fn flow(inst: &Instance, y: &[Q]) -> Result<Q, String> {
+    length_bound(inst, &integer_lengths(inst, y)?, "flow")
+}
+
+/// Lengths `y` (one per link, none negative) scaled to integers: the bounds of lengths are ratios
+/// of two expressions linear in y, so a common factor cancels, and integer Dijkstra avoids a gcd
+/// per addition.
+fn integer_lengths(inst: &Instance, y: &[Q]) -> Result<Vec<BigInt>, String> {
     if y.len() != inst.links.len() {
         return Err(format!("the witness has {} lengths for {} links", y.len(), inst.links.len()));
     }
     if let Some(i) = y.iter().position(|v| v.is_negative()) {
         return Err(format!("length of link {i} is negative"));
     }
-    // Scale to integers: the bound is a ratio of two expressions linear in y, so a common factor
-    // cancels, and integer Dijkstra avoids a gcd per addition.
     let lcm = y.iter().fold(BigInt::one(), |acc, v| {
         let g = gcd(acc.clone(), v.denom().clone());
         acc / g * v.denom()
     });
-    let ints: Vec<BigInt> = y.iter().map(|v| v.numer() * (&lcm / v.denom())).collect();
-    length_bound(inst, &ints, "flow")
+    Ok(y.iter().map(|v| v.numer() * (&lcm / v.denom())).collect())
 }
 
 fn gcd(mut a: BigInt, mut b: BigInt) -> BigInt {
@@ -203,9 +207,9 @@ pub(crate) fn cut_crossing(inst: &Instance, u: &[bool]) -> Q {
     }
 }
 
-/// The cut bound of node set `nodes`: bytes that must leave it over the capacity of the up links
-/// leaving it. With `into`, the same for the complement (bytes that must enter the set).
-pub(crate) fn cut(inst: &Instance, nodes: &[usize], into: bool) -> Result<Q, String> {
+/// The membership flags of a cut's node set, complemented with `into` (the set whose outgoing
+/// links are counted). Errors for a node out of range or named twice.
+fn membership(inst: &Instance, nodes: &[usize], into: bool) -> Result<Vec<bool>, String> {
     let mut u = vec![false; inst.nodes];
     for &n in nodes {
         if n >= inst.nodes {
@@ -218,10 +222,103 @@ pub(crate) fn cut(inst: &Instance, nodes: &[usize], into: bool) -> Result<Q, Str
     if into {
         u.iter_mut().for_each(|x| *x = !*x);
     }
+    Ok(u)
+}
+
+/// The cut bound of node set `nodes`: bytes that must leave it over the capacity of the up links
+/// leaving it. With `into`, the same for the complement (bytes that must enter the set).
+pub(crate) fn cut(inst: &Instance, nodes: &[usize], into: bool) -> Result<Q, String> {
+    let u = membership(inst, nodes, into)?;
     let crossing = cut_crossing(inst, &u);
     let capacity = inst.links.iter().filter(|l| l.up && u[l.src] && !u[l.dst]).fold(Q::zero(), |acc, l| acc + &l.capacity);
     if capacity.is_zero() {
         return if crossing.is_zero() { Ok(Q::zero()) } else { Err("no up link crosses the cut, yet bytes must cross it: the instance is infeasible".into()) };
     }
     Ok(crossing / capacity)
+}
+
+/// `ceil(a / b)` as a rational, for `b > 0`: a number of steps is whole.
+fn ceil_ratio(a: &BigInt, b: &BigInt) -> Q {
+    let (q, r) = (a / b, a % b);
+    Q::from_integer(if r.is_zero() { q } else { q + 1 })
+}
+
+/// Transfers per piece (docs/design/MODEL.md section 6): all_to_all 1, all_gather and
+/// reduce_scatter R-1, all_reduce 2(R-1).
+fn transfers_per_piece(inst: &Instance) -> u64 {
+    let r = inst.ranks.len() as u64;
+    match &inst.demands {
+        Demands::UniformAllToAll(_) | Demands::AllToAll(_) => 1,
+        Demands::Blocks { kind: BlockKind::AllGather | BlockKind::ReduceScatter, .. } => r.saturating_sub(1),
+        Demands::Blocks { kind: BlockKind::AllReduce, .. } => 2 * r.saturating_sub(1),
+    }
+}
+
+/// The steps transmission-count bound (docs/design/MODEL.md sections 3 and 6): every piece needs
+/// [`transfers_per_piece`] transfers, each from a rank to a rank, and in one step a link carries
+/// one piece; so a step has at most as many transfers as there are up links leaving ranks (or,
+/// with `into`, entering ranks), and the steps are at least the count over those links, rounded up.
+pub(crate) fn steps_transmissions(inst: &Instance, into: bool) -> Result<Q, String> {
+    let count = BigInt::from(inst.required_pieces()) * BigInt::from(transfers_per_piece(inst));
+    let rank = inst.rank_flags();
+    let links = inst.links.iter().filter(|l| l.up && rank[if into { l.dst } else { l.src }]).count();
+    if links == 0 {
+        return if count.is_zero() { Ok(Q::zero()) } else { Err("no up link leaves or enters a rank, yet pieces must move".into()) };
+    }
+    Ok(ceil_ratio(&count, &BigInt::from(links)))
+}
+
+/// Pieces that must leave `u` (membership flags), by the rule of [`cut_crossing`] counted in
+/// pieces: all_to_all demands with bytes from inside to outside, `pieces` each; otherwise the
+/// blocks [`cut_crossing`] counts, `pieces` each.
+fn pieces_crossing(inst: &Instance, u: &[bool]) -> BigInt {
+    let a = inst.ranks.iter().filter(|&&r| u[r]).count();
+    let b = inst.ranks.len() - a;
+    let blocks = match &inst.demands {
+        Demands::UniformAllToAll(bytes) if bytes.is_positive() => a * b,
+        Demands::UniformAllToAll(_) => 0,
+        Demands::AllToAll(list) => list.iter().filter(|(s, d, x)| u[*s] && !u[*d] && x.is_positive()).count(),
+        Demands::Blocks { kind, .. } => match kind {
+            BlockKind::AllGather if b >= 1 => a,
+            BlockKind::ReduceScatter if a >= 1 => b,
+            BlockKind::AllReduce if a >= 1 && b >= 1 => a + b,
+            _ => 0,
+        },
+    };
+    BigInt::from(blocks) * BigInt::from(inst.pieces)
+}
+
+/// The steps cut bound of node set `nodes`: the pieces that must leave it, at most one per up
+/// link leaving it and step, rounded up. With `into`, the same for the complement.
+pub(crate) fn steps_cut(inst: &Instance, nodes: &[usize], into: bool) -> Result<Q, String> {
+    let u = membership(inst, nodes, into)?;
+    let pieces = pieces_crossing(inst, &u);
+    let links = inst.links.iter().filter(|l| l.up && u[l.src] && !u[l.dst]).count();
+    if links == 0 {
+        return if pieces.is_zero() { Ok(Q::zero()) } else { Err("no up link crosses the cut, yet pieces must cross it: the instance is infeasible".into()) };
+    }
+    Ok(ceil_ratio(&pieces, &BigInt::from(links)))
+}
+
+/// The steps flow bound of lengths `y` (all_to_all): in T steps a link carries at most T pieces,
+/// so `T x sum_e y_e >= sum_e y_e x pieces on e >= sum over pieces of y-distance`; the steps are at
+/// least that ratio, rounded up. Every length 1 gives the volume bound, the indicator of a cut
+/// the cut's.
+pub(crate) fn steps_flow(inst: &Instance, y: &[Q]) -> Result<Q, String> {
+    let ints = integer_lengths(inst, y)?;
+    let by_source = inst.demands_by_source().ok_or("the steps flow bound treats pieces as point-to-point demands: all_to_all only")?;
+    let denominator = inst.links.iter().zip(&ints).filter(|(l, _)| l.up).fold(BigInt::zero(), |acc, (_, y)| acc + y);
+    if !denominator.is_positive() {
+        return Err("the steps flow lengths give every up link length 0".into());
+    }
+    let adj = inst.up_adjacency();
+    let mut numerator = BigInt::zero();
+    for (s, row) in by_source {
+        let dist = int_distances(inst, &adj, &ints, s);
+        for (d, _) in row.iter().filter(|(_, bytes)| bytes.is_positive()) {
+            let dd = dist[*d].clone().ok_or_else(|| format!("node {d} cannot be reached from node {s} over up links"))?;
+            numerator += dd * BigInt::from(inst.pieces);
+        }
+    }
+    Ok(ceil_ratio(&numerator, &denominator))
 }

@@ -49,6 +49,8 @@ pub(crate) struct Instance {
     pub links: Vec<Link>,
     pub ranks: Vec<usize>,
     pub demands: Demands,
+    /// Pieces per block (all_to_all: `pieces`, 1 when absent): what the steps bounds count.
+    pub pieces: u32,
 }
 
 #[derive(Deserialize)]
@@ -118,9 +120,14 @@ impl Instance {
                 return Err(format!("instance.collective.ranks[{i}] = {r}: listed twice"));
             }
         }
+        if c.pieces == Some(0) {
+            return Err("instance.collective.pieces = 0: a block has at least one piece".into());
+        }
+        let pieces = c.pieces.unwrap_or(1);
+        // all_to_all states `pieces` only when it is not 1 (the bytes bounds do not need it).
         let demands = match (c.kind.as_str(), c.block_bytes, c.demands, c.piece_bytes, c.pieces) {
-            ("all_to_all", Some(b), None, None, None) => Demands::UniformAllToAll(nonneg(&b, "instance.collective.block_bytes")?),
-            ("all_to_all", None, Some(list), None, None) => {
+            ("all_to_all", Some(b), None, None, _) => Demands::UniformAllToAll(nonneg(&b, "instance.collective.block_bytes")?),
+            ("all_to_all", None, Some(list), None, _) => {
                 let mut out = Vec::with_capacity(list.len());
                 for (i, (s, d, b)) in list.iter().enumerate() {
                     // Demands speak of ranks only: a demand from or to a non-rank would be an
@@ -142,11 +149,11 @@ impl Instance {
             }
             (kind, ..) => {
                 return Err(format!(
-                    "instance.collective: kind `{kind}` needs `block_bytes` or `demands` (all_to_all), or `piece_bytes` and `pieces` (all_gather, reduce_scatter, all_reduce)"
+                    "instance.collective: kind `{kind}` needs `block_bytes` or `demands` and optionally `pieces` (all_to_all), or `piece_bytes` and `pieces` (all_gather, reduce_scatter, all_reduce)"
                 ))
             }
         };
-        Ok(Instance { nodes: raw.nodes, npus: raw.npus, switch_latency_ns, links, ranks: c.ranks, demands })
+        Ok(Instance { nodes: raw.nodes, npus: raw.npus, switch_latency_ns, links, ranks: c.ranks, demands, pieces })
     }
 
     /// The up links leaving each node: `(link index, destination)`.
@@ -184,6 +191,18 @@ impl Instance {
             }
             Demands::Blocks { .. } => None,
         }
+    }
+
+    /// The pieces that must move: per all_to_all demand with bytes, or per block of the other
+    /// kinds, `pieces` of them.
+    pub fn required_pieces(&self) -> u64 {
+        let blocks = match &self.demands {
+            Demands::UniformAllToAll(b) if b.is_positive() => self.ranks.len() * self.ranks.len().saturating_sub(1),
+            Demands::UniformAllToAll(_) => 0,
+            Demands::AllToAll(list) => list.iter().filter(|(_, _, b)| b.is_positive()).count(),
+            Demands::Blocks { .. } => self.ranks.len(),
+        };
+        blocks as u64 * u64::from(self.pieces)
     }
 
     /// Whether something of rank `s` is needed at rank `d` (the pair is a legitimate witness of

@@ -26,15 +26,31 @@
 //!    {"bound": "volume", "value": "125/12"},
 //!    {"bound": "cut", "value": "125/12", "witness": {"nodes": [0], "into": false}},
 //!    {"bound": "flow", "value": "125/12", "witness": {"lengths": ["1", "1", "1", "1", "1", "1"]}},
-//!    {"bound": "transmissions", "value": "125/12", "witness": {"into": false}}],
+//!    {"bound": "transmissions", "value": "125/12", "witness": {"into": false}},
+//!    {"bound": "steps_transmissions", "value": "1", "witness": {"into": false}},
+//!    {"bound": "steps_cut", "value": "1", "witness": {"nodes": [0], "into": false}},
+//!    {"bound": "steps_flow", "value": "1", "witness": {"lengths": ["1", "1", "1", "1", "1", "1"]}}],
 //!  "schedule": {"bandwidth_ns": "125/12", "time_ns": "1325/12", "bandwidth_optimal": true}}
 //! ```
+//!
+//! **Steps claims** bound the number of steps of a schedule in which a transfer goes from a rank to
+//! a rank and a link carries one piece per step (docs/design/MODEL.md sections 3 and 6); each
+//! re-derived value is a whole number of steps (a ratio rounded up):
+//!
+//! - `steps`: the single-hop distance of the witness pair;
+//! - `steps_transmissions`: the transfers every piece needs (all_to_all 1, all_gather and
+//!   reduce_scatter R-1, all_reduce 2(R-1)) over the up links leaving ranks (`into`: entering);
+//! - `steps_cut`: the pieces that must leave the node set (the rule of the `cut` claim, counted
+//!   in pieces) over the up links leaving it (`into`: the complement);
+//! - `steps_flow` (all_to_all): sum over pieces of the distance under the lengths, over the sum
+//!   of the lengths of the up links.
 //!
 //! Values are exact rationals written as `"7"`, `"25/2"` or `"12.5"`; capacities are bytes per
 //! ns (GB/s), times are ns, `steps` counts single hops (a hop ends at a rank: only ranks store). `collective` is, for all_to_all, either
 //! `block_bytes` (the same bytes between every ordered pair of distinct ranks) or `demands`
 //! (`[source node, destination node, "bytes"]` triples); for all_gather, reduce_scatter and
-//! all_reduce, `piece_bytes` and `pieces` (a block is `pieces` pieces).
+//! all_reduce, `piece_bytes` and `pieces` (a block is `pieces` pieces). An all_to_all may state
+//! `pieces` too (pieces per block, 1 when absent), which only the steps claims count.
 
 mod derive;
 mod instance;
@@ -60,7 +76,8 @@ pub const VERSION: u32 = 1;
 pub struct ClaimReport {
     /// Position in the certificate's `claims` list (0-based).
     pub index: usize,
-    /// `steps`, `latency`, `volume`, `cut`, `flow` or `transmissions`.
+    /// `steps`, `latency`, `volume`, `cut`, `flow`, `transmissions`, `steps_transmissions`,
+    /// `steps_cut` or `steps_flow`.
     pub bound: String,
     /// The value the certificate claims (hops for steps, ns otherwise).
     pub claimed: Q,
@@ -80,6 +97,9 @@ pub struct CheckReport {
     /// The best bandwidth bound proven (max of volume, cut, flow and transmissions), if any was
     /// claimed.
     pub bandwidth_bound: Option<Q>,
+    /// The best steps bound proven (max of `steps`, `steps_transmissions`, `steps_cut` and
+    /// `steps_flow`), if any was claimed.
+    pub steps_bound: Option<Q>,
     /// The spec's path relative to the certificate, when recorded.
     pub spec: Option<String>,
     /// The attached schedule, when recorded.
@@ -188,6 +208,16 @@ enum RawClaim {
     Cut { value: String, witness: CutWitness },
     Flow { value: String, witness: FlowWitness },
     Transmissions { value: String, witness: DirectionWitness },
+    StepsTransmissions { value: String, witness: DirectionWitness },
+    StepsCut { value: String, witness: CutWitness },
+    StepsFlow { value: String, witness: FlowWitness },
+}
+
+impl RawClaim {
+    /// Whether the claim bounds steps (a count) rather than time (ns).
+    fn is_steps(&self) -> bool {
+        matches!(self, RawClaim::Steps { .. } | RawClaim::StepsTransmissions { .. } | RawClaim::StepsCut { .. } | RawClaim::StepsFlow { .. })
+    }
 }
 
 #[derive(Deserialize)]
@@ -234,6 +264,11 @@ struct RawSchedule {
     sha256: Option<String>,
 }
 
+/// The lengths of a flow witness, parsed.
+fn lengths(witness: &FlowWitness) -> Result<Vec<Q>, String> {
+    witness.lengths.iter().enumerate().map(|(i, s)| parse_q(s).map_err(|e| format!("length of link {i}: {e}"))).collect()
+}
+
 fn is_sha256_hex(s: &str) -> bool {
     s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
@@ -258,6 +293,7 @@ pub fn check_str(text: &str) -> Result<CheckReport, CheckError> {
     let mut claims = Vec::new();
     let mut bandwidth: Option<(Q, Q)> = None; // (best derived, best claimed)
     let mut latency_bound: Option<Q> = None;
+    let mut steps_bound: Option<Q> = None;
     for (index, value) in raw.claims.iter().enumerate() {
         let name = value.get("bound").and_then(|b| b.as_str()).unwrap_or("?").to_string();
         let at = |msg: String| CheckError { claim: Some(index), message: format!("claim {index} ({name}): {msg}") };
@@ -273,19 +309,14 @@ pub fn check_str(text: &str) -> Result<CheckReport, CheckError> {
             }
             RawClaim::Volume { value } => (value, derive::volume(&inst).map_err(at)?),
             RawClaim::Cut { value, witness } => (value, derive::cut(&inst, &witness.nodes, witness.into).map_err(at)?),
-            RawClaim::Flow { value, witness } => {
-                let y = witness
-                    .lengths
-                    .iter()
-                    .enumerate()
-                    .map(|(i, s)| parse_q(s).map_err(|e| at(format!("length of link {i}: {e}"))))
-                    .collect::<Result<Vec<_>, _>>()?;
-                (value, derive::flow(&inst, &y).map_err(at)?)
-            }
+            RawClaim::Flow { value, witness } => (value, derive::flow(&inst, &lengths(witness).map_err(at)?).map_err(at)?),
             RawClaim::Transmissions { value, witness } => (value, derive::transmissions(&inst, witness.into).map_err(at)?),
+            RawClaim::StepsTransmissions { value, witness } => (value, derive::steps_transmissions(&inst, witness.into).map_err(at)?),
+            RawClaim::StepsCut { value, witness } => (value, derive::steps_cut(&inst, &witness.nodes, witness.into).map_err(at)?),
+            RawClaim::StepsFlow { value, witness } => (value, derive::steps_flow(&inst, &lengths(witness).map_err(at)?).map_err(at)?),
         };
         let claimed = parse_q(claimed_text).map_err(|e| at(format!("value: {e}")))?;
-        let unit = if matches!(claim, RawClaim::Steps { .. }) { " steps" } else { " ns" };
+        let unit = if claim.is_steps() { " steps" } else { " ns" };
         if derived < claimed {
             return Err(at(format!("the witness supports {}{unit}, the claim is {}{unit}", show_q(&derived), show_q(&claimed))));
         }
@@ -297,7 +328,9 @@ pub fn check_str(text: &str) -> Result<CheckReport, CheckError> {
                     None => (derived.clone(), claimed.clone()),
                 })
             }
-            RawClaim::Steps { .. } => {}
+            RawClaim::Steps { .. } | RawClaim::StepsTransmissions { .. } | RawClaim::StepsCut { .. } | RawClaim::StepsFlow { .. } => {
+                steps_bound = Some(steps_bound.map_or(derived.clone(), |b| b.max(derived.clone())))
+            }
         }
         claims.push(ClaimReport { index, bound: name, claimed, derived });
     }
@@ -318,7 +351,15 @@ pub fn check_str(text: &str) -> Result<CheckReport, CheckError> {
         }
         None => None,
     };
-    Ok(CheckReport { spec_sha256: raw.spec_sha256, instance: raw.instance, claims, bandwidth_bound: bandwidth.map(|(d, _)| d), spec: raw.spec, schedule })
+    Ok(CheckReport {
+        spec_sha256: raw.spec_sha256,
+        instance: raw.instance,
+        claims,
+        bandwidth_bound: bandwidth.map(|(d, _)| d),
+        steps_bound,
+        spec: raw.spec,
+        schedule,
+    })
 }
 
 /// A schedule's step-synchronous times against the proven bounds (docs/design/MODEL.md section 6): its

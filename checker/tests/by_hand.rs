@@ -104,6 +104,58 @@ fn gathering_and_reducing_kinds_count_transmissions() {
 }
 
 #[test]
+fn steps_claims_count_pieces_per_link_and_step() {
+    // The line 0 - 1 - 2 (cable 2-0 down), all_to_all with 2 pieces per block: 12 pieces.
+    // Transmissions: 12 transfers over the 4 up links leaving ranks: 3 steps. The cut {0}: blocks
+    // 0->1 and 0->2, 4 pieces, over 1 link: 4 steps. Flow, every up length 1 (the volume): 8
+    // pieces of 1 hop and 4 of 2 hops, 16 over 4 links: 4 steps; lengths 1 on 0->1 alone: 4 pieces
+    // cross it, over 1: 4 steps; lengths 1 on 0->1 and 2 on 1->0: (4 + 2 x 4) / 3 = 4 steps.
+    let line = |collective: Value, claims: Value| cert(ring3(&[4, 5], collective), claims);
+    let a2a2 = json!({"kind": "all_to_all", "ranks": [0, 1, 2], "block_bytes": "12", "pieces": 2});
+    let c = line(
+        a2a2.clone(),
+        json!([
+            {"bound": "steps_transmissions", "value": "3", "witness": {"into": false}},
+            {"bound": "steps_cut", "value": "4", "witness": {"nodes": [0], "into": false}},
+            {"bound": "steps_flow", "value": "4", "witness": {"lengths": ["1", "1", "1", "1", "0", "0"]}},
+            {"bound": "steps_flow", "value": "4", "witness": {"lengths": ["1", "0", "0", "0", "0", "0"]}},
+            {"bound": "steps_flow", "value": "4", "witness": {"lengths": ["1", "2", "0", "0", "0", "0"]}},
+            {"bound": "steps", "value": "2", "witness": {"source": 0, "destination": 2}}
+        ]),
+    );
+    assert_eq!(derived(&c), ["3", "4", "4", "4", "4", "2"].map(q));
+    let report = check_str(&c.to_string()).unwrap();
+    assert_eq!((report.steps_bound, report.bandwidth_bound), (Some(q("4")), None));
+    // Without `pieces` an all_to_all has one piece per block: the cut {0} needs 2 steps.
+    let c = line(a2a("12"), json!([{"bound": "steps_cut", "value": "3", "witness": {"nodes": [0], "into": false}}]));
+    assert!(rejected(&c).contains("the witness supports 2 steps, the claim is 3 steps"), "{}", rejected(&c));
+    // all_reduce on the healthy ring, 1 piece per block: 3 blocks x 2 x 2 transfers over 6 links
+    // leaving ranks: 2 steps. all_gather: 3 x 2 over 6: 1 step; its cut into {0} (complement
+    // {1, 2} sends blocks 1 and 2 over links 1->0 and 2->0): 1 step; reduce_scatter out of {0}:
+    // blocks 1 and 2 need 0's contribution: 2 pieces over 2 links: 1 step.
+    let blocks = |kind: &str| json!({"kind": kind, "ranks": [0, 1, 2], "piece_bytes": "3", "pieces": 1});
+    for (kind, claims, expected) in [
+        ("all_reduce", json!([{"bound": "steps_transmissions", "value": "2", "witness": {"into": true}}]), vec!["2"]),
+        (
+            "all_gather",
+            json!([{"bound": "steps_transmissions", "value": "1", "witness": {"into": false}}, {"bound": "steps_cut", "value": "1", "witness": {"nodes": [0], "into": true}}]),
+            vec!["1", "1"],
+        ),
+        ("reduce_scatter", json!([{"bound": "steps_cut", "value": "1", "witness": {"nodes": [0], "into": false}}]), vec!["1"]),
+    ] {
+        let c = cert(ring3(&[], blocks(kind)), claims);
+        assert_eq!(derived(&c), expected.into_iter().map(q).collect::<Vec<_>>(), "{kind}");
+    }
+    // A steps flow is for point-to-point demands only; a lying count is caught.
+    let c = cert(ring3(&[], blocks("all_gather")), json!([{"bound": "steps_flow", "value": "1", "witness": {"lengths": ["1", "1", "1", "1", "1", "1"]}}]));
+    assert!(rejected(&c).contains("all_to_all only"));
+    let c = cert(ring3(&[], blocks("all_reduce")), json!([{"bound": "steps_transmissions", "value": "3", "witness": {"into": false}}]));
+    assert!(rejected(&c).contains("supports 2 steps"));
+    let c = line(json!({"kind": "all_to_all", "ranks": [0, 1, 2], "block_bytes": "12", "pieces": 0}), json!([]));
+    assert!(rejected(&c).contains("pieces = 0"));
+}
+
+#[test]
 fn a_non_rank_npu_routes_but_does_not_store() {
     // Ranks 0 and 2 only: npu 1 routes, so 0 -> 1 -> 2 is a single hop (1 step), though 2 links.
     let c = cert(

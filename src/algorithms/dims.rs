@@ -146,28 +146,31 @@ impl TorusPlan {
         self.plans.iter().any(RingPlan::splits_blocks)
     }
 
-    /// The steps of every phase. `halves` (1 or 2) is how many part indices each chunk has;
-    /// phases in one slot are merged step by step, and a slot lasts as long as its longest phase.
-    pub fn emit(&self, topo: &Topology, shape: &TorusShape, phases: &[Phase], halves: usize) -> Result<Vec<Step>> {
+    /// The steps of every phase, handed over one by one as they are built: only the pieces of the
+    /// phases of one slot are held, never the whole schedule. `halves` (1 or 2) is how many part
+    /// indices each chunk has; phases in one slot are merged step by step, and a slot lasts as
+    /// long as its longest phase.
+    pub fn emit_into(&self, topo: &Topology, shape: &TorusShape, phases: &[Phase], halves: usize, out: &mut dyn FnMut(Step) -> Result<()>) -> Result<()> {
         let slots = phases.iter().map(|p| p.slot + 1).max().unwrap_or(0);
-        let mut slot_len = vec![0; slots];
-        for p in phases {
-            slot_len[p.slot] = slot_len[p.slot].max(self.dims[p.dim].len);
-        }
-        let mut slot_start = vec![0; slots + 1];
-        for s in 0..slots {
-            slot_start[s + 1] = slot_start[s] + slot_len[s];
-        }
-        let mut steps = vec![Step::default(); slot_start[slots]];
         let coords: Vec<Vec<usize>> = (0..shape.num_nodes() as u32).map(|v| shape.coord(NodeId(v))).collect();
-        for p in phases {
-            self.emit_phase(topo, shape, &coords, p, halves, &mut steps[slot_start[p.slot]..])?;
+        for slot in 0..slots {
+            let here: Vec<&Phase> = phases.iter().filter(|p| p.slot == slot).collect();
+            let len = here.iter().map(|p| self.dims[p.dim].len).max().unwrap_or(0);
+            let groups: Vec<Vec<Vec<PieceId>>> = here.iter().map(|p| self.phase_groups(shape, &coords, p, halves)).collect();
+            for s in 0..len {
+                let mut step = Step::default();
+                for (p, g) in here.iter().zip(&groups) {
+                    self.emit_substep(topo, shape, p, g, halves, s, &mut step)?;
+                }
+                out(step)?;
+            }
         }
-        Ok(steps)
+        Ok(())
     }
 
-    /// One chunk's phase on one dimension, written into `steps` from its first step on.
-    fn emit_phase(&self, topo: &Topology, shape: &TorusShape, coords: &[Vec<usize>], phase: &Phase, halves: usize, steps: &mut [Step]) -> Result<()> {
+    /// The pieces of one chunk's phase on one dimension, by block: entry `(node * n + d) * halves
+    /// + h` holds half h of the block at `node` bound for x-coordinate d (n the dimension's size).
+    fn phase_groups(&self, shape: &TorusShape, coords: &[Vec<usize>], phase: &Phase, halves: usize) -> Vec<Vec<PieceId>> {
         let dim = &self.dims[phase.dim];
         let (x, n) = (dim.dim, shape.dims[dim.dim]);
         let mut finished = vec![false; shape.ndims()];
@@ -175,9 +178,7 @@ impl TorusPlan {
             finished[self.dims[d].dim] = true;
         }
         let strides: Vec<usize> = (0..shape.ndims()).map(|d| shape.stride(d)).collect();
-        // groups[(node * n + d) * halves + h]: the pieces of half h of the block at `node` bound
-        // for x-coordinate d.
-        let group = |node: NodeId, d: usize, h: usize| (node.index() * n + d) * halves + h;
+        let group = |node: usize, d: usize, h: usize| (node * n + d) * halves + h;
         let mut groups: Vec<Vec<PieceId>> = vec![Vec::new(); coords.len() * n * halves];
         for (i, ci) in coords.iter().enumerate() {
             for (j, cj) in coords.iter().enumerate() {
@@ -187,27 +188,43 @@ impl TorusPlan {
                 let at: usize = (0..shape.ndims()).map(|d| (if finished[d] { cj[d] } else { ci[d] }) * strides[d]).sum();
                 for h in 0..halves {
                     let k = (phase.chunk * halves + h) as u32;
-                    groups[group(NodeId(at as u32), cj[x], h)].push(PieceId::a2a(i as u32, j as u32, k));
+                    groups[group(at, cj[x], h)].push(PieceId::a2a(i as u32, j as u32, k));
                 }
             }
         }
+        groups
+    }
+
+    /// Sub-step `s` of one chunk's phase (nothing once the phase is over), appended to `step`.
+    #[allow(clippy::too_many_arguments)]
+    fn emit_substep(
+        &self,
+        topo: &Topology,
+        shape: &TorusShape,
+        phase: &Phase,
+        groups: &[Vec<PieceId>],
+        halves: usize,
+        s: usize,
+        step: &mut Step,
+    ) -> Result<()> {
+        let dim = &self.dims[phase.dim];
+        let n = shape.dims[dim.dim];
         for line in &dim.lines {
-            for (s, moves) in self.plans[line.plan].substeps().iter().enumerate() {
-                for m in moves {
-                    let at = line.nodes[m.origin];
-                    let parts = match m.part {
-                        Part::Whole => 0..halves,
-                        Part::First => 0..1,
-                        Part::Second => 1..2,
-                    };
-                    debug_assert!(parts.end <= halves, "a half block moves but blocks are not cut in halves");
-                    let pieces: Vec<PieceId> = parts.flat_map(|h| groups[group(at, m.dest, h)].iter().copied()).collect();
-                    if pieces.is_empty() {
-                        continue;
-                    }
-                    let path = m.path.windows(2).map(|w| link(topo, line.nodes[w[0]], line.nodes[w[1]])).collect::<Result<Vec<_>>>()?;
-                    steps[s].transfers.push(Transfer { path, op: Op::Copy, pieces });
+            let Some(moves) = self.plans[line.plan].substeps().get(s) else { continue };
+            for m in moves {
+                let at = line.nodes[m.origin].index();
+                let parts = match m.part {
+                    Part::Whole => 0..halves,
+                    Part::First => 0..1,
+                    Part::Second => 1..2,
+                };
+                debug_assert!(parts.end <= halves, "a half block moves but blocks are not cut in halves");
+                let pieces: Vec<PieceId> = parts.flat_map(|h| groups[(at * n + m.dest) * halves + h].iter().copied()).collect();
+                if pieces.is_empty() {
+                    continue;
                 }
+                let path = m.path.windows(2).map(|w| link(topo, line.nodes[w[0]], line.nodes[w[1]])).collect::<Result<Vec<_>>>()?;
+                step.transfers.push(Transfer { path, op: Op::Copy, pieces });
             }
         }
         Ok(())

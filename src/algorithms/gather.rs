@@ -26,7 +26,7 @@ use crate::collective::{Collective, CollectiveKind, PieceId};
 use crate::error::{Error, Result};
 use crate::schedule::reverse::reversed_as_reduce;
 use crate::schedule::{Op, Schedule, ScheduleHeader, Step, Transfer};
-use crate::topology::{shape_json, NodeId, Topology, TorusShape};
+use crate::topology::{NodeId, Topology, TorusShape};
 use std::collections::HashMap;
 
 /// Generates an all_gather, reduce_scatter or all_reduce on a torus (faults applied as down
@@ -65,7 +65,6 @@ pub fn torus_ring_collective(topology: &Topology, collective: &Collective, algor
         "algorithm": algorithm.as_str(),
         "scheduler": "sequential",
         "pieces": halves,
-        "shape": shape_json(topology),
         "folded_rings": folded,
     });
     Ok(Schedule { header: ScheduleHeader { topology: topology.clone(), collective: coll, meta: Some(meta) }, steps })

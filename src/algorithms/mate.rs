@@ -32,7 +32,7 @@ use super::Scheduler;
 use crate::collective::{Collective, CollectiveKind, PieceId};
 use crate::error::{Error, Result};
 use crate::schedule::{Op, Schedule, ScheduleHeader, Step, Transfer};
-use crate::topology::{shape_json, LinkId, NodeId, Topology, TorusShape};
+use crate::topology::{LinkId, NodeId, Topology, TorusShape};
 use std::collections::{BTreeSet, HashSet};
 use std::rc::Rc;
 
@@ -143,7 +143,6 @@ pub fn torus_mate(topology: &Topology, collective: &Collective, enhanced: bool) 
         "chunks": chunks,
         "pieces": pieces,
         "parts_per_chunk": q,
-        "shape": shape_json(topology),
         "faulty_rings": rings,
         "acceleration_groups": torus.groups,
     });

@@ -23,8 +23,8 @@ pub mod switched;
 
 use crate::collective::{Collective, CollectiveKind};
 use crate::error::{Error, Result};
-use crate::schedule::{Schedule, ScheduleHeader};
-use crate::topology::{shape_json, NodeId, Topology};
+use crate::schedule::{Schedule, ScheduleHeader, StepSink};
+use crate::topology::{NodeId, Topology};
 use dims::TorusPlan;
 pub use gather::torus_ring_collective;
 pub use mate::torus_mate;
@@ -112,6 +112,32 @@ pub fn torus_all_to_all_shape<'t>(topology: &'t Topology, collective: &Collectiv
 /// all-to-all over every npu in id order, or a pipeline of 0 chunks; [`Error::infeasible`] when a
 /// line has a failed cable or a ring has two or more (the message names it and its cables).
 pub fn torus_all_to_all(topology: &Topology, collective: &Collective, algorithm: RingAlgorithm, scheduler: Scheduler) -> Result<Schedule> {
+    struct Collect(Vec<crate::schedule::Step>);
+    impl StepSink for Collect {
+        fn begin(&mut self, _: &ScheduleHeader) -> Result<()> {
+            Ok(())
+        }
+        fn step(&mut self, _: usize, step: crate::schedule::Step) -> Result<()> {
+            self.0.push(step);
+            Ok(())
+        }
+    }
+    let mut steps = Collect(Vec::new());
+    let header = torus_all_to_all_into(topology, collective, algorithm, scheduler, &mut steps)?;
+    Ok(Schedule { header, steps: steps.0 })
+}
+
+/// [`torus_all_to_all`] for schedules too large to hold (a pod-scale all-to-all has over a
+/// billion piece-hops): hands the header and then the steps, one by one as they are built, to
+/// `sink` (a writer, a verifier); only the pieces of the phases running at one time are held.
+/// Returns the header.
+pub fn torus_all_to_all_into(
+    topology: &Topology,
+    collective: &Collective,
+    algorithm: RingAlgorithm,
+    scheduler: Scheduler,
+    sink: &mut dyn StepSink,
+) -> Result<ScheduleHeader> {
     let shape = torus_all_to_all_shape(topology, collective, "torus all-to-all")?;
     let plan = TorusPlan::new(topology, shape, algorithm)?;
     let (chunks, phases) = scheduler::place(scheduler, plan.dims.len())?;
@@ -122,7 +148,6 @@ pub fn torus_all_to_all(topology: &Topology, collective: &Collective, algorithm:
         .ok_or_else(|| Error::bad(format!("torus all-to-all: {chunks} chunks are too many pieces")))?;
     let ranks: Vec<NodeId> = collective.ranks.clone();
     let coll = Collective::new(CollectiveKind::AllToAll, ranks, collective.bytes_per_rank, pieces, collective.block_bytes.clone(), topology)?;
-    let steps = plan.emit(topology, shape, &phases, halves)?;
     let folded: Vec<serde_json::Value> = plan
         .folded
         .iter()
@@ -139,10 +164,17 @@ pub fn torus_all_to_all(topology: &Topology, collective: &Collective, algorithm:
         "scheduler": scheduler.as_str(),
         "chunks": chunks,
         "pieces": pieces,
-        "shape": shape_json(topology),
         "folded_rings": folded,
     });
-    Ok(Schedule { header: ScheduleHeader { topology: topology.clone(), collective: coll, meta: Some(meta) }, steps })
+    let header = ScheduleHeader { topology: topology.clone(), collective: coll, meta: Some(meta) };
+    sink.begin(&header)?;
+    let mut index = 0;
+    plan.emit_into(topology, shape, &phases, halves, &mut |step| {
+        sink.step(index, step)?;
+        index += 1;
+        Ok(())
+    })?;
+    Ok(header)
 }
 
 #[cfg(test)]
@@ -272,7 +304,6 @@ mod tests {
         assert_eq!(meta["algorithm"], "halfring");
         assert_eq!(meta["scheduler"], "pipeline");
         assert_eq!(meta["chunks"], 2);
-        assert_eq!(meta["shape"], serde_json::json!({"torus": {"dims": [4, 3], "wrap": [true, true]}}));
         assert_eq!(meta["folded_rings"], serde_json::json!([{"dim": 0, "nodes": [0, 1, 2, 3], "failed_cable": [0, 1]}]));
     }
 

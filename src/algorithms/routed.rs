@@ -13,7 +13,7 @@
 use crate::collective::{Collective, CollectiveKind, PieceId};
 use crate::error::{Error, Result};
 use crate::schedule::{Op, Schedule, ScheduleHeader, Step, Transfer};
-use crate::topology::{shape_json, LinkId, NodeId, Topology, TorusShape};
+use crate::topology::{LinkId, NodeId, Topology, TorusShape};
 
 /// Which routing function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -116,7 +116,6 @@ pub fn routed_all_to_all(topology: &Topology, collective: &Collective, routing: 
         "algorithm": routing.as_str(),
         "routing": "hardware",
         "dimension_order": order,
-        "shape": shape_json(topology),
     });
     Ok(Schedule { header: ScheduleHeader { topology: topology.clone(), collective: collective.clone(), meta: Some(meta) }, steps: vec![step] })
 }

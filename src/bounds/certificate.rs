@@ -3,7 +3,8 @@
 
 use super::cut::best_cut;
 use super::flow::{flow_bound, FlowOptions};
-use super::{bounds, single_hop_distances, LatencyMetric};
+use super::steps::{steps_bounds, StepsClaim};
+use super::{bounds, LatencyMetric};
 use crate::collective::{Collective, CollectiveKind};
 use crate::error::Result;
 use crate::io::sha256_hex;
@@ -47,29 +48,26 @@ pub fn instance_json(inst: &Instance) -> Value {
         }
         kind => json!({"kind": kind.as_str(), "ranks": ranks, "piece_bytes": q(c.piece_size_at(0)), "pieces": c.pieces}),
     };
+    let mut collective = collective;
+    // Pieces per block matter to the steps bounds only; written when not 1, so that certificates
+    // of one piece per block read as before.
+    if c.kind == CollectiveKind::AllToAll && c.pieces != 1 {
+        collective["pieces"] = json!(c.pieces);
+    }
     json!({"nodes": t.num_nodes(), "npus": t.num_npus(), "switch_latency_ns": decimal(t.switch_latency_ns()), "links": links, "collective": collective})
 }
 
-/// The farthest required (source, destination) pairs: by single hops and by latency.
-fn farthest_pairs(t: &Topology, c: &Collective) -> Option<((NodeId, NodeId), (NodeId, NodeId))> {
-    let r = c.num_ranks();
-    let mut hops: Option<(u32, (NodeId, NodeId))> = None;
+/// The farthest required (source, destination) pair by latency.
+fn farthest_by_latency(c: &Collective, t: &Topology) -> Option<(NodeId, NodeId)> {
     let mut lat: Option<(Rational, (NodeId, NodeId))> = None;
-    let stores = c.rank_mask(t);
     let metric = LatencyMetric::new(t);
     for (si, &s) in c.ranks.iter().enumerate() {
-        let h = single_hop_distances(t, &stores, s);
         let l = metric.distances(t, s);
         for (di, &d) in c.ranks.iter().enumerate() {
             // The same "needed" rule as `bounds`: a non-uniform all_to_all may leave blocks empty.
             let needed = si != di && (c.kind != CollectiveKind::AllToAll || c.block_size(si, di) > Rational::from_integer(0));
-            if !needed || r < 2 {
+            if !needed {
                 continue;
-            }
-            if let Some(x) = h[d.index()] {
-                if hops.as_ref().is_none_or(|(b, _)| x > *b) {
-                    hops = Some((x, (s, d)));
-                }
             }
             if let Some(x) = l[d.index()] {
                 if lat.as_ref().is_none_or(|(b, _)| x > *b) {
@@ -78,10 +76,11 @@ fn farthest_pairs(t: &Topology, c: &Collective) -> Option<((NodeId, NodeId), (No
             }
         }
     }
-    Some((hops?.1, lat?.1))
+    Some(lat?.1)
 }
 
-/// The certificate of the spec's instance (steps, latency, volume, best cut, flow), with the
+/// The certificate of the spec's instance (the steps bounds of [`super::steps`], latency, volume,
+/// transmissions, best cut, flow), with the
 /// flow bound computed under default limits (60 s, 2% gap).
 pub fn certificate_for(spec: &Spec, spec_bytes: &[u8]) -> Result<Value> {
     certificate_with(spec, spec_bytes, &FlowOptions::default())
@@ -97,9 +96,9 @@ pub fn certificate_with(spec: &Spec, spec_bytes: &[u8], flow: &FlowOptions) -> R
 pub fn certificate_of_instance(inst: &Instance, spec_sha256: &str, flow: &FlowOptions) -> Value {
     let (t, c) = (&inst.topology, &inst.collective);
     let b = bounds(t, c);
-    let mut claims = Vec::new();
-    if let Some(((hs, hd), (ls, ld))) = farthest_pairs(t, c) {
-        claims.push(json!({"bound": "steps", "value": b.steps.to_string(), "witness": {"source": hs.0, "destination": hd.0}}));
+    // The steps bounds first (distance, transmissions, cut, flow: docs/design/MODEL.md section 6).
+    let mut claims: Vec<Value> = steps_bounds(t, c, flow.time_limit).claims.iter().map(StepsClaim::to_json).collect();
+    if let Some((ls, ld)) = farthest_by_latency(c, t) {
         claims.push(json!({"bound": "latency", "value": q(b.latency_ns), "witness": {"source": ls.0, "destination": ld.0}}));
     }
     if let Some(v) = b.volume_ns {
@@ -114,7 +113,7 @@ pub fn certificate_of_instance(inst: &Instance, spec_sha256: &str, flow: &FlowOp
     }
     if let Some(f) = flow_bound(t, c, flow) {
         let lengths: Vec<String> = f.lengths.iter().map(|y| y.to_string()).collect();
-        claims.push(json!({"bound": "flow", "value": f.lower_ns.to_string(), "witness": {"lengths": lengths}}));
+        claims.push(json!({"bound": "flow", "value": f.lower.to_string(), "witness": {"lengths": lengths}}));
     }
     json!({
         "format": "collsched.certificate",

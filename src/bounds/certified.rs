@@ -2,13 +2,16 @@
 //! re-derived by the independent checker ([`collsched_checker`]), so that every gap collsched
 //! prints is measured against a bound that the trusted base has checked.
 
-use super::certificate::certificate_of_instance;
+use super::certificate::{certificate_of_instance, instance_json};
 use super::flow::FlowOptions;
+use super::steps::{steps_bounds, StepsBounds, StepsClaim};
 use crate::collective::Collective;
 use crate::error::{Error, Result};
 use crate::spec::Instance;
 use crate::topology::Topology;
 use collsched_checker::Q;
+use num_traits::ToPrimitive;
+use serde_json::json;
 use std::time::Duration;
 
 /// The certified bounds of an instance, re-derived by the independent checker
@@ -45,4 +48,25 @@ pub fn certified_bounds_ns(t: &Topology, c: &Collective, flow_time: Duration) ->
     let inst = Instance { topology: t.clone(), collective: c.clone(), pieces_given: true };
     let b = certified_bounds(&inst, flow_time)?;
     Ok((b.bandwidth.as_ref().and_then(q_to_f64), q_to_f64(&b.latency).unwrap_or(0.0)))
+}
+
+/// The steps bounds of an instance, re-derived by the independent checker from their certificate
+/// (docs/design/MODEL.md section 6), with the largest it confirms: what a synthesized schedule's
+/// "optimal (certified)" rests on.
+///
+/// Errors: [`Error::Internal`] when the checker rejects a claim (a bug in this module or in the
+/// checker).
+pub fn certified_steps_bounds(t: &Topology, c: &Collective, flow_time: Duration) -> Result<(StepsBounds, u32)> {
+    let bounds = steps_bounds(t, c, flow_time);
+    let inst = crate::spec::Instance { topology: t.clone(), collective: c.clone(), pieces_given: true };
+    let cert = json!({
+        "format": "collsched.certificate",
+        "version": 1,
+        "spec_sha256": "0".repeat(64),
+        "instance": instance_json(&inst),
+        "claims": bounds.claims.iter().map(StepsClaim::to_json).collect::<Vec<_>>(),
+    });
+    let checked = collsched_checker::check_str(&cert.to_string()).map_err(|e| Error::internal(format!("the steps bound certificate does not check: {e}")))?;
+    let best = checked.steps_bound.as_ref().and_then(|q| q.to_integer().to_u32()).unwrap_or(0);
+    Ok((bounds, best))
 }

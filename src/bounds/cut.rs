@@ -24,7 +24,18 @@ pub struct CutBound {
     pub label: String,
 }
 
-/// Bytes that must leave the node set `u` (membership flags), by the collective's rule.
+/// What must leave a node set (docs/design/MODEL.md section 6), before it is weighed in bytes
+/// ([`crossing_bytes`]) or in pieces ([`super::steps`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Crossing {
+    /// all_to_all: the blocks `(i, j)` (rank indices) from ranks inside to ranks outside; each
+    /// piece of each crosses a link leaving U.
+    Blocks(Vec<(usize, usize)>),
+    /// The other kinds: this many whole blocks, at least one value of each of their pieces.
+    WholeBlocks(usize),
+}
+
+/// What must leave the node set `u` (membership flags), by the collective's rule.
 ///
 /// - all_to_all: the blocks from ranks inside to ranks outside (each crosses a link leaving U).
 /// - all_gather: with a >= 1 ranks inside and b >= 1 outside, each inside rank's block is needed
@@ -33,26 +44,26 @@ pub struct CutBound {
 ///   the a >= 1 inside ones, whose contributions exist only inside; values of different pieces
 ///   are never combined, so one value of each piece of those b blocks crosses: b blocks.
 /// - all_reduce: the same for all R blocks, each needed (reduced) outside: R blocks.
-pub fn crossing_bytes(c: &Collective, u: &[bool]) -> Rational {
+pub fn crossing(c: &Collective, u: &[bool]) -> Crossing {
     let inside: Vec<bool> = c.ranks.iter().map(|r| u[r.index()]).collect();
-    let a = inside.iter().filter(|&&x| x).count() as i128;
-    let b = inside.len() as i128 - a;
-    let block = Rational::new(c.bytes_per_rank as i128, c.num_ranks() as i128);
+    let a = inside.iter().filter(|&&x| x).count();
+    let b = inside.len() - a;
     match c.kind {
-        CollectiveKind::AllToAll if c.is_uniform() => block * Rational::from_integer(a * b),
         CollectiveKind::AllToAll => {
-            let mut sum = Rational::zero();
-            for (i, _) in inside.iter().enumerate().filter(|(_, &x)| x) {
-                for (j, _) in inside.iter().enumerate().filter(|(_, &x)| !x) {
-                    sum += c.block_size(i, j);
-                }
-            }
-            sum
+            Crossing::Blocks((0..inside.len()).filter(|&i| inside[i]).flat_map(|i| (0..inside.len()).filter(|&j| !inside[j]).map(move |j| (i, j))).collect())
         }
-        CollectiveKind::AllGather if b >= 1 => block * Rational::from_integer(a),
-        CollectiveKind::ReduceScatter if a >= 1 => block * Rational::from_integer(b),
-        CollectiveKind::AllReduce if a >= 1 && b >= 1 => block * Rational::from_integer(a + b),
-        _ => Rational::zero(),
+        CollectiveKind::AllGather if b >= 1 => Crossing::WholeBlocks(a),
+        CollectiveKind::ReduceScatter if a >= 1 => Crossing::WholeBlocks(b),
+        CollectiveKind::AllReduce if a >= 1 && b >= 1 => Crossing::WholeBlocks(a + b),
+        _ => Crossing::WholeBlocks(0),
+    }
+}
+
+/// Bytes that must leave the node set `u` (membership flags): [`crossing`] in bytes.
+pub fn crossing_bytes(c: &Collective, u: &[bool]) -> Rational {
+    match crossing(c, u) {
+        Crossing::Blocks(pairs) => pairs.into_iter().map(|(i, j)| c.block_size(i, j)).sum(),
+        Crossing::WholeBlocks(n) => Rational::new(c.bytes_per_rank as i128, c.num_ranks() as i128) * Rational::from_integer(n as i128),
     }
 }
 

@@ -72,16 +72,17 @@ pub enum FlowWitness {
 /// The result: a certified lower bound with its witness, and the best routing's time.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FlowBound {
-    /// The certified lower bound on time, ns (exact: recomputed from `lengths`).
-    pub lower_ns: BigRational,
+    /// The certified lower bound (exact: recomputed from `lengths`): on time in ns for
+    /// [`flow_bound`], on steps for [`steps_flow_bound`].
+    pub lower: BigRational,
     /// The witness: an integer length per link (down links 0).
     pub lengths: Vec<u64>,
     /// Where the witness comes from.
     pub witness: FlowWitness,
-    /// The time of the best fractional routing found, ns: the optimum lies in
-    /// `[lower_ns, upper_ns]`.
-    pub upper_ns: f64,
-    /// `upper_ns / lower_ns - 1`.
+    /// The value of the best fractional routing found (ns, or steps): the fractional optimum
+    /// lies in `[lower, upper]`.
+    pub upper: f64,
+    /// `upper / lower - 1`.
     pub gap: f64,
     /// Phases run.
     pub phases: usize,
@@ -118,6 +119,17 @@ impl Net {
             .filter(|(_, row)| !row.is_empty())
             .collect();
         Net { n: t.num_nodes(), adj, cap, up, sources }
+    }
+
+    /// The steps version (docs/design/MODEL.md section 3: one piece per link per step): every
+    /// link carries 1 per step, every required piece weighs 1.
+    fn pieces(t: &Topology, c: &Collective) -> Net {
+        let mut net = Net::new(t, c);
+        net.cap.iter_mut().for_each(|x| *x = 1.0);
+        for (_, row) in &mut net.sources {
+            row.iter_mut().for_each(|(_, b)| *b = c.pieces as f64);
+        }
+        net
     }
 }
 
@@ -224,6 +236,39 @@ pub fn exact_length_bound(t: &Topology, c: &Collective, lengths: &[u64]) -> Opti
     Some(numerator / denominator)
 }
 
+/// The exact steps bound of integer lengths (`None` unless all_to_all, or if every length is 0
+/// on the up links): a link carries one piece per step, so in T steps `T x sum_e y_e` is at least
+/// `sum over required pieces of y-distance` (docs/design/MODEL.md section 6, the flow bound with
+/// unit capacities and unit pieces).
+pub fn exact_steps_length_bound(t: &Topology, c: &Collective, lengths: &[u64]) -> Option<BigRational> {
+    if c.kind != CollectiveKind::AllToAll || lengths.len() != t.num_links() {
+        return None;
+    }
+    let denominator: u128 = t.links().filter(|(_, l)| l.up).map(|(id, _)| lengths[id.index()] as u128).sum();
+    if denominator == 0 {
+        return None;
+    }
+    let mut adj = vec![Vec::new(); t.num_nodes()];
+    for (id, l) in t.links().filter(|(_, l)| l.up) {
+        adj[l.src.index()].push((id.index(), l.dst.index()));
+    }
+    let mut numerator = 0u128;
+    for i in 0..c.num_ranks() {
+        let dist = int_dijkstra(&adj, lengths, c.ranks[i].index());
+        for j in (0..c.num_ranks()).filter(|&j| j != i && c.block_size(i, j) > Rational::zero()) {
+            numerator += dist[c.ranks[j].index()].unwrap_or(0) as u128 * c.pieces as u128;
+        }
+    }
+    Some(BigRational::new(numerator.into(), denominator.into()))
+}
+
+/// The lengths of a cut: 1 on the up links leaving `nodes` (entering, with `into`), else 0.
+fn cut_lengths(t: &Topology, nodes: &[crate::topology::NodeId], into: bool) -> Vec<u64> {
+    let mut u = vec![into; t.num_nodes()];
+    nodes.iter().for_each(|n| u[n.index()] = !into);
+    t.links().map(|(_, l)| u64::from(l.up && u[l.src.index()] && !u[l.dst.index()])).collect()
+}
+
 fn int_dijkstra(adj: &[Vec<(usize, usize)>], len: &[u64], s: usize) -> Vec<Option<u64>> {
     let mut dist: Vec<Option<u64>> = vec![None; adj.len()];
     dist[s] = Some(0);
@@ -260,113 +305,159 @@ pub fn flow_bound(t: &Topology, c: &Collective, opts: &FlowOptions) -> Option<Fl
     if c.kind != CollectiveKind::AllToAll {
         return None;
     }
+    let cut = best_cut(t, c).map(|b| cut_lengths(t, &b.nodes, b.into));
+    Some(lengths_search(t, &Net::new(t, c), cut, &|y| exact_length_bound(t, c, y), false, opts))
+}
+
+/// The flow bound on the steps of an all_to_all (one piece per link per step, docs/design/MODEL.md
+/// section 3): [`flow_bound`] with every capacity 1 and every piece 1, so that [`FlowBound::lower`]
+/// is in steps (fractional: the steps are at least its ceiling). `cut` seeds the search with the
+/// lengths of a cut (1 on the links leaving `nodes`, or entering them with `into`). The search
+/// also stops once the best routing's steps are at most the lower bound's ceiling (no lengths
+/// can raise the ceiling then). `None` unless all_to_all.
+pub fn steps_flow_bound(t: &Topology, c: &Collective, cut: Option<(&[crate::topology::NodeId], bool)>, opts: &FlowOptions) -> Option<FlowBound> {
+    if c.kind != CollectiveKind::AllToAll {
+        return None;
+    }
+    let cut = cut.map(|(nodes, into)| cut_lengths(t, nodes, into));
+    Some(lengths_search(t, &Net::pieces(t, c), cut, &|y| exact_steps_length_bound(t, c, y), true, opts))
+}
+
+/// The multiplicative-weights state: lengths, per-phase loads, and the running averages that
+/// give upper bounds (averaged routings) and lower bounds (averaged weights).
+struct Weights {
+    /// Lengths y_e = p_e / c_e of the weights p_e (so that sum_e c_e y_e = sum_e p_e).
+    y: Vec<f64>,
+    /// The last phase's load per link.
+    load: Vec<f64>,
+    /// Sums of the phases' loads: since the start, and since the last power-of-two phase (early
+    /// phases route badly; dropping them is still a valid average of full routings).
+    sum_all: Vec<f64>,
+    sum_window: Vec<f64>,
+    /// Averages of the normalized weights, likewise: the lower bound is concave in the weights,
+    /// so an average is at least as good as the average iterate; it is what the method's
+    /// guarantee speaks of, while a single iterate wobbles.
+    pbar_all: Vec<f64>,
+    pbar_window: Vec<f64>,
+    window_start: usize,
+    next_window: usize,
+    phases: usize,
+}
+
+impl Weights {
+    fn new(net: &Net) -> Self {
+        let m = net.cap.len();
+        let y = (0..m).map(|e| if net.up[e] { 1.0 / net.cap[e] } else { 0.0 }).collect();
+        let zeros = vec![0.0f64; m];
+        Weights {
+            y,
+            load: zeros.clone(),
+            sum_all: zeros.clone(),
+            sum_window: zeros.clone(),
+            pbar_all: zeros.clone(),
+            pbar_window: zeros,
+            window_start: 0,
+            next_window: 1,
+            phases: 0,
+        }
+    }
+
+    /// One phase: every source routes its demands on shortest paths under the current lengths,
+    /// raising the lengths of what it used at once (later sources avoid the links just loaded,
+    /// which keeps each step small: a source carries about 1/R of the traffic). Returns the
+    /// best upper bound the averaged routings give.
+    fn phase(&mut self, net: &Net, tree: &mut Tree, touched: &mut Vec<(usize, f64)>, src_of: &[usize], epsilon: f64, volume: f64) -> f64 {
+        if self.phases + 1 == self.next_window {
+            self.sum_window.iter_mut().for_each(|x| *x = 0.0);
+            self.pbar_window.iter_mut().for_each(|x| *x = 0.0);
+            self.window_start = self.phases;
+            self.next_window *= 2;
+        }
+        self.load.iter_mut().for_each(|x| *x = 0.0);
+        for (s, row) in &net.sources {
+            tree.grow(net, &self.y, *s);
+            tree.route(row, src_of, touched);
+            for &(l, a) in touched.iter() {
+                self.load[l] += a;
+                self.y[l] *= (epsilon * a / net.cap[l] / volume).exp();
+            }
+        }
+        let psum: f64 = self.y.iter().zip(&net.cap).map(|(v, c)| v * c).sum();
+        // Keep the lengths in range; the bound does not depend on their scale.
+        self.y.iter_mut().for_each(|v| *v /= psum);
+        for (e, c) in net.cap.iter().enumerate() {
+            let p = self.y[e] * c;
+            self.pbar_all[e] += p;
+            self.pbar_window[e] += p;
+        }
+        self.phases += 1;
+        let (mut worst_all, mut worst_window) = (0.0f64, 0.0f64);
+        for e in (0..net.cap.len()).filter(|&e| net.up[e]) {
+            self.sum_all[e] += self.load[e];
+            self.sum_window[e] += self.load[e];
+            worst_all = worst_all.max(self.sum_all[e] / net.cap[e]);
+            worst_window = worst_window.max(self.sum_window[e] / net.cap[e]);
+        }
+        (worst_all / self.phases as f64).min(worst_window / (self.phases - self.window_start) as f64)
+    }
+
+    /// Length functions worth evaluating as lower bounds: the current lengths and the averaged
+    /// weights. (Lengths read off the averaged routing, steeply weighted towards its most loaded
+    /// links, were tried and never won.)
+    fn candidates(&self, net: &Net) -> Vec<Vec<f64>> {
+        let mut out = vec![self.y.clone()];
+        out.extend([&self.pbar_window, &self.pbar_all].map(|pb| pb.iter().zip(&net.cap).map(|(p, c)| p / c).collect()));
+        out
+    }
+}
+
+/// Multiplicative weights over the lengths of `net` (see the module docs), seeded with every length
+/// 1 (the volume bound) and the lengths `cut` (on a faulty torus a bisection next to the failure
+/// is often (nearly) the optimum, which the weights approach only slowly); `exact` evaluates
+/// integer lengths exactly. With `integral`, only the bound's ceiling matters (steps).
+fn lengths_search(
+    t: &Topology,
+    net: &Net,
+    cut: Option<Vec<u64>>,
+    exact: &dyn Fn(&[u64]) -> Option<BigRational>,
+    integral: bool,
+    opts: &FlowOptions,
+) -> FlowBound {
     let start = Instant::now();
     let ones: Vec<u64> = t.links().map(|(_, l)| u64::from(l.up)).collect();
-    let volume = exact_length_bound(t, c, &ones).unwrap_or_else(BigRational::zero);
+    let volume = exact(&ones).unwrap_or_else(BigRational::zero);
     let volume_f = volume.to_f64().unwrap_or(0.0);
-    let net = Net::new(t, c);
-    let m = net.cap.len();
-    let src_of: Vec<usize> = t.links().map(|(_, l)| l.src.index()).collect();
-    let trivial = |v: BigRational| FlowBound {
-        lower_ns: v,
-        lengths: ones.clone(),
-        witness: FlowWitness::Volume,
-        upper_ns: volume_f,
-        gap: 0.0,
-        phases: 0,
-        stop: FlowStop::Trivial,
-        elapsed: start.elapsed(),
-    };
     if volume_f <= 0.0 || net.sources.is_empty() {
-        return Some(trivial(volume));
+        let (phases, stop, elapsed) = (0, FlowStop::Trivial, start.elapsed());
+        return FlowBound { lower: volume, lengths: ones, witness: FlowWitness::Volume, upper: volume_f, gap: 0.0, phases, stop, elapsed };
     }
-    // Weights p_e over links, kept as lengths y_e = p_e / c_e (so that sum_e c_e y_e = sum_e p_e).
-    let mut y: Vec<f64> = (0..m).map(|e| if net.up[e] { 1.0 / net.cap[e] } else { 0.0 }).collect();
-    // Sums of the phases' loads: since the start, and since the last power-of-two phase (early
-    // phases route badly; dropping them is still a valid average of full routings).
-    let mut load = vec![0.0f64; m];
-    let mut sum_all = vec![0.0f64; m];
-    let mut sum_window = vec![0.0f64; m];
-    // Averages of the normalized weights, likewise: the lower bound is concave in the weights,
-    // so an average is at least as good as the average iterate; it is what the method's
-    // guarantee speaks of, while a single iterate wobbles.
-    let mut pbar_all = vec![0.0f64; m];
-    let mut pbar_window = vec![0.0f64; m];
-    let (mut window_start, mut next_window) = (0usize, 1usize);
-    // The best cut as lengths (1 on the links crossing it): on a faulty torus a bisection next
-    // to the failure is often (nearly) the optimum, which the weights approach only slowly.
-    let cut = best_cut(t, c).map(|b| {
-        let mut u = vec![b.into; t.num_nodes()];
-        b.nodes.iter().for_each(|n| u[n.index()] = !b.into);
-        t.links().map(|(_, l)| u64::from(l.up && u[l.src.index()] && !u[l.dst.index()])).collect::<Vec<u64>>()
-    });
-    let mut seeds: Vec<(BigRational, Vec<u64>, FlowWitness)> = vec![(volume.clone(), ones.clone(), FlowWitness::Volume)];
-    if let Some(v) = cut.as_ref().and_then(|y| exact_length_bound(t, c, y)) {
-        seeds.push((v, cut.unwrap_or_default(), FlowWitness::Cut));
+    let src_of: Vec<usize> = t.links().map(|(_, l)| l.src.index()).collect();
+    let mut seeds: Vec<(BigRational, Vec<u64>, FlowWitness)> = vec![(volume.clone(), ones, FlowWitness::Volume)];
+    if let Some((v, y)) = cut.and_then(|y| Some((exact(&y)?, y))) {
+        seeds.push((v, y, FlowWitness::Cut));
     }
     let mut best_lower = seeds.iter().map(|s| s.0.to_f64().unwrap_or(0.0)).fold(0.0, f64::max);
-    let mut best_y: Option<Vec<f64>> = None;
-    let mut best_upper = f64::INFINITY;
-    let mut tree = Tree::new(net.n);
-    let mut touched = Vec::new();
-    let mut phases = 0;
+    let (mut best_y, mut best_upper) = (None, f64::INFINITY);
+    let (mut weights, mut tree, mut touched) = (Weights::new(net), Tree::new(net.n), Vec::new());
     let stop = loop {
-        if phases + 1 == next_window {
-            sum_window.iter_mut().for_each(|x| *x = 0.0);
-            pbar_window.iter_mut().for_each(|x| *x = 0.0);
-            window_start = phases;
-            next_window *= 2;
-        }
-        load.iter_mut().for_each(|x| *x = 0.0);
-        // One source at a time, each on shortest paths under the current lengths, raising the
-        // lengths of what it used at once: later sources avoid the links just loaded, which
-        // keeps each step small (a source carries about 1/R of the traffic).
-        for (s, row) in &net.sources {
-            tree.grow(&net, &y, *s);
-            tree.route(row, &src_of, &mut touched);
-            for &(l, a) in &touched {
-                load[l] += a;
-                y[l] *= (opts.epsilon * a / net.cap[l] / volume_f).exp();
+        best_upper = best_upper.min(weights.phase(net, &mut tree, &mut touched, &src_of, opts.epsilon, volume_f));
+        if weights.phases % EVAL_EVERY == 0 {
+            for cand in weights.candidates(net) {
+                // Floating point here; the best is certified exactly at the end.
+                let total: f64 = cand.iter().zip(&net.cap).map(|(v, c)| v * c).sum();
+                let lower = tree.weighted_distance(net, &cand) / total;
+                if lower > best_lower {
+                    best_lower = lower;
+                    best_y = Some(cand);
+                }
             }
         }
-        let psum: f64 = y.iter().zip(&net.cap).map(|(v, c)| v * c).sum();
-        // Keep the lengths in range; the bound does not depend on their scale.
-        y.iter_mut().for_each(|v| *v /= psum);
-        for e in 0..m {
-            let p = y[e] * net.cap[e];
-            pbar_all[e] += p;
-            pbar_window[e] += p;
-        }
-        phases += 1;
-        let mut worst_all = 0.0f64;
-        let mut worst_window = 0.0f64;
-        for e in (0..m).filter(|&e| net.up[e]) {
-            sum_all[e] += load[e];
-            sum_window[e] += load[e];
-            worst_all = worst_all.max(sum_all[e] / net.cap[e]);
-            worst_window = worst_window.max(sum_window[e] / net.cap[e]);
-        }
-        let mut candidates: Vec<Vec<f64>> = Vec::new();
-        if phases % EVAL_EVERY == 0 {
-            // The current lengths and the averaged weights. (Lengths read off the averaged
-            // routing, steeply weighted towards its most loaded links, were tried and never won.)
-            candidates.push(y.clone());
-            candidates.extend([&pbar_window, &pbar_all].map(|pb| pb.iter().zip(&net.cap).map(|(p, c)| p / c).collect()));
-        }
-        for cand in candidates {
-            // Floating point here; the best is certified exactly at the end.
-            let total: f64 = cand.iter().zip(&net.cap).map(|(v, c)| v * c).sum();
-            let lower = tree.weighted_distance(&net, &cand) / total;
-            if lower > best_lower {
-                best_lower = lower;
-                best_y = Some(cand);
-            }
-        }
-        best_upper = best_upper.min(worst_all / phases as f64).min(worst_window / (phases - window_start) as f64);
-        if best_upper / best_lower - 1.0 <= opts.target_gap {
+        // The fractional optimum lies in [lower, upper]: for steps, once upper is at most
+        // ceil(lower), no lengths give a larger ceiling.
+        if best_upper / best_lower - 1.0 <= opts.target_gap || (integral && best_upper <= best_lower.ceil() * (1.0 + 1e-12)) {
             break FlowStop::GapReached;
         }
-        if phases >= opts.max_phases {
+        if weights.phases >= opts.max_phases {
             break FlowStop::PhaseLimit;
         }
         if start.elapsed() >= opts.time_limit {
@@ -376,15 +467,16 @@ pub fn flow_bound(t: &Topology, c: &Collective, opts: &FlowOptions) -> Option<Fl
     // Certify: the best float lengths, rounded, recomputed exactly; keep the volume or cut
     // witness if it is at least as good.
     if let Some(ints) = best_y.map(|yb| integer_lengths(&yb, &net.up)) {
-        if let Some(v) = exact_length_bound(t, c, &ints) {
+        if let Some(v) = exact(&ints) {
             seeds.push((v, ints, FlowWitness::Weights));
         }
     }
     // The first of the best: volume before cut before weights, the simplest witness on a tie.
     let best = seeds.iter().map(|s| &s.0).max().cloned().unwrap_or_else(BigRational::zero);
-    let (lower_ns, lengths, witness) = seeds.into_iter().find(|s| s.0 == best).expect("the volume seed is always there");
-    let lower_f = lower_ns.to_f64().unwrap_or(f64::NAN);
-    Some(FlowBound { upper_ns: best_upper, gap: best_upper / lower_f - 1.0, lower_ns, lengths, witness, phases, stop, elapsed: start.elapsed() })
+    let (lower, lengths, witness) = seeds.into_iter().find(|s| s.0 == best).expect("the volume seed is always there");
+    let lower_f = lower.to_f64().unwrap_or(f64::NAN);
+    let phases = weights.phases;
+    FlowBound { upper: best_upper, gap: best_upper / lower_f - 1.0, lower, lengths, witness, phases, stop, elapsed: start.elapsed() }
 }
 
 #[cfg(test)]
@@ -411,7 +503,7 @@ mod tests {
             let t = torus(&TorusParams::uniform(dims, 32.0, 100.0)).unwrap();
             let c = a2a(&t);
             let f = flow_bound(&t, &c, &quick()).unwrap();
-            assert_eq!(f.lower_ns, big(bounds(&t, &c).volume_ns.unwrap()), "{dims:?}");
+            assert_eq!(f.lower, big(bounds(&t, &c).volume_ns.unwrap()), "{dims:?}");
             assert!(f.gap < 0.05, "{dims:?}: gap {}", f.gap);
         }
     }
@@ -425,11 +517,11 @@ mod tests {
         let c = a2a(&t);
         let f = flow_bound(&t, &c, &quick()).unwrap();
         let volume = big(bounds(&t, &c).volume_ns.unwrap());
-        assert!(f.witness != FlowWitness::Volume && f.lower_ns > volume, "flow {} vs volume {}", f.lower_ns, volume);
+        assert!(f.witness != FlowWitness::Volume && f.lower > volume, "flow {} vs volume {}", f.lower, volume);
         // In units of block bytes per unit capacity the LP optimum is 33.03 (healthy: 32).
         let unit = (1u64 << 20) as f64 / 64.0 / 32.0;
-        let lower = f.lower_ns.to_f64().unwrap() / unit;
-        assert!(lower <= 33.04 && f.upper_ns / unit >= 33.02, "lower {lower}, upper {}", f.upper_ns / unit);
+        let lower = f.lower.to_f64().unwrap() / unit;
+        assert!(lower <= 33.04 && f.upper / unit >= 33.02, "lower {lower}, upper {}", f.upper / unit);
     }
 
     /// The 8x8x8 measurement of the report (release, about 5 minutes):
@@ -449,9 +541,9 @@ mod tests {
         eprintln!(
             "8x8x8 faulty: volume {:.4}, flow lower {:.4} ({:?}), upper {:.4} (units), gap {:.4}, {} phases, {:?}, {:?}",
             volume / unit,
-            f.lower_ns.to_f64().unwrap() / unit,
+            f.lower.to_f64().unwrap() / unit,
             f.witness,
-            f.upper_ns / unit,
+            f.upper / unit,
             f.gap,
             f.phases,
             f.stop,

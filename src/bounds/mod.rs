@@ -1,4 +1,5 @@
-//! Lower bounds of docs/design/MODEL.md section 6: steps, latency and volume.
+//! Lower bounds of docs/design/MODEL.md section 6: steps, latency and volume here; cuts, flows and
+//! the steps bounds with their witnesses in the submodules.
 //!
 //! Every bound here is computed exactly (rationals) from the instance alone: no solver.
 
@@ -6,6 +7,7 @@ pub mod certificate;
 pub mod certified;
 pub mod cut;
 pub mod flow;
+pub mod steps;
 
 use crate::collective::{Collective, CollectiveKind};
 use crate::topology::{NodeId, Topology};

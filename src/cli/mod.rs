@@ -4,6 +4,8 @@ mod export;
 mod flags;
 pub mod progress;
 mod proof;
+mod sccl;
+mod sweep;
 mod synth;
 mod xml;
 
@@ -35,12 +37,14 @@ pub enum Command {
     ///
     /// Example: collsched verify out/ring8.json --spec specs/ring8_halfring.json
     #[command(
-        after_help = "Exit codes: 0 valid, 1 a rule fails (one line per failure), 2 unreadable file or invalid header.\n\nExample:\n  collsched verify out/torus4x4x4_halfring_dimrotation.json --spec specs/torus4x4x4_halfring_dimrotation.json"
+        after_help = "Exit codes: 0 valid, 1 a rule fails (one line per failure), 2 unreadable file or invalid header.\n\nExamples:\n  collsched verify out/torus4x4x4_halfring_dimrotation.json --spec specs/torus4x4x4_halfring_dimrotation.json\n  collsched verify allreduce_ring.xml --rendezvous"
     )]
     Verify {
-        /// The schedule file (collsched JSON).
+        /// The schedule file (collsched JSON), an SCCL algorithm JSON (by its keys), or MSCCL XML
+        /// (by its `.xml` extension).
         schedule: PathBuf,
-        /// A spec: the schedule must be for its instance; its `expect` is asserted.
+        /// A spec: the schedule must be for its instance; its `expect` is asserted. For an SCCL
+        /// file it gives the topology's bandwidths and latencies and the bytes per rank.
         #[arg(long)]
         spec: Option<PathBuf>,
         /// Print the report as JSON on stdout.
@@ -52,10 +56,10 @@ pub enum Command {
         /// Also report the peak number of pieces a node holds that are bound elsewhere (slower).
         #[arg(long)]
         peak_holdings: bool,
-        /// Rule 6 lowers the schedule to per-rank programs held in memory: above this many
-        /// piece-hops it is reported as not checked (and `expect.deadlock_free` fails).
-        #[arg(long, default_value_t = 2_000_000)]
-        rule6_limit: u64,
+        /// For an MSCCL XML file: judge it under rendezvous (no buffering, the strict answer)
+        /// instead of the runtime's buffering (8 slots per connection, 4 per chunk).
+        #[arg(long)]
+        rendezvous: bool,
     },
     /// Run the algorithm a spec names and write the schedule file (verified before it is written).
     #[command(
@@ -133,12 +137,13 @@ pub enum Command {
     /// Write what runtimes run: lower to per-rank programs, check rule 6, write MSCCL XML and
     /// re-check it with the reader's acceptance rules and a chunk-level simulation.
     #[command(
-        after_help = "Exit codes: 0 written, 2 bad input (or a schedule that cannot be exported).\n\nExample:\n  collsched export out/torus4x4_foldedring_fault.json --to msccl-xml -o out/xml"
+        after_help = "Exit codes: 0 written, 2 bad input (or a schedule that cannot be exported).\n\nExamples:\n  collsched export out/torus4x4_foldedring_fault.json --to msccl-xml -o out/xml\n  collsched export out/synthesized.json --to sccl-json -o out/sccl"
     )]
     Export {
         /// The schedule file.
         schedule: PathBuf,
-        /// The format: msccl-xml, or chakra-et (one trace per rank for ASTRA-sim).
+        /// The format: msccl-xml, chakra-et (one trace per rank for ASTRA-sim), or sccl-json
+        /// (msccl-tools' algorithm file, `OUT/STEM.msccl.json`, which its ncclize lowers).
         #[arg(long, value_name = "FORMAT")]
         to: String,
         /// The folder to write into.
@@ -147,13 +152,21 @@ pub enum Command {
         /// Channels of the lowering (default: the fewest, from 1, whose XML the reader accepts).
         #[arg(long)]
         channels: Option<usize>,
-        /// Spell reduce_scatter as the older MSCCL runtime does.
+        /// Write the older MSCCL runtime's dialect (what msccl-tools 2.3 writes: no outofplace,
+        /// reduce_scatter spelled so) instead of msccl-executor-nccl's.
         #[arg(long)]
         legacy: bool,
     },
     /// Re-check certificates without any solver.
     #[command(subcommand)]
     Proof(ProofCommand),
+    /// A fault library: a verified, certified schedule for every fault of a family (every cable,
+    /// every pair of cables, every TPUv4 OCS), one synthesis per class of faults under the
+    /// network's symmetries, and an index naming every fault.
+    #[command(
+        after_help = "Exit codes: 0 every class has a schedule, 2 bad input, 3 a class is infeasible (listed; the rest is written), 4 a class reached its time limit (its best schedule is written), 5 a file could not be written, 6 a mapped schedule failed its check (a bug).\n\nExamples:\n  collsched sweep --torus 8x8x8 --bytes 8MiB --faults cables --verify-members sample 8 -o out/sweep-8x8x8\n  collsched sweep --torus 4x4x4 --bytes 8MiB --faults pairs --time-limit 20 -o out/sweep-pairs\n  collsched sweep --torus 8x4x4 --faults ocs --shard 0/2 -o out/shard-0\n  collsched sweep merge out/shard-0 out/shard-1 -o out/sweep-ocs"
+    )]
+    Sweep(sweep::SweepArgs),
     /// Run the torus study's comparison (methods x tori x sizes) and write Markdown, CSV and SVG plots.
     #[command(
         after_help = "Exit codes: 0 written, 2 bad input.\n\nExample:\n  collsched eval --out out/eval\n  collsched eval --tori 4x4,4x4x4 --out out/eval-small"
@@ -211,8 +224,8 @@ pub enum ProofCommand {
 /// Runs the command line and returns the exit code.
 pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
-        Command::Verify { schedule, spec, json, max_diagnostics, peak_holdings, rule6_limit } => {
-            verify(schedule, spec, json, max_diagnostics, peak_holdings, rule6_limit)
+        Command::Verify { schedule, spec, json, max_diagnostics, peak_holdings, rendezvous } => {
+            verify(schedule, spec, json, max_diagnostics, peak_holdings, rendezvous)
         }
         Command::Cost { schedule, model, fifo, svg, json } => cost(schedule, &model, fifo, svg.as_deref(), json),
         Command::Generate { spec, flags, output, topology_svg, json } => generate(spec, flags, output, topology_svg, json),
@@ -229,6 +242,7 @@ pub fn run(cli: Cli) -> ExitCode {
             Err(e) => Err(e),
         },
         Command::Export { schedule, to, output, channels, legacy } => export::export(&schedule, &to, &output, channels, legacy),
+        Command::Sweep(args) => sweep::run(args),
     };
     match result {
         Ok(code) => code,
@@ -257,86 +271,71 @@ fn ns(r: &crate::units::Rational) -> f64 {
     to_f64(r)
 }
 
-/// Runs a check until the schedule grows past a size, then drops it and records that it did.
-struct Bounded<C> {
-    inner: Option<C>,
-    hops: u64,
-    limit: u64,
-    skipped: std::rc::Rc<std::cell::Cell<Option<u64>>>,
-}
-
-impl<C: crate::verify::Check> crate::verify::Check for Bounded<C> {
-    fn begin(&mut self, header: &crate::schedule::ScheduleHeader, out: &mut crate::verify::Findings) {
-        if let Some(c) = &mut self.inner {
-            c.begin(header, out);
-        }
-    }
-    fn step(&mut self, index: usize, step: &crate::schedule::Step, out: &mut crate::verify::Findings) {
-        self.hops += step.transfers.iter().map(|t| (t.pieces.len() * t.path.len()) as u64).sum::<u64>();
-        if self.hops > self.limit {
-            self.inner = None;
-            self.skipped.set(Some(self.limit));
-        }
-        if let Some(c) = &mut self.inner {
-            c.step(index, step, out);
-        }
-    }
-    fn finish(&mut self, stats: &crate::verify::Stats, cost: Option<&crate::cost::SyncCost>, out: &mut crate::verify::Findings) {
-        if let Some(c) = &mut self.inner {
-            c.finish(stats, cost, out);
-        }
-    }
-}
-
-fn verify(schedule: PathBuf, spec_path: Option<PathBuf>, json: bool, max_diagnostics: usize, peak_holdings: bool, rule6_limit: u64) -> Result<ExitCode> {
+fn verify(schedule: PathBuf, spec_path: Option<PathBuf>, json: bool, max_diagnostics: usize, peak_holdings: bool, rendezvous: bool) -> Result<ExitCode> {
     if schedule.extension().is_some_and(|e| e == "xml") {
-        return xml::verify_xml(&schedule, spec_path.as_deref(), json);
+        return xml::verify_xml(&schedule, spec_path.as_deref(), json, rendezvous);
+    }
+    if rendezvous {
+        return Err(Error::bad(format!("{}: --rendezvous applies to MSCCL XML files (.xml) only", schedule.display())));
     }
     let spec = spec_path.as_deref().map(Spec::load).transpose()?;
     let instance = spec.as_ref().map(|s| s.instance()).transpose()?;
     let expect = spec.as_ref().map(|s| s.expect.clone()).unwrap_or_default();
-    let options =
-        VerifyOptions { allow_contention: expect.allow_contention.unwrap_or(false), max_diagnostics_per_rule: max_diagnostics, track_relays: peak_holdings };
+    let options = VerifyOptions {
+        allow_contention: expect.allow_contention.unwrap_or(false),
+        max_diagnostics_per_rule: max_diagnostics,
+        track_relays: peak_holdings,
+        ..Default::default()
+    };
     let conformance = crate::verify::Conformance::new(crate::verify::Expectations {
         bandwidth_optimal: expect.bandwidth_optimal,
         max_gap_pct: expect.max_gap_pct,
         max_steps: expect.max_steps,
     });
-    let skipped = std::rc::Rc::new(std::cell::Cell::new(None));
-    // Rules 6 and 7 always run: rule 6 on the default lowering (one channel, one threadblock per
-    // peer and direction, sends before receives within a step).
+    // Rules 6 and 7 always run, streamed with the others: rule 6 on the default lowering (one
+    // channel, one threadblock per peer and direction, sends before receives within a step), so
+    // `expect.deadlock_free` holds exactly when the schedule is valid.
     let checks: Vec<Box<dyn crate::verify::Check>> = vec![
         Box::new(conformance),
         Box::new(crate::verify::RoutingDeadlock::new()),
-        Box::new(Bounded {
-            inner: Some(crate::verify::DeadlockCheck::new(crate::lower::LowerOptions::default())),
-            hops: 0,
-            limit: rule6_limit,
-            skipped: skipped.clone(),
-        }),
+        Box::new(crate::verify::DeadlockCheck::new(crate::lower::LowerOptions::default())),
     ];
-    let (header, report) = verify_with_progress(&schedule, &options, instance, checks)?;
-    let mut valid = report.is_valid();
-    if let Some(hops) = skipped.get() {
-        println!(
-            "rule 6 deadlock freedom: NOT CHECKED: the schedule has more than {hops} piece-hops, above --rule6-limit {rule6_limit} (lowering keeps every operation in memory)"
-        );
-        if expect.deadlock_free == Some(true) {
-            println!("expect.deadlock_free = true cannot be confirmed: raise --rule6-limit");
-            valid = false;
-        }
-    }
-    if json {
-        println!("{}", serde_json::to_string_pretty(&report_json(&report, &header)).expect("json"));
+    // An SCCL algorithm (by its top-level keys) is imported and its steps verified in memory.
+    let (header, report, sccl) = if crate::export::sccl::is_sccl_json(&schedule)? {
+        let (header, report, verdict) = sccl::verify_sccl(&schedule, instance, &options, checks)?;
+        (header, report, Some(verdict))
     } else {
+        let (header, report) = verify_with_progress(&schedule, &options, instance, checks)?;
+        (header, report, None)
+    };
+    let valid = report.is_valid() && sccl.as_ref().is_none_or(|v| v.problems.is_empty());
+    if json {
+        let mut out = report_json(&report, &header);
+        if let Some(v) = &sccl {
+            out["valid"] = json!(valid);
+            out["sccl"] = json!({"problems": v.problems, "algorithm": v.summary});
+        }
+        println!("{}", serde_json::to_string_pretty(&out).expect("json"));
+    } else {
+        for p in sccl.iter().flat_map(|v| &v.problems) {
+            println!("{p}");
+        }
         print_report(&report, &header);
+        if let Some(v) = &sccl {
+            let verdict = if v.problems.is_empty() {
+                "meets every rule of the format".to_string()
+            } else {
+                format!("INVALID as SCCL: breaks {} rules of the format (listed above)", v.problems.len())
+            };
+            println!("{}; {verdict}", v.line());
+        }
     }
     Ok(if valid { ExitCode::Ok } else { ExitCode::RuleFailed })
 }
 
 /// Schedule files at least this large get a progress bar while `verify` reads them, then a spinner
-/// while the checks that need the whole schedule run (rule 6 lowers it to per-rank programs: about
-/// a second per MiB of file); smaller files take well under a second.
+/// while the checks at the end run (completion, bound conformance); smaller files take well under
+/// a second.
 const VERIFY_BAR_BYTES: u64 = 1 << 20;
 
 /// [`crate::verify::verify_file_checked`], showing on a terminal, for a large file, the bytes and
@@ -357,14 +356,15 @@ fn verify_with_progress(
     let file = crate::io::open(path)?.into_inner();
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     let bar = if size >= VERIFY_BAR_BYTES { progress::Bar::bytes(size, "verify") } else { progress::Bar::hidden() };
-    // The bar counts bytes below the buffer, so it moves once per buffer fill.
-    let reader = std::io::BufReader::with_capacity(1 << 20, bar.reader(file));
+    // The bar counts the stored bytes below the buffer (compressed ones for a .zst file), so it
+    // moves once per buffer fill.
+    let reader = crate::io::decoded(path, std::io::BufReader::with_capacity(1 << 20, bar.reader(file)))?;
     let mut sink = StepsRead { inner: &mut verifier, bar: &bar, drawn: bar.is_drawn(), steps: 0 };
     let header = crate::schedule::stream_schedule(reader, &path.display().to_string(), &mut sink)?;
     let steps = sink.steps;
     bar.finish();
     let spinner = if size >= VERIFY_BAR_BYTES { progress::Bar::spinner("verify") } else { progress::Bar::hidden() };
-    spinner.set_message(format!("steps read: {steps}; checking completion and deadlock freedom"));
+    spinner.set_message(format!("steps read: {steps}; checking completion"));
     let report = verifier.finish();
     spinner.finish();
     Ok((header, report))

@@ -48,9 +48,7 @@ pub fn bound(spec: &Spec, certificate: Option<&Path>, schedule: Option<&Path>, j
     let report = collsched_checker::check_str(&cert.to_string()).map_err(|e| Error::internal(format!("the certificate we built does not check: {e}")))?;
     let best = report.bandwidth_bound.clone();
     if let Some(sched_path) = schedule {
-        let mut reader = HashingReader::new(crate::io::open(sched_path)?);
-        let s = crate::schedule::read_schedule(&mut reader, &sched_path.display().to_string())?;
-        let sha256 = reader.hex_digest();
+        let (s, sha256) = read_attached(sched_path, || Ok(Some(inst.clone())))?;
         let r = verify_schedule(&s, &VerifyOptions::default())?;
         if !r.is_valid() {
             return Err(Error::bad(format!("{}: the schedule fails verification: {}", sched_path.display(), r.findings.failures()[0])));
@@ -82,8 +80,10 @@ pub fn bound(spec: &Spec, certificate: Option<&Path>, schedule: Option<&Path>, j
         println!("lower bounds for {} over {} ranks:", inst.collective.kind, inst.collective.num_ranks());
         for c in &claims {
             let v = collsched_checker::parse_q(c["value"].as_str().unwrap_or("0")).map(|q| collsched_checker::show_q(&q)).unwrap_or_default();
-            let unit = if c["bound"] == "steps" { "steps" } else { "ns" };
-            println!("  {:<8} {v} {unit}", c["bound"].as_str().unwrap_or("?"));
+            let bound = c["bound"].as_str().unwrap_or("?");
+            // The steps claims (steps, steps_cut, ...) count steps; the others are times.
+            let unit = if bound.starts_with("steps") { "steps" } else { "ns" };
+            println!("  {bound:<19} {v} {unit}");
         }
         if let Some(s) = cert.get("schedule") {
             println!("  schedule: bandwidth term {} ns, time {} ns, bandwidth-optimal: {}", s["bandwidth_ns"], s["time_ns"], s["bandwidth_optimal"]);
@@ -92,7 +92,23 @@ pub fn bound(spec: &Spec, certificate: Option<&Path>, schedule: Option<&Path>, j
     Ok(ExitCode::Ok)
 }
 
-/// Every certificate file under the paths (folders are searched for `*.json`).
+/// An attached schedule and its SHA-256: a schedule file, or an SCCL algorithm (by its keys)
+/// imported onto the spec's instance, which gives it bandwidths, latencies and sizes.
+fn read_attached(path: &Path, instance: impl FnOnce() -> Result<Option<crate::spec::Instance>>) -> Result<(crate::schedule::Schedule, String)> {
+    if crate::export::sccl::is_sccl_json(path)? {
+        let inst = instance()?.ok_or_else(|| Error::bad(format!("{}: an SCCL algorithm needs a spec for its bandwidths and sizes", path.display())))?;
+        let bytes = std::fs::read(path).map_err(|e| Error::bad(format!("{}: cannot read: {e}", path.display())))?;
+        let (_, s) = crate::export::sccl::read_sccl_file(path, Some(&inst))?;
+        return Ok((s, sha256_hex(&bytes)));
+    }
+    // The hash is of the file's bytes (compressed, for .json.zst).
+    let mut reader = HashingReader::new(crate::io::open(path)?);
+    let s = crate::schedule::read_schedule(crate::io::decoded(path, std::io::BufReader::new(&mut reader))?, &path.display().to_string())?;
+    Ok((s, reader.hex_digest()))
+}
+
+/// Every certificate file under the paths (folders are searched for `*.json`; SCCL algorithms
+/// found there, which certificates may attach, are not certificates and are passed over).
 fn certificate_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for p in paths {
@@ -103,10 +119,15 @@ fn certificate_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
             for e in entries {
                 if e.is_dir() {
                     out.extend(certificate_files(&[e])?);
-                } else if e.extension().is_some_and(|x| x == "json") {
+                } else if e.extension().is_some_and(|x| x == "json") && !crate::export::sccl::is_sccl_json(&e)? {
                     out.push(e);
                 }
             }
+        } else if p.exists() && crate::export::sccl::is_sccl_json(p)? {
+            return Err(Error::bad(format!(
+                "{}: an SCCL algorithm, not a certificate: check it with `collsched verify {0}`, or attach it to one with `collsched bound SPEC --schedule {0} --certificate OUT`",
+                p.display()
+            )));
         } else if p.exists() {
             out.push(p.clone());
         } else {
@@ -139,7 +160,10 @@ fn check_one(path: &Path) -> std::result::Result<String, String> {
             notes.push(format!("schedule {rel}{note}"));
         }
     }
-    let best = report.bandwidth_bound.as_ref().map(|b| format!(", bandwidth bound {}", collsched_checker::show_q(b))).unwrap_or_default();
+    let mut best = report.bandwidth_bound.as_ref().map(|b| format!(", bandwidth bound {}", collsched_checker::show_q(b))).unwrap_or_default();
+    if let Some(steps) = &report.steps_bound {
+        best += &format!(", steps bound {}", collsched_checker::show_q(steps));
+    }
     Ok(format!(
         "{}: {} claims hold{best}{}",
         path.display(),
@@ -169,10 +193,10 @@ fn check_attached_schedule(cert: &Path, sched_path: &Path, claim: &ScheduleClaim
         crate::schedule::write_schedule_file(sched_path, &schedule).map_err(|e| at(e.to_string()))?;
         note.push_str(" (regenerated from its spec)");
     }
-    let mut reader = HashingReader::new(crate::io::open(sched_path).map_err(|e| at(e.to_string()))?);
-    let s = crate::schedule::read_schedule(&mut reader, &sched_path.display().to_string()).map_err(|e| at(e.to_string()))?;
+    let instance = || spec.map(|p| Spec::load(p).and_then(|s| s.instance())).transpose();
+    let (s, sha256) = read_attached(sched_path, instance).map_err(|e| at(e.to_string()))?;
     if let Some(expected) = &claim.sha256 {
-        if reader.hex_digest() != *expected {
+        if sha256 != *expected {
             return Err(at(format!("the attached schedule {} is not the file the certificate was made with (its SHA-256 differs)", sched_path.display())));
         }
         note.push_str(", SHA-256 matches");

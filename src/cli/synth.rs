@@ -1,8 +1,8 @@
 //! `collsched synthesize`: a contention-free schedule for the spec's topology, faults and
 //! collective, how far it is from the best possible, and whether that is proven.
 //!
-//! `--objective steps` runs the solver search for the fewest steps (one piece per link per step,
-//! docs/design/MODEL.md section 3). The default objective, the schedule's time at the spec's message size,
+//! `--objective steps` runs the solver search for the fewest steps of any collective kind (one
+//! piece per link per step, transfers from rank to rank, docs/design/MODEL.md section 3). The default objective, the schedule's time at the spec's message size,
 //! takes the fastest verified candidate of [`portfolio::synthesize`]: the fewest-steps schedule,
 //! time-expanded routing over pieces per block and horizons (`synth::routing`), on tori the
 //! hand-written schedules that fit the faults (HalfRing+DimRotation, MATE, MATEe), for the
@@ -21,7 +21,7 @@ use std::path::Path;
 use std::time::Duration;
 
 /// The synthesis options: the spec's `method.synthesize`, overridden by flags.
-fn options(spec: &Spec, solver: Option<Solver>, time_limit: Option<f64>) -> Result<SynthOptions> {
+pub(super) fn options(spec: &Spec, solver: Option<Solver>, time_limit: Option<f64>) -> Result<SynthOptions> {
     let from_spec = match &spec.method {
         Some(MethodSpec::Synthesize(s)) => Some(s),
         _ => None,
@@ -75,27 +75,17 @@ pub fn synthesize(
     match schedule.header.meta.as_mut().and_then(|m| m.as_object_mut()) {
         Some(meta) => {
             meta.insert("synthesis".into(), note);
-            if !meta.contains_key("shape") {
-                if let Some(shape) = crate::topology::shape_json(&schedule.header.topology) {
-                    meta.insert("shape".into(), shape);
-                }
-            }
         }
-        None => schedule.header.meta = Some(json!({"synthesis": note, "shape": crate::topology::shape_json(&schedule.header.topology)})),
+        None => schedule.header.meta = Some(json!({ "synthesis": note })),
     }
     crate::schedule::write_schedule_file(output, &schedule)?;
-    if let Some(v) = portfolio::relay_outside_group(&schedule) {
-        // Only the steps objective can get here: its schedules are single hops (docs/design/MODEL.md section 3).
-        eprintln!(
-            "warning: the fewest-steps schedule stores and forwards at npu {} ({}), which is no rank of the group: a runtime gives it no program, so `verify` reports rule 6; the default objective (time) routes through such npus instead",
-            v.0,
-            schedule.header.topology.node(v).name
-        );
-    }
     let limit = answer.limit_reached;
     let front = answer.pareto();
     if json_out {
-        let entry = |e: &portfolio::Entry| json!({"name": e.candidate, "method": e.candidate.method(), "pieces": e.pieces, "steps": e.steps, "time_ns": e.time_ns, "event_driven_ns": e.event_ns});
+        let entry = |e: &portfolio::Entry| {
+            let sccl = e.sccl.as_ref().map(|c| json!({"steps": c.steps, "rounds": c.rounds, "chunks": c.chunks}));
+            json!({"name": e.candidate, "method": e.candidate.method(), "pieces": e.pieces, "steps": e.steps, "time_ns": e.time_ns, "event_driven_ns": e.event_ns, "sccl": sccl})
+        };
         let mut out = json!({"output": output, "chosen": name, "steps": schedule.steps.len(), "pieces": schedule.header.collective.pieces,
                "steps_lower_bound": answer.steps_report.as_ref().map(|r| r.steps_lower_bound), "steps_status": steps_status,
                "time_ns": to_f64(&cost.time_ns()), "bandwidth_term_ns": to_f64(&cost.bandwidth_ns()), "event_driven_ns": answer.event_ns,
@@ -147,13 +137,14 @@ pub fn synthesize(
         }
         if pareto {
             println!("steps/time trade-off (verified candidates; * = not beaten in both steps and time):");
-            println!("| steps | pieces per block | step-synchronous time | event-driven time | candidate |\n|---:|---:|---:|---:|---|");
+            println!("| steps | pieces per block | step-synchronous time | event-driven time | SCCL (steps, rounds, chunks) | candidate |\n|---:|---:|---:|---:|---:|---|");
             let mut all: Vec<&portfolio::Entry> = answer.entries.iter().collect();
             all.sort_by(|a, b| a.steps.cmp(&b.steps).then(a.time_ns.total_cmp(&b.time_ns)));
             for e in all {
                 let star = if front.contains(&e) { " *" } else { "" };
                 let ev = e.event_ns.map_or("-".to_string(), format_ns);
-                println!("| {}{star} | {} | {} | {ev} | {} |", e.steps, e.pieces, format_ns(e.time_ns), e.candidate);
+                let sccl = e.sccl.as_ref().map_or("-".to_string(), |c| format!("({}, {}, {})", c.steps, c.rounds, c.chunks));
+                println!("| {}{star} | {} | {} | {ev} | {sccl} | {} |", e.steps, e.pieces, format_ns(e.time_ns), e.candidate);
             }
         }
     }

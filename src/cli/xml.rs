@@ -1,43 +1,132 @@
-//! `collsched verify FILE.xml`: an MSCCL XML file as a runtime would run it. The file is checked
-//! against the reader's acceptance rules, run chunk by chunk (where every chunk ends up; a hang
-//! is a rule-6 cycle), and imported as a schedule onto the spec's topology (or a full mesh of its
-//! gpus) and verified under rules 1-5.
+//! `collsched verify FILE.xml [--rendezvous]`: an MSCCL XML file judged for the runtime of its
+//! dialect ([`crate::export::check_xml`]: the reader's rules, a chunk-level run under the
+//! runtime's buffering or rendezvous for every declared placement, where every chunk ends up),
+//! then imported as a schedule onto the spec's topology (or a full mesh of its gpus) and
+//! verified under rules 1-5.
 
 use crate::error::{ExitCode, Result};
-use crate::export::{check_reader_rules, import_msccl, simulate};
+use crate::export::msccl::{import_program, PlacementRun, SimError, XmlReport};
+use crate::export::{check_xml, Buffering};
 use crate::verify::{verify_schedule, VerifyOptions};
 use serde_json::json;
 use std::path::Path;
 
 /// Verifies an MSCCL XML file.
-pub fn verify_xml(path: &Path, spec: Option<&Path>, json_out: bool) -> Result<ExitCode> {
+pub fn verify_xml(path: &Path, spec: Option<&Path>, json_out: bool, rendezvous: bool) -> Result<ExitCode> {
     let text = crate::io::read_to_string(path)?;
     let topology = match spec {
         Some(p) => Some(crate::spec::Spec::load(p)?.instance()?.topology),
         None => None,
     };
-    let mut failures: Vec<String> = check_reader_rules(&text).into_iter().map(|p| format!("MSCCL reader rule: {p}")).collect();
-    match simulate(&text) {
-        Ok(sim) => failures.extend(sim.errors.iter().map(|e| format!("rule 5 completion (chunk-level simulation): {e}"))),
-        Err(e) => failures.push(format!("rule 6 deadlock freedom (chunk-level simulation): {e}")),
+    let buffering = if rendezvous { Buffering::Rendezvous } else { Buffering::Runtime };
+    let report = check_xml(&text, buffering);
+    let mut failures: Vec<String> = report.problems.errors.iter().map(|p| format!("MSCCL reader rule: {p}")).collect();
+    let mut notes: Vec<String> = Vec::new();
+    for run in &report.runs {
+        run_lines(&report, run, &mut failures, &mut notes);
     }
     let mut summary = String::new();
-    match import_msccl(&text, topology.as_ref()) {
-        Ok(schedule) => {
-            let r = verify_schedule(&schedule, &VerifyOptions::default())?;
-            failures.extend(r.findings.failures().iter().map(|d| format!("imported schedule: {d}")));
-            summary = format!("imported as {} steps, {} transfers over {} ranks", r.stats.steps, r.stats.transfers, schedule.header.collective.num_ranks());
+    if let (Some(program), true) = (&report.program, failures.is_empty()) {
+        match import_program(program, topology.as_ref()) {
+            Ok(schedule) => {
+                let r = verify_schedule(&schedule, &VerifyOptions::default())?;
+                failures.extend(r.findings.failures().iter().map(|d| format!("imported schedule: {d}")));
+                summary = format!("imported as {} steps, {} transfers over {} ranks", r.stats.steps, r.stats.transfers, schedule.header.collective.num_ranks());
+            }
+            Err(e) if program.collective().and_then(|c| c.kind()).is_none() => notes.push(format!("not imported as a schedule: {e}")),
+            Err(e) => failures.push(format!("import: {e}")),
         }
-        Err(e) => failures.push(format!("import: {e}")),
     }
-    let valid = failures.is_empty();
+    let valid = failures.is_empty() && report.is_valid();
+    let runtime = report.runtime.map_or("no runtime (unreadable)", |r| r.name());
+    let judged = verdict_words(&report);
     if json_out {
-        println!("{}", json!({"valid": valid, "failures": failures, "summary": summary}));
+        let placements: Vec<_> = report
+            .runs
+            .iter()
+            .map(|r| {
+                json!({
+                    "placement": r.placement.name(),
+                    "runs": r.is_valid(),
+                    "steps": r.outcome.as_ref().ok().map(|e| e.steps),
+                    "relies_on_buffering": r.without_buffering.is_some(),
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            json!({
+                "valid": valid,
+                "runtime": runtime,
+                "buffering": buffering.describe(),
+                "relies_on_buffering": report.relies_on_buffering(),
+                "placements": placements,
+                "failures": failures,
+                "warnings": report.problems.warnings,
+                "notes": notes,
+                "summary": summary,
+            })
+        );
     } else {
+        let dialect = report.runtime.map_or(String::new(), |r| format!(" ({})", r.dialect()));
+        println!("judged for {runtime}{dialect} under {}", buffering.describe());
+        for w in &report.problems.warnings {
+            println!("warning: {w}");
+        }
+        if !report.other_runtime_refuses.is_empty() {
+            if let Some(r) = report.runtime {
+                let more = report.other_runtime_refuses.len() - 1;
+                let more = if more > 0 { format!(" (and {more} more)") } else { String::new() };
+                println!("note: {} would refuse this file: {}{more}", r.other(), report.other_runtime_refuses[0]);
+            }
+        }
+        for n in &notes {
+            println!("{n}");
+        }
         for f in &failures {
             println!("{f}");
         }
-        println!("{}: {} ({summary})", if valid { "valid" } else { "INVALID" }, path.display());
+        if !summary.is_empty() {
+            println!("{summary}");
+        }
+        println!("{}: {} ({runtime}; {judged})", if valid { "valid" } else { "INVALID" }, path.display());
     }
     Ok(if valid { ExitCode::Ok } else { ExitCode::RuleFailed })
+}
+
+/// What one placement's run says: failures, or the lines of a run that finished.
+fn run_lines(report: &XmlReport, run: &PlacementRun, failures: &mut Vec<String>, notes: &mut Vec<String>) {
+    let pl = run.placement.name();
+    let coll = report.program.as_ref().and_then(|p| p.coll.as_ref()).map_or("", |(t, _)| t.as_str());
+    match &run.outcome {
+        Err(SimError::Deadlock(d)) => failures.push(format!("rule 6 deadlock freedom ({pl}): {d}")),
+        Err(SimError::Unpaired(items)) => failures.extend(items.iter().map(|i| format!("rule 6 deadlock freedom ({pl}): {i}"))),
+        Err(SimError::Refused(items)) => failures.extend(items.iter().map(|i| format!("{pl}: not run: {i}"))),
+        Ok(exec) => {
+            failures.extend(exec.errors.iter().map(|e| format!("rule 5 completion ({pl}, chunk-level run): {e}")));
+            let placed = if !exec.postcondition_checked {
+                format!("coll=\"{coll}\" has no postcondition here, so where the chunks end is not checked")
+            } else if exec.is_correct() {
+                format!("every chunk ends where {coll} wants it")
+            } else {
+                "some chunks end in the wrong place".into()
+            };
+            notes.push(format!("{pl}: runs to its end ({} steps); {placed}", exec.steps));
+            if let Some(e) = &run.without_buffering {
+                notes.push(format!("{pl}: relies on buffering: {e}"));
+            }
+        }
+    }
+}
+
+/// How the verdict was reached, for the last line.
+fn verdict_words(report: &XmlReport) -> String {
+    match report.buffering {
+        Buffering::Rendezvous => "under rendezvous, so with any buffer size".into(),
+        Buffering::Runtime if report.relies_on_buffering() => "relies on the runtime's buffering; deadlocks under rendezvous".into(),
+        Buffering::Runtime if report.runs.iter().all(PlacementRun::is_valid) && !report.runs.is_empty() => {
+            "under the runtime's buffering; runs under rendezvous too".into()
+        }
+        Buffering::Runtime => "under the runtime's buffering".into(),
+    }
 }

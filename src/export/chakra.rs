@@ -40,9 +40,9 @@
 //! send with the k-th receive whatever order ASTRA-sim issues them in. Both ends are checked to
 //! carry the same pieces.
 
-use crate::collective::CollectiveKind;
+use crate::collective::{Collective, CollectiveKind, PieceId};
 use crate::error::{Error, Result};
-use crate::lower::{Layout, OpKind, OpRef, Programs};
+use crate::lower::{Layout, OpKind, OpRef, Operation, Programs, Threadblock};
 use crate::schedule::Schedule;
 use crate::units::Rational;
 use prost::Message;
@@ -210,6 +210,9 @@ struct Msg {
     chunks: i64,
 }
 
+/// The pieces of the k-th message of every (src, dst, channel) stream, at one of its ends.
+type StreamPieces<'a> = HashMap<(usize, usize, usize), Vec<&'a [PieceId]>>;
+
 /// One encoded trace per rank, indexed by rank index (module docs: nodes, attributes, sizes,
 /// tags). Fails when a piece is not one of the collective's, when dependencies are cyclic, or
 /// when the two ends of a (src, dst, channel) stream do not carry the same pieces in order.
@@ -219,15 +222,40 @@ pub fn chakra_traces(programs: &Programs, schedule: &Schedule) -> Result<Vec<(us
     if r != c.num_ranks() {
         return Err(Error::bad(format!("chakra: {} rank programs for a collective of {} ranks", r, c.num_ranks())));
     }
-    let layout = Layout::of(c);
-    let total_chunks = (r * c.pieces as usize) as i64;
     let channels = programs.ranks.iter().flat_map(|p| &p.threadblocks).flat_map(|t| &t.ops).map(|o| o.channel + 1).max().unwrap_or(1).max(programs.channels);
-    // Pieces of the k-th send and the k-th receive of every stream, to check both ends agree.
-    let mut sent: HashMap<(usize, usize, usize), Vec<&[crate::collective::PieceId]>> = HashMap::new();
-    let mut received: HashMap<(usize, usize, usize), Vec<&[crate::collective::PieceId]>> = HashMap::new();
+    let mut tracer =
+        Tracer { c, layout: Layout::of(c), ranks: r, channels, total_chunks: (r * c.pieces as usize) as i64, sent: HashMap::new(), received: HashMap::new() };
     let mut out = Vec::with_capacity(r);
     for (rank, program) in programs.ranks.iter().enumerate() {
-        let tbs = &program.threadblocks;
+        let nodes = tracer.rank_nodes(rank, &program.threadblocks)?;
+        let mut bytes = Vec::new();
+        GlobalMetadata { version: CHAKRA_VERSION.into(), attr: Vec::new() }.encode_length_delimited(&mut bytes).expect("a Vec grows");
+        for n in &nodes {
+            n.encode_length_delimited(&mut bytes).expect("a Vec grows");
+        }
+        out.push((rank, bytes));
+    }
+    tracer.check_streams()?;
+    Ok(out)
+}
+
+/// What the traces of every rank share: the collective, the tag space, and both ends of every
+/// stream, to check that they agree.
+struct Tracer<'a> {
+    c: &'a Collective,
+    layout: Layout,
+    ranks: usize,
+    channels: usize,
+    total_chunks: i64,
+    sent: StreamPieces<'a>,
+    received: StreamPieces<'a>,
+}
+
+impl<'a> Tracer<'a> {
+    /// The nodes of one rank, in an order that respects every dependency: each threadblock's
+    /// operations in order, an operation once the operations it waits on in other threadblocks
+    /// have nodes. `data_deps` point at the exits of the previous operation and of those waited on.
+    fn rank_nodes(&mut self, rank: usize, tbs: &'a [Threadblock]) -> Result<Vec<Node>> {
         // Exits of every operation: the node ids that mark it complete.
         let mut exits: Vec<Vec<Option<Vec<u64>>>> = tbs.iter().map(|t| vec![None; t.ops.len()]).collect();
         let mut next = vec![0usize; tbs.len()];
@@ -254,60 +282,9 @@ pub fn chakra_traces(programs: &Programs, schedule: &Schedule) -> Result<Vec<(us
                     }
                     deps.sort_unstable();
                     deps.dedup();
-                    let msg = |src: usize, dst: usize| -> Result<Msg> {
-                        let mut bytes = Rational::from_integer(0);
-                        for p in &op.pieces {
-                            let idx = c.piece_index(p).ok_or_else(|| Error::bad(format!("chakra: rank {rank}: piece {p} is not a piece of the collective")))?;
-                            bytes += c.piece_size_at(idx);
-                        }
-                        let first =
-                            op.pieces.first().map_or(0, |p| if c.kind == CollectiveKind::AllGather { layout.output_offset(p) } else { layout.input_offset(p) });
-                        Ok(Msg { stream: (src, dst, op.channel), bytes: ceil_bytes(bytes)?, first_chunk: first as i64, chunks: op.pieces.len() as i64 })
-                    };
                     let exit = match op.kind {
                         OpKind::Copy => deps,
-                        OpKind::Send { peer } | OpKind::Recv { peer, .. } => {
-                            let is_send = matches!(op.kind, OpKind::Send { .. });
-                            let m = if is_send { msg(rank, peer)? } else { msg(peer, rank)? };
-                            let (src, dst, ch) = m.stream;
-                            let k = counters.entry((src, dst, ch)).or_default();
-                            let tag = (*k * channels * r * r + (ch * r + src) * r + dst) as i64;
-                            *k += 1;
-                            let ends = if is_send { &mut sent } else { &mut received };
-                            ends.entry(m.stream).or_default().push(&op.pieces);
-                            let uniform = c.is_uniform();
-                            let chunk = |v: i64| if uniform { v } else { -1 };
-                            let attr = vec![
-                                AttributeProto::new("is_cpu_op", AttrValue::BoolVal(false)),
-                                int32("comm_src", src as i64)?,
-                                int32("comm_dst", dst as i64)?,
-                                AttributeProto::new("comm_size", AttrValue::Int64Val(m.bytes)),
-                                int32("comm_tag", tag)?,
-                                int32("msg_chunk_cnt", chunk(m.chunks))?,
-                                int32("msg_chunk_idx", chunk(m.first_chunk))?,
-                                int32("total_chunk_cnt", chunk(total_chunks))?,
-                            ];
-                            let (ty, name) = if is_send {
-                                (NodeType::CommSendNode, format!("send_tb{tb}_op{i}_to{peer}_ch{ch}_tag{tag}"))
-                            } else {
-                                (NodeType::CommRecvNode, format!("recv_tb{tb}_op{i}_from{peer}_ch{ch}_tag{tag}"))
-                            };
-                            let id = nodes.len() as u64;
-                            nodes.push(Node { id, name, r#type: ty as i32, data_deps: deps, attr, ..Node::default() });
-                            if let OpKind::Recv { reduce: true, .. } = op.kind {
-                                let rid = nodes.len() as u64;
-                                let attr = vec![
-                                    AttributeProto::new("is_cpu_op", AttrValue::BoolVal(false)),
-                                    AttributeProto::new("tensor_size", AttrValue::Uint64Val(m.bytes as u64)),
-                                    AttributeProto::new("num_ops", AttrValue::Int64Val((m.bytes + 3) / 4)),
-                                ];
-                                let name = format!("reduce_tb{tb}_op{i}_from{peer}_ch{ch}");
-                                nodes.push(Node { id: rid, name, r#type: NodeType::CompNode as i32, data_deps: vec![id], attr, ..Node::default() });
-                                vec![rid]
-                            } else {
-                                vec![id]
-                            }
-                        }
+                        OpKind::Send { .. } | OpKind::Recv { .. } => self.comm_nodes(rank, (tb, i), op, deps, &mut counters, &mut nodes)?,
                     };
                     exits[tb][i] = Some(exit);
                     next[tb] += 1;
@@ -319,30 +296,99 @@ pub fn chakra_traces(programs: &Programs, schedule: &Schedule) -> Result<Vec<(us
                 return Err(Error::bad(format!("chakra: rank {rank}: cyclic dependencies between threadblocks")));
             }
         }
-        let mut bytes = Vec::new();
-        GlobalMetadata { version: CHAKRA_VERSION.into(), attr: Vec::new() }.encode_length_delimited(&mut bytes).expect("a Vec grows");
-        for n in &nodes {
-            n.encode_length_delimited(&mut bytes).expect("a Vec grows");
-        }
-        out.push((rank, bytes));
+        Ok(nodes)
     }
-    let mut streams: Vec<_> = sent.keys().chain(received.keys()).copied().collect();
-    streams.sort_unstable();
-    streams.dedup();
-    for s in streams {
-        let (a, b) = (sent.get(&s).map_or(&[][..], Vec::as_slice), received.get(&s).map_or(&[][..], Vec::as_slice));
-        if a != b {
-            return Err(Error::bad(format!(
-                "chakra: stream {} -> {} channel {}: {} sends and {} receives do not carry the same pieces in order",
-                s.0,
-                s.1,
-                s.2,
-                a.len(),
-                b.len()
-            )));
+
+    /// The message of an operation from `src` to `dst`: its stream, whole bytes, and chunks.
+    fn message(&self, rank: usize, op: &Operation, src: usize, dst: usize) -> Result<Msg> {
+        let c = self.c;
+        let mut bytes = Rational::from_integer(0);
+        for p in &op.pieces {
+            let idx = c.piece_index(p).ok_or_else(|| Error::bad(format!("chakra: rank {rank}: piece {p} is not a piece of the collective")))?;
+            bytes += c.piece_size_at(idx);
         }
+        let first =
+            op.pieces.first().map_or(0, |p| if c.kind == CollectiveKind::AllGather { self.layout.output_offset(p) } else { self.layout.input_offset(p) });
+        Ok(Msg { stream: (src, dst, op.channel), bytes: ceil_bytes(bytes)?, first_chunk: first as i64, chunks: op.pieces.len() as i64 })
     }
-    Ok(out)
+
+    /// The send or receive node of an operation (and, for a reducing receive, the compute node
+    /// after it); returns the node ids that mark the operation complete.
+    fn comm_nodes(
+        &mut self,
+        rank: usize,
+        (tb, i): (usize, usize),
+        op: &'a Operation,
+        deps: Vec<u64>,
+        counters: &mut HashMap<(usize, usize, usize), usize>,
+        nodes: &mut Vec<Node>,
+    ) -> Result<Vec<u64>> {
+        let (is_send, peer) = match op.kind {
+            OpKind::Send { peer } => (true, peer),
+            OpKind::Recv { peer, .. } => (false, peer),
+            OpKind::Copy => unreachable!("copies make no communication node"),
+        };
+        let m = if is_send { self.message(rank, op, rank, peer)? } else { self.message(rank, op, peer, rank)? };
+        let (src, dst, ch) = m.stream;
+        let (r, channels) = (self.ranks, self.channels);
+        let k = counters.entry((src, dst, ch)).or_default();
+        let tag = (*k * channels * r * r + (ch * r + src) * r + dst) as i64;
+        *k += 1;
+        let ends = if is_send { &mut self.sent } else { &mut self.received };
+        ends.entry(m.stream).or_default().push(&op.pieces);
+        let uniform = self.c.is_uniform();
+        let chunk = |v: i64| if uniform { v } else { -1 };
+        let attr = vec![
+            AttributeProto::new("is_cpu_op", AttrValue::BoolVal(false)),
+            int32("comm_src", src as i64)?,
+            int32("comm_dst", dst as i64)?,
+            AttributeProto::new("comm_size", AttrValue::Int64Val(m.bytes)),
+            int32("comm_tag", tag)?,
+            int32("msg_chunk_cnt", chunk(m.chunks))?,
+            int32("msg_chunk_idx", chunk(m.first_chunk))?,
+            int32("total_chunk_cnt", chunk(self.total_chunks))?,
+        ];
+        let (ty, name) = if is_send {
+            (NodeType::CommSendNode, format!("send_tb{tb}_op{i}_to{peer}_ch{ch}_tag{tag}"))
+        } else {
+            (NodeType::CommRecvNode, format!("recv_tb{tb}_op{i}_from{peer}_ch{ch}_tag{tag}"))
+        };
+        let id = nodes.len() as u64;
+        nodes.push(Node { id, name, r#type: ty as i32, data_deps: deps, attr, ..Node::default() });
+        if !matches!(op.kind, OpKind::Recv { reduce: true, .. }) {
+            return Ok(vec![id]);
+        }
+        let rid = nodes.len() as u64;
+        let attr = vec![
+            AttributeProto::new("is_cpu_op", AttrValue::BoolVal(false)),
+            AttributeProto::new("tensor_size", AttrValue::Uint64Val(m.bytes as u64)),
+            AttributeProto::new("num_ops", AttrValue::Int64Val((m.bytes + 3) / 4)),
+        ];
+        let name = format!("reduce_tb{tb}_op{i}_from{peer}_ch{ch}");
+        nodes.push(Node { id: rid, name, r#type: NodeType::CompNode as i32, data_deps: vec![id], attr, ..Node::default() });
+        Ok(vec![rid])
+    }
+
+    /// Both ends of every stream carry the same pieces in the same order.
+    fn check_streams(&self) -> Result<()> {
+        let mut streams: Vec<_> = self.sent.keys().chain(self.received.keys()).copied().collect();
+        streams.sort_unstable();
+        streams.dedup();
+        for s in streams {
+            let (a, b) = (self.sent.get(&s).map_or(&[][..], Vec::as_slice), self.received.get(&s).map_or(&[][..], Vec::as_slice));
+            if a != b {
+                return Err(Error::bad(format!(
+                    "chakra: stream {} -> {} channel {}: {} sends and {} receives do not carry the same pieces in order",
+                    s.0,
+                    s.1,
+                    s.2,
+                    a.len(),
+                    b.len()
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Writes `<prefix>.<rank>.et` for every rank into `dir` (created if missing) and

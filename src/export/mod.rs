@@ -1,12 +1,16 @@
-//! Exports for runtimes and simulators: MSCCL XML and Chakra execution traces.
+//! Exports for runtimes and simulators: MSCCL XML, Chakra execution traces, and SCCL's algorithm
+//! JSON (msccl-tools' synthesizer format, read and written).
 //!
-//! Every export starts from the lowered [`crate::lower::Programs`], so what rule 6 checked is
-//! what a runtime runs.
+//! The runtime exports start from the lowered [`crate::lower::Programs`], so what rule 6 checked
+//! is what a runtime runs. SCCL's JSON sits a level above: it holds steps of sends, and
+//! msccl-tools' `ncclize` does its own lowering.
 
 pub mod chakra;
 pub mod msccl;
-pub mod msccl_import;
+pub mod sccl;
 
 pub use chakra::{chakra_traces, decode_chakra, write_chakra};
-pub use msccl::{check_reader_rules, msccl_xml, simulate, ChunkValue, MscclOptions, Proto, SimResult};
-pub use msccl_import::{full_mesh, import_msccl};
+pub use msccl::{
+    check_reader_rules, check_xml, full_mesh, import_msccl, msccl_xml, read_program, simulate, Buffering, ChunkValue, Execution, MscclOptions, Placement,
+    Proto, Runtime, SimError, XmlReport,
+};

@@ -35,9 +35,9 @@
 
 use crate::collective::{Collective, CollectiveKind, Destinations, PieceId};
 use crate::error::{Error, Result};
-use crate::schedule::{Op, Schedule};
+use crate::schedule::{Op, Schedule, Step};
 use crate::topology::NodeId;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 /// A rank's buffer.
@@ -294,6 +294,9 @@ impl Layout {
 /// One chunk of a rank's buffers.
 type Slot = (Buffer, usize);
 
+/// The (sender, receiver) ranks of a step's transfers, and which (rank, piece) it sends.
+type StepEnds = (Vec<(usize, usize)>, HashSet<(usize, PieceId)>);
+
 /// An operation before it is placed in a threadblock.
 struct Pending {
     op: Operation,
@@ -343,44 +346,103 @@ pub fn lower(schedule: &Schedule, opts: &LowerOptions) -> Result<Programs> {
     if opts.channels == 0 {
         return Err(Error::bad("lower: channels = 0: needs at least one channel"));
     }
-    let topo = &schedule.header.topology;
-    let c = &schedule.header.collective;
-    let layout = Layout::of(c);
-    let r = c.num_ranks();
-    let mut pending: Vec<Vec<Pending>> = (0..r).map(|_| Vec::new()).collect();
-    let mut hazards: Vec<Hazards> = (0..r).map(|_| Hazards::default()).collect();
-    let mut scratch = vec![0usize; r];
-    // Where each rank holds its current value of a piece; absent means the rank's initial
-    // holding (see `initial`).
-    let mut held: HashMap<(usize, PieceId), Slot> = HashMap::new();
-    let initial = |rank: usize, p: &PieceId| -> Option<Slot> {
-        match c.source(p) {
-            Some(s) if s != rank => None,
-            _ => Some((Buffer::Input, layout.input_offset(p))),
-        }
-    };
-    let is_destination = |rank: usize, p: &PieceId| match c.destinations(p) {
-        Destinations::One(d) => d == rank,
-        Destinations::All => true,
-    };
+    let mut l = Lowering::new(schedule, opts);
+    l.own_blocks();
+    for (si, step) in schedule.steps.iter().enumerate() {
+        l.step(si, step)?;
+    }
+    l.final_copies();
+    Ok(l.finish())
+}
 
-    // A rank's own all_to_all block never travels, but the runtime must still place it.
-    if c.kind == CollectiveKind::AllToAll {
-        let p = layout.pieces;
-        for (i, list) in pending.iter_mut().enumerate() {
+/// The state of a lowering: every rank's operations so far (not yet placed in threadblocks), the
+/// buffer hazards that order them, and where each rank holds each piece.
+struct Lowering<'a> {
+    schedule: &'a Schedule,
+    opts: &'a LowerOptions,
+    layout: Layout,
+    pending: Vec<Vec<Pending>>,
+    hazards: Vec<Hazards>,
+    /// Scratch chunks used so far, per rank.
+    scratch: Vec<usize>,
+    /// Where each rank holds its current value of a piece; absent means the rank's initial
+    /// holding (see [`Lowering::initial`]).
+    held: HashMap<(usize, PieceId), Slot>,
+}
+
+impl<'a> Lowering<'a> {
+    fn new(schedule: &'a Schedule, opts: &'a LowerOptions) -> Self {
+        let c = &schedule.header.collective;
+        let r = c.num_ranks();
+        Lowering {
+            schedule,
+            opts,
+            layout: Layout::of(c),
+            pending: (0..r).map(|_| Vec::new()).collect(),
+            hazards: (0..r).map(|_| Hazards::default()).collect(),
+            scratch: vec![0; r],
+            held: HashMap::new(),
+        }
+    }
+
+    fn collective(&self) -> &'a Collective {
+        &self.schedule.header.collective
+    }
+
+    /// Where a rank holds a piece before any transfer: its input chunk, if it holds it at all.
+    fn initial(&self, rank: usize, p: &PieceId) -> Option<Slot> {
+        match self.collective().source(p) {
+            Some(s) if s != rank => None,
+            _ => Some((Buffer::Input, self.layout.input_offset(p))),
+        }
+    }
+
+    /// Where a rank holds a piece now.
+    fn holding(&self, rank: usize, p: &PieceId) -> Option<Slot> {
+        self.held.get(&(rank, *p)).copied().or_else(|| self.initial(rank, p))
+    }
+
+    fn is_destination(&self, rank: usize, p: &PieceId) -> bool {
+        match self.collective().destinations(p) {
+            Destinations::One(d) => d == rank,
+            Destinations::All => true,
+        }
+    }
+
+    /// A rank's own all_to_all block never travels, but the runtime must still place it.
+    fn own_blocks(&mut self) {
+        if self.collective().kind != CollectiveKind::AllToAll {
+            return;
+        }
+        let p = self.layout.pieces;
+        for (i, list) in self.pending.iter_mut().enumerate() {
             let pieces: Vec<PieceId> = (0..p).map(|k| PieceId::a2a(i as u32, i as u32, k as u32)).collect();
             let src = Slice { buffer: Buffer::Input, offset: i * p, count: p };
             let dst = Slice { buffer: Buffer::Output, offset: i * p, count: p };
             let op = Operation { kind: OpKind::Copy, channel: 0, pieces, src: Some(src), dst: Some(dst), remote: None, origin: None, deps: Vec::new() };
             let mut deps = Vec::new();
-            hazards[i].write(&slots(&dst), list.len(), &mut deps);
+            self.hazards[i].write(&slots(&dst), list.len(), &mut deps);
             list.push(Pending { op, key: (0, 0, 0, 0, 0), deps });
         }
     }
 
-    for (si, step) in schedule.steps.iter().enumerate() {
+    /// Lowers one step: sends read the state at its start, receives move the pieces, and both
+    /// become operations of their ranks.
+    fn step(&mut self, si: usize, step: &Step) -> Result<()> {
+        let (ends, sent_here) = self.ends(si, step)?;
+        let sources = self.sources(si, step, &ends)?;
+        let moves = self.receives(si, step, &ends, &sent_here, &sources)?;
+        self.operations(si, step, &ends, &moves);
+        Ok(())
+    }
+
+    /// The (sender, receiver) ranks of every transfer of a step, and which rank sends which piece
+    /// in it.
+    fn ends(&self, si: usize, step: &Step) -> Result<StepEnds> {
+        let topo = &self.schedule.header.topology;
+        let c = self.collective();
         let mut ends = Vec::with_capacity(step.transfers.len());
-        let mut sent_here: HashMap<(usize, PieceId), ()> = HashMap::new();
+        let mut sent_here = HashSet::new();
         for (ti, t) in step.transfers.iter().enumerate() {
             let at = |what: &str| format!("step {si}, transfer {ti}: {what}");
             let (Some(first), Some(last)) = (t.path.first(), t.path.last()) else {
@@ -395,63 +457,83 @@ pub fn lower(schedule: &Schedule, opts: &LowerOptions) -> Result<Programs> {
             if ra == rb {
                 return Err(Error::bad(at(&format!("the path starts and ends at rank {ra}"))));
             }
-            for p in &t.pieces {
-                sent_here.insert((ra, *p), ());
-            }
+            sent_here.extend(t.pieces.iter().map(|p| (ra, *p)));
             ends.push((ra, rb));
         }
-        // Channels round-robin per (sender, receiver) pair, in transfer (or operation) order;
-        // the counters restart every step.
+        Ok((ends, sent_here))
+    }
+
+    /// Sends read the state at the start of the step: every source is resolved before any
+    /// receive of the step moves a piece. Each transfer's pieces in the sender's chunk order, so
+    /// that runs of chunks become one operation.
+    fn sources(&self, si: usize, step: &Step, ends: &[(usize, usize)]) -> Result<Vec<Vec<(PieceId, Slot)>>> {
+        let mut sources = Vec::with_capacity(step.transfers.len());
+        for (ti, t) in step.transfers.iter().enumerate() {
+            let ra = ends[ti].0;
+            let mut v = Vec::with_capacity(t.pieces.len());
+            for p in &t.pieces {
+                let slot = self.holding(ra, p).ok_or_else(|| {
+                    Error::bad(format!("step {si}, transfer {ti}: rank {ra} sends piece {p}, which it does not hold (rule 3: verify the schedule first)"))
+                })?;
+                v.push((*p, slot));
+            }
+            v.sort_by_key(|&(_, s)| s);
+            v.dedup_by_key(|&mut (p, _)| p);
+            sources.push(v);
+        }
+        Ok(sources)
+    }
+
+    /// Receives, in transfer order; each moves its pieces, so a second reduce of the same piece
+    /// in the step reads the first one's result (docs/design/MODEL.md: disjoint reduces merge).
+    /// A piece lands in the receiver's output when it is a destination that does not send it on
+    /// in this step, else in scratch.
+    fn receives(
+        &mut self,
+        si: usize,
+        step: &Step,
+        ends: &[(usize, usize)],
+        sent_here: &HashSet<(usize, PieceId)>,
+        sources: &[Vec<(PieceId, Slot)>],
+    ) -> Result<Vec<Vec<Move>>> {
+        let mut moves_of = Vec::with_capacity(step.transfers.len());
+        for (ti, t) in step.transfers.iter().enumerate() {
+            let rb = ends[ti].1;
+            let reduce = t.op == Op::Reduce;
+            let mut moves = Vec::with_capacity(sources[ti].len());
+            for &(p, src) in &sources[ti] {
+                let current = self.holding(rb, &p);
+                let operand = if reduce {
+                    Some(current.ok_or_else(|| Error::bad(format!("step {si}, transfer {ti}: rank {rb} reduces piece {p} into a value it does not hold")))?)
+                } else {
+                    None
+                };
+                let dst = if self.is_destination(rb, &p) && !sent_here.contains(&(rb, p)) {
+                    (Buffer::Output, self.layout.output_offset(&p))
+                } else {
+                    self.scratch[rb] += 1;
+                    (Buffer::Scratch, self.scratch[rb] - 1)
+                };
+                self.held.insert((rb, p), dst);
+                moves.push(Move { piece: p, src, dst, operand });
+            }
+            moves_of.push(moves);
+        }
+        Ok(moves_of)
+    }
+
+    /// The operations of a step: all sends first (they read the start-of-step state), then the
+    /// receives; the rank order may still put receives first (`recv_first`). Channels go
+    /// round-robin per (sender, receiver) pair, in transfer (or operation) order, restarting
+    /// every step.
+    fn operations(&mut self, si: usize, step: &Step, ends: &[(usize, usize)], moves_of: &[Vec<Move>]) {
+        let opts = self.opts;
         let mut pair_count: HashMap<(usize, usize), usize> = HashMap::new();
         let mut next_channel = |pair: (usize, usize)| {
             let n = pair_count.entry(pair).or_insert(0);
             *n += 1;
             (*n - 1) % opts.channels
         };
-        // Sends read the state at the start of the step: resolve every source before any
-        // receive of the step moves a piece.
-        let mut sources: Vec<Vec<(PieceId, Slot)>> = Vec::with_capacity(step.transfers.len());
-        for (ti, t) in step.transfers.iter().enumerate() {
-            let ra = ends[ti].0;
-            let mut v = Vec::with_capacity(t.pieces.len());
-            for p in &t.pieces {
-                let slot = held.get(&(ra, *p)).copied().or_else(|| initial(ra, p)).ok_or_else(|| {
-                    Error::bad(format!("step {si}, transfer {ti}: rank {ra} sends piece {p}, which it does not hold (rule 3: verify the schedule first)"))
-                })?;
-                v.push((*p, slot));
-            }
-            // Chunk order of the sender, so that runs of chunks become one operation.
-            v.sort_by_key(|&(_, s)| s);
-            v.dedup_by_key(|&mut (p, _)| p);
-            sources.push(v);
-        }
-        // Receives, in transfer order; each moves its pieces, so a second reduce of the same
-        // piece in the step reads the first one's result (docs/design/MODEL.md: disjoint reduces merge).
-        let mut moves_of: Vec<Vec<Move>> = Vec::with_capacity(step.transfers.len());
-        for (ti, t) in step.transfers.iter().enumerate() {
-            let rb = ends[ti].1;
-            let reduce = t.op == Op::Reduce;
-            let mut moves = Vec::with_capacity(sources[ti].len());
-            for &(p, src) in &sources[ti] {
-                let current = held.get(&(rb, p)).copied().or_else(|| initial(rb, &p));
-                let operand = if reduce {
-                    Some(current.ok_or_else(|| Error::bad(format!("step {si}, transfer {ti}: rank {rb} reduces piece {p} into a value it does not hold")))?)
-                } else {
-                    None
-                };
-                let dst = if is_destination(rb, &p) && !sent_here.contains_key(&(rb, p)) {
-                    (Buffer::Output, layout.output_offset(&p))
-                } else {
-                    scratch[rb] += 1;
-                    (Buffer::Scratch, scratch[rb] - 1)
-                };
-                held.insert((rb, p), dst);
-                moves.push(Move { piece: p, src, dst, operand });
-            }
-            moves_of.push(moves);
-        }
-        // Operations: all sends of the step first (they read the start-of-step state), then
-        // the receives; the rank order may still put receives first (`recv_first`).
         let (send_group, recv_group) = if opts.recv_first { (1, 0) } else { (0, 1) };
         let mut recv_ops: Vec<(usize, Pending, Vec<Slot>, Vec<Slot>)> = Vec::new();
         for (ti, t) in step.transfers.iter().enumerate() {
@@ -475,10 +557,10 @@ pub fn lower(schedule: &Schedule, opts: &LowerOptions) -> Result<Programs> {
                     origin,
                     deps: Vec::new(),
                 };
-                let idx = pending[ra].len();
+                let idx = self.pending[ra].len();
                 let mut deps = Vec::new();
-                hazards[ra].read(&slots(&src), idx, &mut deps);
-                pending[ra].push(Pending { op: send, key: (1, si, send_group, ti, seg), deps });
+                self.hazards[ra].read(&slots(&src), idx, &mut deps);
+                self.pending[ra].push(Pending { op: send, key: (1, si, send_group, ti, seg), deps });
                 let recv = Operation {
                     kind: OpKind::Recv { peer: ra, reduce },
                     channel,
@@ -494,58 +576,59 @@ pub fn lower(schedule: &Schedule, opts: &LowerOptions) -> Result<Programs> {
             }
         }
         for (rb, mut p, reads, writes) in recv_ops {
-            let idx = pending[rb].len();
-            hazards[rb].read(&reads, idx, &mut p.deps);
-            hazards[rb].write(&writes, idx, &mut p.deps);
-            pending[rb].push(p);
+            let idx = self.pending[rb].len();
+            self.hazards[rb].read(&reads, idx, &mut p.deps);
+            self.hazards[rb].write(&writes, idx, &mut p.deps);
+            self.pending[rb].push(p);
         }
     }
 
-    // A destination whose value ended in scratch (or still sits in its input) copies it into
-    // its output.
-    for rank in 0..r {
-        let mut moves = Vec::new();
-        for p in destined(c, &layout, rank) {
-            let Some(at) = held.get(&(rank, p)).copied().or_else(|| initial(rank, &p)) else { continue };
-            let out = (Buffer::Output, layout.output_offset(&p));
-            if at != out {
-                moves.push(Move { piece: p, src: at, dst: out, operand: None });
+    /// A destination whose value ended in scratch (or still sits in its input) copies it into
+    /// its output.
+    fn final_copies(&mut self) {
+        let c = self.collective();
+        for rank in 0..c.num_ranks() {
+            let mut moves = Vec::new();
+            for p in destined(c, &self.layout, rank) {
+                let Some(at) = self.holding(rank, &p) else { continue };
+                let out = (Buffer::Output, self.layout.output_offset(&p));
+                if at != out {
+                    moves.push(Move { piece: p, src: at, dst: out, operand: None });
+                }
+            }
+            moves.sort_by_key(|m| m.src);
+            for (seg, run) in segments(&moves).into_iter().enumerate() {
+                let src = slice(run.iter().map(|m| m.src));
+                let dst = slice(run.iter().map(|m| m.dst));
+                let pieces = run.iter().map(|m| m.piece).collect();
+                let op = Operation { kind: OpKind::Copy, channel: 0, pieces, src: Some(src), dst: Some(dst), remote: None, origin: None, deps: Vec::new() };
+                let idx = self.pending[rank].len();
+                let mut deps = Vec::new();
+                self.hazards[rank].read(&slots(&src), idx, &mut deps);
+                self.hazards[rank].write(&slots(&dst), idx, &mut deps);
+                self.pending[rank].push(Pending { op, key: (2, 0, 0, 0, seg), deps });
             }
         }
-        moves.sort_by_key(|m| m.src);
-        for (seg, run) in segments(&moves).into_iter().enumerate() {
-            let src = slice(run.iter().map(|m| m.src));
-            let dst = slice(run.iter().map(|m| m.dst));
-            let op = Operation {
-                kind: OpKind::Copy,
-                channel: 0,
-                pieces: run.iter().map(|m| m.piece).collect(),
-                src: Some(src),
-                dst: Some(dst),
-                remote: None,
-                origin: None,
-                deps: Vec::new(),
-            };
-            let idx = pending[rank].len();
-            let mut deps = Vec::new();
-            hazards[rank].read(&slots(&src), idx, &mut deps);
-            hazards[rank].write(&slots(&dst), idx, &mut deps);
-            pending[rank].push(Pending { op, key: (2, 0, 0, 0, seg), deps });
-        }
     }
 
-    let ranks = pending
-        .into_iter()
-        .enumerate()
-        .map(|(i, list)| RankProgram {
-            node: c.ranks[i],
-            input_chunks: layout.input_chunks(),
-            output_chunks: layout.output_chunks(),
-            scratch_chunks: scratch[i],
-            threadblocks: place(list, opts),
-        })
-        .collect();
-    Ok(Programs { kind: c.kind, pieces_per_block: c.pieces, uniform: c.is_uniform(), channels: opts.channels, ranks })
+    /// Every rank's operations placed in threadblocks.
+    fn finish(self) -> Programs {
+        let c = self.collective();
+        let (layout, scratch, opts) = (self.layout, self.scratch, self.opts);
+        let ranks = self
+            .pending
+            .into_iter()
+            .enumerate()
+            .map(|(i, list)| RankProgram {
+                node: c.ranks[i],
+                input_chunks: layout.input_chunks(),
+                output_chunks: layout.output_chunks(),
+                scratch_chunks: scratch[i],
+                threadblocks: place(list, opts),
+            })
+            .collect();
+        Programs { kind: c.kind, pieces_per_block: c.pieces, uniform: c.is_uniform(), channels: opts.channels, ranks }
+    }
 }
 
 /// The pieces a rank must hold in its output at the end.

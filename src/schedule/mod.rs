@@ -6,7 +6,7 @@ pub mod reverse;
 mod write;
 
 pub use read::{read_schedule, read_schedule_file, stream_schedule, stream_schedule_file, StepSink};
-pub use write::{write_schedule, write_schedule_file, ScheduleWriter};
+pub use write::{write_schedule, write_schedule_file, ScheduleWriter, WriteSink};
 
 use crate::collective::{Collective, PieceId};
 use crate::topology::{LinkId, Topology};

@@ -32,6 +32,10 @@ struct RawTopology {
     links: Vec<CustomLink>,
     #[serde(default)]
     switch_latency_ns: f64,
+    /// The family the lists form (docs/design/FORMATS.md: `torus` or `fat_tree`), absent for a
+    /// custom topology.
+    #[serde(default)]
+    shape: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -159,9 +163,11 @@ fn build_header(parts: &mut Parts) -> Result<ScheduleHeader> {
     let raw_t = parts.topology.take().ok_or_else(|| Error::bad("missing field `topology`"))?;
     let mut topology = custom(&raw_t.nodes, &raw_t.links, raw_t.switch_latency_ns).map_err(|e| e.context("topology"))?;
     let meta = parts.meta.take();
-    // `"shape": null` is what the writers record for a custom topology: no family to adopt.
-    if let Some(shape) = meta.as_ref().and_then(|m| m.get("shape")).filter(|s| !s.is_null()) {
-        topology = crate::topology::adopt_shape(topology, shape).map_err(|e| e.context("meta.shape"))?;
+    // The family is `topology.shape`; files written before it was a field of the format kept it
+    // in `meta.shape` (`null` for a custom topology), which is still read.
+    let legacy = meta.as_ref().and_then(|m| m.get("shape")).filter(|s| !s.is_null());
+    if let Some((shape, field)) = raw_t.shape.as_ref().map(|s| (s, "topology.shape")).or(legacy.map(|s| (s, "meta.shape"))) {
+        topology = crate::topology::adopt_shape(topology, shape).map_err(|e| e.context(field))?;
     }
     let rc = parts.collective.take().ok_or_else(|| Error::bad("missing field `collective`"))?;
     let kind = CollectiveKind::parse(&rc.kind)
@@ -277,9 +283,9 @@ pub fn stream_schedule<R: Read>(reader: R, source: &str, sink: &mut dyn StepSink
     }
 }
 
-/// Streams a schedule file into a sink.
+/// Streams a schedule file into a sink (a `.json.zst` file is decompressed as it is read).
 pub fn stream_schedule_file(path: &Path, sink: &mut dyn StepSink) -> Result<ScheduleHeader> {
-    stream_schedule(crate::io::open(path)?, &path.display().to_string(), sink)
+    stream_schedule(crate::io::open_decoded(path)?, &path.display().to_string(), sink)
 }
 
 struct Collect(Vec<Step>);
@@ -301,7 +307,7 @@ pub fn read_schedule<R: Read>(reader: R, source: &str) -> Result<Schedule> {
     Ok(Schedule { header, steps: c.0 })
 }
 
-/// Reads a whole schedule file into memory.
+/// Reads a whole schedule file into memory (a `.json.zst` file is decompressed as it is read).
 pub fn read_schedule_file(path: &Path) -> Result<Schedule> {
-    read_schedule(crate::io::open(path)?, &path.display().to_string())
+    read_schedule(crate::io::open_decoded(path)?, &path.display().to_string())
 }

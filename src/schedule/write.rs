@@ -3,9 +3,9 @@
 //! The output is deterministic: the same schedule always gives the same bytes (fixed key
 //! order, shortest round-trip floats, no maps with unspecified order).
 
-use super::{Schedule, ScheduleHeader, Step};
+use super::{Schedule, ScheduleHeader, Step, StepSink};
 use crate::error::Result;
-use crate::io::{write_atomic, write_error};
+use crate::io::{write_atomic_encoded, write_error};
 use crate::topology::custom::to_lists;
 use std::io::{self, Write};
 use std::path::Path;
@@ -32,7 +32,11 @@ impl<W: Write> ScheduleWriter<W> {
             out.write_all(if i == 0 { b"\n      " } else { b",\n      " })?;
             serde_json::to_writer(&mut out, l)?;
         }
-        write!(out, "\n    ],\n    \"switch_latency_ns\": {}\n  }},\n", serde_json::to_string(&t.switch_latency_ns())?)?;
+        write!(out, "\n    ],\n    \"switch_latency_ns\": {}", serde_json::to_string(&t.switch_latency_ns())?)?;
+        if let Some(shape) = crate::topology::shape_json(t) {
+            write!(out, ",\n    \"shape\": {}", serde_json::to_string(&shape)?)?;
+        }
+        out.write_all(b"\n  },\n")?;
         let c = &header.collective;
         let ranks: Vec<u32> = c.ranks.iter().map(|r| r.0).collect();
         write!(
@@ -99,6 +103,39 @@ impl<W: Write> ScheduleWriter<W> {
     }
 }
 
+/// A [`StepSink`] that writes a schedule as it is produced: the header when it comes, then
+/// every step, so that a generator streams straight into a file.
+pub struct WriteSink<W: Write> {
+    out: Option<W>,
+    writer: Option<ScheduleWriter<W>>,
+}
+
+impl<W: Write> WriteSink<W> {
+    /// A sink writing into `out`.
+    pub fn new(out: W) -> Self {
+        WriteSink { out: Some(out), writer: None }
+    }
+
+    /// Closes the file (it must have had its header); returns the writer.
+    pub fn finish(self) -> Result<W> {
+        let writer = self.writer.ok_or_else(|| crate::error::Error::internal("a schedule without a header was written"))?;
+        writer.finish().map_err(|e| crate::error::Error::io(format!("cannot write: {e}")))
+    }
+}
+
+impl<W: Write> StepSink for WriteSink<W> {
+    fn begin(&mut self, header: &ScheduleHeader) -> Result<()> {
+        let out = self.out.take().ok_or_else(|| crate::error::Error::internal("a schedule header was written twice"))?;
+        self.writer = Some(ScheduleWriter::new(out, header).map_err(|e| crate::error::Error::io(format!("cannot write: {e}")))?);
+        Ok(())
+    }
+
+    fn step(&mut self, _index: usize, step: Step) -> Result<()> {
+        let w = self.writer.as_mut().ok_or_else(|| crate::error::Error::internal("a step was written before the header"))?;
+        w.write_step(&step).map_err(|e| crate::error::Error::io(format!("cannot write: {e}")))
+    }
+}
+
 /// Writes a whole schedule to a writer.
 pub fn write_schedule<W: Write>(out: W, schedule: &Schedule) -> io::Result<W> {
     let mut w = ScheduleWriter::new(out, &schedule.header)?;
@@ -108,7 +145,8 @@ pub fn write_schedule<W: Write>(out: W, schedule: &Schedule) -> io::Result<W> {
     w.finish()
 }
 
-/// Writes a whole schedule to a file, atomically.
+/// Writes a whole schedule to a file, atomically; a path ending in `.zst` gets the same JSON,
+/// zstd-compressed (docs/design/FORMATS.md).
 pub fn write_schedule_file(path: &Path, schedule: &Schedule) -> Result<()> {
-    write_atomic(path, |w| write_schedule(w, schedule).map(|_| ()).map_err(write_error(path)))
+    write_atomic_encoded(path, |w| write_schedule(w, schedule).map(|_| ()).map_err(write_error(path)))
 }

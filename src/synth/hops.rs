@@ -72,6 +72,15 @@ impl HopGraph {
         g
     }
 
+    /// The same hops with their ends swapped, each keeping its path (its links still run from the
+    /// original sender to the original receiver): a schedule over the transposed hops, run
+    /// backwards in time, is one over the original hops. A reduce_scatter is the time reversal
+    /// of an all_gather over these (`steps::gather`).
+    pub fn transposed(&self) -> HopGraph {
+        let hops = self.hops.iter().map(|h| Hop { from: h.to, to: h.from, path: h.path.clone() }).collect();
+        HopGraph { hops, out: self.into.clone(), into: self.out.clone(), on_link: self.on_link.clone() }
+    }
+
     /// Hop distances from `from` to every npu (forward), or to `from` from every npu (`reverse`).
     pub fn distances(&self, from: NodeId, reverse: bool) -> Vec<Option<u32>> {
         let mut dist = vec![None; self.out.len()];

@@ -28,7 +28,9 @@ pub mod trees;
 
 #[cfg(feature = "smt")]
 pub use backends::SmtBackend;
-pub use backends::{Backend, IlpBackend, Model, Outcome, Solver, Term, Var, AUTO_ILP_VARIABLES};
+pub use backends::{
+    Backend, IlpBackend, Model, Outcome, ProgramFamily, Solver, Term, Var, AUTO_ILP_VARIABLES, ILP_MAX_VARIABLES, SMT_MAX_FLOW_VARIABLES, SMT_MAX_SET_VARIABLES,
+};
 pub use steps::{
     fewest_steps_exact, fewest_steps_exact_with, steps_lower_bound, synthesize_steps, synthesize_steps_with, SynthReport, SynthStatus, MAX_EXACT_VARIABLES,
 };

@@ -39,6 +39,7 @@ use crate::collective::{Collective, CollectiveKind};
 use crate::cost::event_cost;
 use crate::cost::{SyncCost, SyncMeter};
 use crate::error::{Error, Result};
+use crate::export::sccl::{sccl_coordinates, ScclCoordinates};
 use crate::schedule::{Schedule, ScheduleHeader, Step};
 use crate::spec::Instance;
 use crate::topology::{NodeId, Topology};
@@ -157,6 +158,9 @@ pub struct Entry {
     pub time_ns: f64,
     /// Event-driven time in ns (max-min fair links), computed on switched networks.
     pub event_ns: Option<f64>,
+    /// SCCL's coordinates (steps, rounds, chunks), where the schedule is one SCCL's algorithm
+    /// files can hold (single hops between ranks, uniform blocks).
+    pub sccl: Option<ScclCoordinates>,
 }
 
 impl Entry {
@@ -169,7 +173,8 @@ impl Entry {
 /// The answer of a synthesis.
 #[derive(Clone, Debug)]
 pub struct Answer {
-    /// The fewest-steps search's report (its bound and status); all_to_all only.
+    /// The fewest-steps search's report (its bound and status): for all_to_all, and for every
+    /// kind under the steps objective.
     pub steps_report: Option<SynthReport>,
     /// The chosen candidate.
     pub chosen: Candidate,
@@ -288,7 +293,8 @@ impl Gathered<'_> {
             Ok(_) | Err(_) => return Ok(()),
         };
         let event_ns = if inst.topology.num_switches() > 0 { Some(event_cost(&s, false)?.time_ns) } else { None };
-        let entry = Entry { candidate, pieces: s.header.collective.pieces, steps: s.steps.len(), time_ns: to_f64(&cost.time_ns()), event_ns };
+        let sccl = sccl_coordinates(&s).ok();
+        let entry = Entry { candidate, pieces: s.header.collective.pieces, steps: s.steps.len(), time_ns: to_f64(&cost.time_ns()), event_ns, sccl };
         self.entries.push(entry.clone());
         let better = match &self.best {
             None => true,
@@ -328,9 +334,6 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
     let deadline = started + opts.time_limit.mul_f64(0.8);
     let (t, c) = (&inst.topology, &inst.collective);
     t.check_connected(&c.ranks).map_err(|e| Error::infeasible(e.message().to_string()))?;
-    if objective == Objective::Steps && c.kind != CollectiveKind::AllToAll {
-        return Err(Error::bad(format!("--objective steps: the fewest-steps search takes all_to_all, not {}", c.kind)));
-    }
     progress(&Progress::Trying("certified bounds".into()));
     let flow_budget = opts.time_limit.mul_f64(0.1).min(Duration::from_secs(20));
     let bounds = certified_bounds(inst, flow_budget)?;
@@ -345,7 +348,11 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
         spread_error: None,
         unverified: None,
     };
-    let steps_report = if c.kind == CollectiveKind::AllToAll { Some(fewest_steps(inst, opts, objective, &mut found, progress)?) } else { None };
+    let steps_report = if c.kind == CollectiveKind::AllToAll || objective == Objective::Steps {
+        Some(fewest_steps(inst, opts, objective, &mut found, progress)?)
+    } else {
+        None
+    };
     if objective == Objective::Time {
         let counts: Vec<u32> = if inst.pieces_given { vec![c.pieces] } else { PIECE_COUNTS.to_vec() };
         if c.kind == CollectiveKind::AllToAll {
@@ -389,8 +396,8 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
     })
 }
 
-/// The fewest-steps search (all_to_all): half the limit under the time objective, all of it for
-/// the steps objective.
+/// The fewest-steps search (all_to_all, and every kind under the steps objective): half the limit
+/// under the time objective, all of it for the steps objective.
 fn fewest_steps(inst: &Instance, opts: &SynthOptions, objective: Objective, found: &mut Gathered, progress: &mut dyn FnMut(&Progress)) -> Result<SynthReport> {
     let mut steps_opts = opts.clone();
     if objective == Objective::Time {
@@ -536,7 +543,7 @@ pub fn relay_outside_group(s: &Schedule) -> Option<NodeId> {
 
 /// The schedule of synthesized steps, with the shape of the topology kept for the readers.
 fn schedule(t: &Topology, c: &Collective, steps: Vec<Step>, method: &str) -> Schedule {
-    let meta = serde_json::json!({"algorithm": "synth", "method": method, "shape": crate::topology::shape_json(t)});
+    let meta = serde_json::json!({"algorithm": "synth", "method": method});
     Schedule { header: ScheduleHeader { topology: t.clone(), collective: c.clone(), meta: Some(meta) }, steps }
 }
 

@@ -52,7 +52,7 @@ use crate::algorithms::switched::{switched, Routing, SwitchedAlgorithm};
 use crate::collective::{Collective, CollectiveKind, PieceId};
 use crate::error::{Error, Result};
 use crate::schedule::{Op, Schedule, ScheduleHeader, Step, Transfer};
-use crate::topology::{shape_json, FatTreeShape, LinkId, NodeId, Topology};
+use crate::topology::{FatTreeShape, LinkId, NodeId, Topology};
 use crate::verify::{verify_schedule, VerifyOptions};
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -170,7 +170,7 @@ pub fn fat_tree_candidates(t: &Topology, c: &Collective) -> Result<Vec<(Switched
 /// The schedule of a method's steps. Not verified here: the portfolio verifies every candidate,
 /// and a synthesized one that fails is a bug it reports.
 fn schedule(t: &Topology, c: &Collective, steps: Vec<Step>, method: SwitchedMethod) -> Schedule {
-    let meta = serde_json::json!({"algorithm": "synth", "method": method.to_string(), "shape": shape_json(t)});
+    let meta = serde_json::json!({"algorithm": "synth", "method": method.to_string()});
     Schedule { header: ScheduleHeader { topology: t.clone(), collective: c.clone(), meta: Some(meta) }, steps }
 }
 
@@ -390,136 +390,222 @@ const HAND_OVER_SLOTS: usize = 2;
 /// blocks instead, so that every rank keeps one group of sends per slot and the ranks stay in
 /// step under the event-driven cost. Board blocks left over go with the rank's first send.
 fn greedy_slotted_all_to_all(t: &Topology, c: &Collective, relay: bool) -> Result<Vec<Step>> {
-    let r = c.num_ranks();
-    let (direct, mut flows) = split_blocks(t, c);
-    let mut router = SlotRouter::new(t);
-    // Load of the switch links next to each rank's leaf (or of the rank itself elsewhere):
-    // remaining blocks out and in over the up links leaving and entering the leaf.
-    let shape = t.fat_tree_shape().cloned();
-    let group = |n: NodeId| shape.as_ref().filter(|s| n.index() < s.npus).map_or(n.index(), |s| t.num_nodes() + s.leaf_of(n));
-    // Up links between each node and switches, out and in.
-    let (mut switch_out, mut switch_in) = (vec![0usize; t.num_nodes()], vec![0usize; t.num_nodes()]);
-    for (_, l) in t.links().filter(|(_, l)| l.up) {
-        if !t.is_npu(l.dst) {
-            switch_out[l.src.index()] += 1;
-        }
-        if !t.is_npu(l.src) {
-            switch_in[l.dst.index()] += 1;
-        }
-    }
-    let capacity = |n: NodeId, out: bool| -> f64 {
-        let node = shape.as_ref().filter(|s| n.index() < s.npus).map_or(n, |s| s.leaf(s.leaf_of(n)));
-        (if out { switch_out[node.index()] } else { switch_in[node.index()] }).max(1) as f64
-    };
-    let mut out_left: HashMap<usize, f64> = HashMap::new();
-    let mut in_left: HashMap<usize, f64> = HashMap::new();
-    for &(i, j, _) in &flows {
-        *out_left.entry(group(c.ranks[i])).or_default() += 1.0;
-        *in_left.entry(group(c.ranks[j])).or_default() += 1.0;
-    }
-    // Board queues: transfers a rank sends in slots where it has no switched block, each with
-    // the blocks it hands to a board mate to send on (relays).
-    let mut board: Vec<VecDeque<Transfer>> = vec![VecDeque::new(); r];
-    let mut hand_over: Vec<VecDeque<(Transfer, usize)>> = vec![VecDeque::new(); r];
-    let mut ready: Vec<Option<usize>> = vec![Some(0); flows.len()];
-    let mut early = vec![false; flows.len()];
-    let mut forwards: HashMap<LinkId, Vec<PieceId>> = HashMap::new();
+    let mut g = GreedySlots::new(t, c);
     if relay {
-        // A leaf with fewer usable uplinks (downlinks) than its neighbours hands blocks to board
-        // mates under other leaves while that lowers the larger of the two loads.
-        let ratio = |m: &HashMap<usize, f64>, n: NodeId, out: bool| m.get(&group(n)).copied().unwrap_or(0.0) / capacity(n, out);
-        let mut relays_by = vec![0usize; r];
-        for f in 0..flows.len() {
-            let (i, j, _) = flows[f];
+        g.plan_relays();
+    }
+    let due = g.due_slots();
+    // Sub-steps per slot: as many as a healthy leaf needs for one block from each of its npus
+    // (2 on a tree oversubscribed 2:1, whose flows then share the uplinks evenly at run time).
+    let per_slot = g.shape.as_ref().map_or(1, |s| s.down.div_ceil(s.up)).max(1);
+    let mut by_due: Vec<Vec<usize>> = vec![Vec::new(); due.iter().copied().max().map_or(0, |m| m + 1)];
+    for (f, &d) in due.iter().enumerate() {
+        by_due[d].push(f);
+    }
+    let mut router = SlotRouter::new(t);
+    let mut pending: Vec<usize> = (0..g.flows.len()).collect();
+    let mut steps: Vec<Step> = Vec::new();
+    let mut slot = 0;
+    while !pending.is_empty() {
+        let members = by_due.get(slot).map_or(&[][..], Vec::as_slice);
+        let (subs, rest) = g.fill_slot(&mut router, slot, per_slot, &due, members, pending)?;
+        if subs.iter().all(|st| st.transfers.is_empty()) && slot > 2 + steps.len() {
+            return Err(Error::internal(format!("fat-tree synthesis: slot {slot} places no block")));
+        }
+        steps.extend(subs.into_iter().filter(|st| !st.transfers.is_empty()));
+        pending = rest;
+        slot += 1;
+    }
+    Ok(g.finish(steps))
+}
+
+/// The state of the greedy slotted pairwise: the blocks still to send through the switches, the
+/// load left at each leaf, and the board transfers and relays that fill the gaps.
+struct GreedySlots<'a> {
+    t: &'a Topology,
+    c: &'a Collective,
+    shape: Option<FatTreeShape>,
+    /// Up links from each node to switches, and from switches to it.
+    switch_out: Vec<usize>,
+    switch_in: Vec<usize>,
+    /// The blocks through the switches: (sender rank, receiver rank, pieces).
+    flows: Vec<Flow>,
+    /// Remaining blocks out of and into each leaf group (or rank elsewhere).
+    out_left: HashMap<usize, f64>,
+    in_left: HashMap<usize, f64>,
+    /// Board transfers a rank sends in slots where it has no switched block.
+    board: Vec<VecDeque<Transfer>>,
+    /// Blocks a rank hands to a board mate that sends them on (relays), with their flow.
+    hand_over: Vec<VecDeque<(Transfer, usize)>>,
+    /// The first slot each flow may go in (`None` until its hand-over has been sent).
+    ready: Vec<Option<usize>>,
+    /// Flows a board mate forwards at the end, which go first.
+    early: Vec<bool>,
+    /// The final board forwards of relayed incoming blocks, by link.
+    forwards: HashMap<LinkId, Vec<PieceId>>,
+}
+
+impl<'a> GreedySlots<'a> {
+    fn new(t: &'a Topology, c: &'a Collective) -> Self {
+        let r = c.num_ranks();
+        let (direct, flows) = split_blocks(t, c);
+        let (mut switch_out, mut switch_in) = (vec![0usize; t.num_nodes()], vec![0usize; t.num_nodes()]);
+        for (_, l) in t.links().filter(|(_, l)| l.up) {
+            if !t.is_npu(l.dst) {
+                switch_out[l.src.index()] += 1;
+            }
+            if !t.is_npu(l.src) {
+                switch_in[l.dst.index()] += 1;
+            }
+        }
+        let n = flows.len();
+        let mut g = GreedySlots {
+            t,
+            c,
+            shape: t.fat_tree_shape().cloned(),
+            switch_out,
+            switch_in,
+            flows,
+            out_left: HashMap::new(),
+            in_left: HashMap::new(),
+            board: vec![VecDeque::new(); r],
+            hand_over: vec![VecDeque::new(); r],
+            ready: vec![Some(0); n],
+            early: vec![false; n],
+            forwards: HashMap::new(),
+        };
+        for f in 0..n {
+            let (i, j) = (g.flows[f].0, g.flows[f].1);
+            *g.out_left.entry(g.group(c.ranks[i])).or_default() += 1.0;
+            *g.in_left.entry(g.group(c.ranks[j])).or_default() += 1.0;
+        }
+        for tr in direct {
+            let sender = t.link(tr.path[0]).src;
+            g.board[c.rank_index(sender).expect("a rank sends")].push_back(tr);
+        }
+        g
+    }
+
+    /// The load group of a node: its leaf on a fat tree (the switch links next to it are the
+    /// leaf's), the node itself elsewhere.
+    fn group(&self, n: NodeId) -> usize {
+        self.shape.as_ref().filter(|s| n.index() < s.npus).map_or(n.index(), |s| self.t.num_nodes() + s.leaf_of(n))
+    }
+
+    /// The up links between a node's group and the switches, out or in (at least 1).
+    fn capacity(&self, n: NodeId, out: bool) -> f64 {
+        let node = self.shape.as_ref().filter(|s| n.index() < s.npus).map_or(n, |s| s.leaf(s.leaf_of(n)));
+        (if out { self.switch_out[node.index()] } else { self.switch_in[node.index()] }).max(1) as f64
+    }
+
+    fn ratio(&self, n: NodeId, out: bool) -> f64 {
+        let left = if out { &self.out_left } else { &self.in_left };
+        left.get(&self.group(n)).copied().unwrap_or(0.0) / self.capacity(n, out)
+    }
+
+    /// Whether rank x can relay for rank y: a board mate under another leaf, linked both ways.
+    fn mate(&self, x: usize, y: usize, avoid: usize) -> bool {
+        let (t, ranks) = (self.t, &self.c.ranks);
+        x != y
+            && x != avoid
+            && self.group(ranks[x]) != self.group(ranks[y])
+            && up_link(t, ranks[y], ranks[x]).is_some()
+            && up_link(t, ranks[x], ranks[y]).is_some()
+    }
+
+    /// A leaf with fewer usable uplinks (downlinks) than its neighbours hands blocks to board
+    /// mates under other leaves while that lowers the larger of the two loads.
+    fn plan_relays(&mut self) {
+        let (t, c) = (self.t, self.c);
+        let mut relays_by = vec![0usize; c.num_ranks()];
+        for f in 0..self.flows.len() {
+            let (i, j) = (self.flows[f].0, self.flows[f].1);
             let (a, b) = (c.ranks[i], c.ranks[j]);
-            let mate = |x: usize, y: usize, avoid: usize| {
-                x != y
-                    && x != avoid
-                    && group(c.ranks[x]) != group(c.ranks[y])
-                    && up_link(t, c.ranks[y], c.ranks[x]).is_some()
-                    && up_link(t, c.ranks[x], c.ranks[y]).is_some()
+            let least_loaded = |g: &Self, out: bool, candidates: Vec<usize>| {
+                candidates.into_iter().min_by(|&x, &y| g.ratio(c.ranks[x], out).total_cmp(&g.ratio(c.ranks[y], out)).then(relays_by[x].cmp(&relays_by[y])))
             };
             // Outgoing: a -> m over the board, then m sends the block through the switches.
-            let best_out = (0..r)
-                .filter(|&m| mate(m, i, j) && up_link(t, c.ranks[m], b).is_none())
-                .min_by(|&x, &y| ratio(&out_left, c.ranks[x], true).total_cmp(&ratio(&out_left, c.ranks[y], true)).then(relays_by[x].cmp(&relays_by[y])));
-            if let Some(m) = best_out {
-                let (ma, am) = (c.ranks[m], capacity(a, true));
-                if ratio(&out_left, a, true) - 1.0 / am >= ratio(&out_left, ma, true) + 1.0 / capacity(ma, true) {
-                    *out_left.get_mut(&group(a)).expect("counted") -= 1.0;
-                    *out_left.entry(group(ma)).or_default() += 1.0;
+            let outs = (0..c.num_ranks()).filter(|&m| self.mate(m, i, j) && up_link(t, c.ranks[m], b).is_none()).collect();
+            if let Some(m) = least_loaded(self, true, outs) {
+                let ma = c.ranks[m];
+                if self.ratio(a, true) - 1.0 / self.capacity(a, true) >= self.ratio(ma, true) + 1.0 / self.capacity(ma, true) {
+                    *self.out_left.get_mut(&self.group(a)).expect("counted") -= 1.0;
+                    *self.out_left.entry(self.group(ma)).or_default() += 1.0;
                     relays_by[m] += 1;
-                    let hop = Transfer::hop(up_link(t, a, ma).expect("a mate"), Op::Copy, flows[f].2.clone());
-                    hand_over[i].push_back((hop, f));
-                    flows[f].0 = m;
-                    ready[f] = None;
+                    let hop = Transfer::hop(up_link(t, a, ma).expect("a mate"), Op::Copy, self.flows[f].2.clone());
+                    self.hand_over[i].push_back((hop, f));
+                    self.flows[f].0 = m;
+                    self.ready[f] = None;
                     continue;
                 }
             }
             // Incoming: the block goes through the switches to a board mate m of b, which
             // forwards it over the board at the end.
-            let best_in = (0..r)
-                .filter(|&m| mate(m, j, i) && up_link(t, a, c.ranks[m]).is_none())
-                .min_by(|&x, &y| ratio(&in_left, c.ranks[x], false).total_cmp(&ratio(&in_left, c.ranks[y], false)).then(relays_by[x].cmp(&relays_by[y])));
-            if let Some(m) = best_in {
-                let (mb, bm) = (c.ranks[m], capacity(b, false));
-                if ratio(&in_left, b, false) - 1.0 / bm >= ratio(&in_left, mb, false) + 1.0 / capacity(mb, false) {
-                    *in_left.get_mut(&group(b)).expect("counted") -= 1.0;
-                    *in_left.entry(group(mb)).or_default() += 1.0;
+            let ins = (0..c.num_ranks()).filter(|&m| self.mate(m, j, i) && up_link(t, a, c.ranks[m]).is_none()).collect();
+            if let Some(m) = least_loaded(self, false, ins) {
+                let mb = c.ranks[m];
+                if self.ratio(b, false) - 1.0 / self.capacity(b, false) >= self.ratio(mb, false) + 1.0 / self.capacity(mb, false) {
+                    *self.in_left.get_mut(&self.group(b)).expect("counted") -= 1.0;
+                    *self.in_left.entry(self.group(mb)).or_default() += 1.0;
                     relays_by[m] += 1;
-                    forwards.entry(up_link(t, mb, b).expect("a mate")).or_default().extend(flows[f].2.iter().copied());
-                    flows[f].1 = m;
-                    early[f] = true;
+                    self.forwards.entry(up_link(t, mb, b).expect("a mate")).or_default().extend(self.flows[f].2.iter().copied());
+                    self.flows[f].1 = m;
+                    self.early[f] = true;
                 }
             }
         }
     }
-    for tr in direct {
-        let sender = t.link(tr.path[0]).src;
-        board[c.rank_index(sender).expect("a rank sends")].push_back(tr);
-    }
-    let edges: Vec<(usize, usize)> = flows.iter().map(|&(i, j, _)| (i, j)).collect();
-    let (mut due, _) = colour_edges(r, r, &edges);
-    // Blocks that a mate forwards at the end go first, so that they have arrived by then.
-    for (d, &e) in due.iter_mut().zip(&early) {
-        if e {
-            *d = 0;
+
+    /// The slot each flow is due in: its colour in the König colouring of the flows, 0 for the
+    /// blocks a mate forwards at the end (so that they have arrived by then).
+    fn due_slots(&self) -> Vec<usize> {
+        let edges: Vec<(usize, usize)> = self.flows.iter().map(|&(i, j, _)| (i, j)).collect();
+        let r = self.c.num_ranks();
+        let (mut due, _) = colour_edges(r, r, &edges);
+        for (d, &e) in due.iter_mut().zip(&self.early) {
+            if e {
+                *d = 0;
+            }
         }
+        due
     }
-    // Sub-steps per slot: as many as a healthy leaf needs for one block from each of its npus
-    // (2 on a tree oversubscribed 2:1, whose flows then share the uplinks evenly at run time).
-    let per_slot = shape.as_ref().map_or(1, |s| s.down.div_ceil(s.up)).max(1);
-    let mut by_due: Vec<Vec<usize>> = vec![Vec::new(); due.iter().copied().max().map_or(0, |m| m + 1)];
-    for (f, &d) in due.iter().enumerate() {
-        by_due[d].push(f);
-    }
-    let mut pending: Vec<usize> = (0..flows.len()).collect();
-    let mut steps: Vec<Step> = Vec::new();
-    let mut slot = 0;
-    while !pending.is_empty() {
-        // The preferred paths of the blocks due now, from the healthy tree's colouring.
+
+    /// Places the pending flows of one slot into its sub-steps (the `members` due now on their
+    /// preferred paths of the healthy tree's colouring where still free); returns the sub-steps
+    /// and the flows left for later slots.
+    fn fill_slot(
+        &mut self,
+        router: &mut SlotRouter,
+        slot: usize,
+        per_slot: usize,
+        due: &[usize],
+        members: &[usize],
+        mut pending: Vec<usize>,
+    ) -> Result<(Vec<Step>, Vec<usize>)> {
+        let (t, c) = (self.t, self.c);
+        let r = c.num_ranks();
         let mut preferred: HashMap<usize, (usize, Vec<LinkId>)> = HashMap::new();
-        if let (Some(sh), Some(members)) = (shape.as_ref(), by_due.get(slot)) {
-            let ends: Vec<(NodeId, NodeId)> = members.iter().map(|&f| (c.ranks[flows[f].0], c.ranks[flows[f].1])).collect();
+        if let Some(sh) = self.shape.as_ref() {
+            let ends: Vec<(NodeId, NodeId)> = members.iter().map(|&f| (c.ranks[self.flows[f].0], c.ranks[self.flows[f].1])).collect();
             for (&f, pref) in members.iter().zip(healthy_colouring(t, sh, &ends, slot)) {
                 if let Some(x) = pref {
                     preferred.insert(f, x);
                 }
             }
         }
-        let load = |f: usize, out_left: &HashMap<usize, f64>, in_left: &HashMap<usize, f64>| {
-            let (a, b) = (c.ranks[flows[f].0], c.ranks[flows[f].1]);
-            (out_left[&group(a)] / capacity(a, true)).max(in_left[&group(b)] / capacity(b, false))
+        let load = |f: usize| {
+            let (a, b) = (c.ranks[self.flows[f].0], c.ranks[self.flows[f].1]);
+            (self.out_left[&self.group(a)] / self.capacity(a, true)).max(self.in_left[&self.group(b)] / self.capacity(b, false))
         };
-        let loads: HashMap<usize, f64> = pending.iter().map(|&f| (f, load(f, &out_left, &in_left))).collect();
+        let loads: HashMap<usize, f64> = pending.iter().map(|&f| (f, load(f))).collect();
         pending.sort_by(|&x, &y| due[x].cmp(&due[y]).then(loads[&y].total_cmp(&loads[&x])).then(x.cmp(&y)));
         let mut used = vec![vec![false; t.num_links()]; per_slot];
         let (mut sending, mut receiving) = (vec![false; r], vec![false; r]);
         let mut subs = vec![Step::default(); per_slot];
         let mut rest = Vec::new();
         for f in pending {
-            let (i, j, _) = flows[f];
-            let placed = ready[f].is_some_and(|x| x <= slot) && !sending[i] && !receiving[j] && {
+            let (i, j, _) = self.flows[f];
+            let placed = self.ready[f].is_some_and(|x| x <= slot) && !sending[i] && !receiving[j] && {
                 let (a, b) = (c.ranks[i], c.ranks[j]);
                 let len = router.shortest_len(a, b)?;
                 let free = |u: &[bool], p: &[LinkId]| p.iter().all(|l| t.link(*l).up && !u[l.index()]);
@@ -531,7 +617,7 @@ fn greedy_slotted_all_to_all(t: &Topology, c: &Collective, relay: bool) -> Resul
                 match fit {
                     Some((x, path)) => {
                         path.iter().for_each(|l| used[x][l.index()] = true);
-                        subs[x].transfers.push(Transfer { path, op: Op::Copy, pieces: flows[f].2.clone() });
+                        subs[x].transfers.push(Transfer { path, op: Op::Copy, pieces: self.flows[f].2.clone() });
                         true
                     }
                     None => false,
@@ -540,8 +626,8 @@ fn greedy_slotted_all_to_all(t: &Topology, c: &Collective, relay: bool) -> Resul
             if placed {
                 sending[i] = true;
                 receiving[j] = true;
-                *out_left.get_mut(&group(c.ranks[i])).expect("counted") -= 1.0;
-                *in_left.get_mut(&group(c.ranks[j])).expect("counted") -= 1.0;
+                *self.out_left.get_mut(&self.group(c.ranks[i])).expect("counted") -= 1.0;
+                *self.in_left.get_mut(&self.group(c.ranks[j])).expect("counted") -= 1.0;
             } else {
                 rest.push(f);
             }
@@ -550,40 +636,41 @@ fn greedy_slotted_all_to_all(t: &Topology, c: &Collective, relay: bool) -> Resul
         // keeps one group of sends per slot: a relay hand-over first, else one of its own blocks.
         // (Handing over beside the switched sends, as early as possible, measured slower.)
         for x in (0..r).filter(|&x| !sending[x]) {
-            if let Some((tr, f)) = hand_over[x].pop_front() {
+            if let Some((tr, f)) = self.hand_over[x].pop_front() {
                 subs[0].transfers.push(tr);
-                ready[f] = Some(slot + HAND_OVER_SLOTS);
-            } else if let Some(tr) = board[x].pop_front() {
+                self.ready[f] = Some(slot + HAND_OVER_SLOTS);
+            } else if let Some(tr) = self.board[x].pop_front() {
                 subs[0].transfers.push(tr);
             }
         }
-        if subs.iter().all(|st| st.transfers.is_empty()) && slot > 2 + steps.len() {
-            return Err(Error::internal(format!("fat-tree synthesis: slot {slot} places no block")));
+        Ok((subs, rest))
+    }
+
+    /// The steps with the board blocks left over added to each sender's first step, and the
+    /// relays' final board forwards as a last step.
+    fn finish(self, mut steps: Vec<Step>) -> Vec<Step> {
+        let t = self.t;
+        let left: Vec<Transfer> = self.board.into_iter().flatten().collect();
+        if !left.is_empty() && steps.is_empty() {
+            steps.push(Step::default());
         }
-        steps.extend(subs.into_iter().filter(|st| !st.transfers.is_empty()));
-        pending = rest;
-        slot += 1;
-    }
-    let left: Vec<Transfer> = board.into_iter().flatten().collect();
-    if !left.is_empty() && steps.is_empty() {
-        steps.push(Step::default());
-    }
-    let mut first_step: HashMap<NodeId, usize> = HashMap::new();
-    for (x, step) in steps.iter().enumerate() {
-        for tr in &step.transfers {
-            first_step.entry(t.link(tr.path[0]).src).or_insert(x);
+        let mut first_step: HashMap<NodeId, usize> = HashMap::new();
+        for (x, step) in steps.iter().enumerate() {
+            for tr in &step.transfers {
+                first_step.entry(t.link(tr.path[0]).src).or_insert(x);
+            }
         }
+        for tr in left {
+            let x = first_step.get(&t.link(tr.path[0]).src).copied().unwrap_or(0);
+            steps[x].transfers.push(tr);
+        }
+        if !self.forwards.is_empty() {
+            let mut last: Vec<(LinkId, Vec<PieceId>)> = self.forwards.into_iter().collect();
+            last.sort();
+            steps.push(Step { transfers: last.into_iter().map(|(l, pieces)| Transfer::hop(l, Op::Copy, pieces)).collect() });
+        }
+        steps
     }
-    for tr in left {
-        let x = first_step.get(&t.link(tr.path[0]).src).copied().unwrap_or(0);
-        steps[x].transfers.push(tr);
-    }
-    if !forwards.is_empty() {
-        let mut last: Vec<(LinkId, Vec<PieceId>)> = forwards.into_iter().collect();
-        last.sort();
-        steps.push(Step { transfers: last.into_iter().map(|(l, mut pieces)| Transfer::hop(l, Op::Copy, std::mem::take(&mut pieces))).collect() });
-    }
-    Ok(steps)
 }
 
 /// Sub-steps of one slot: each a list of (flow index, path).

@@ -8,6 +8,7 @@
 mod conformance;
 mod deadlock;
 mod diagnostic;
+mod presence;
 mod routing;
 mod rules;
 
@@ -24,7 +25,8 @@ use crate::topology::NodeId;
 use rules::CoreRules;
 use std::path::Path;
 
-/// The largest per-(piece, npu) state the verifier allocates (the machine has 24 GiB).
+/// The largest per-(piece, npu) state the verifier allocates for a reducing collective (the
+/// machine has 24 GiB).
 const MAX_STATE_BYTES: u128 = 16 << 30;
 
 /// A rule that plugs into the verifier: it sees the header, every step, and the end.
@@ -49,11 +51,15 @@ pub struct VerifyOptions {
     /// (piece, relay) holding, memory proportional to the piece-hops, and slows the verifier
     /// about 4x on large all-to-alls).
     pub track_relays: bool,
+    /// How copy-only kinds track which npus hold each piece: `None` by size (one bit per
+    /// (piece, npu) up to 1 GiB of bits, holder lists beyond), `Some(true)` always lists,
+    /// `Some(false)` always bits.
+    pub sparse_pieces: Option<bool>,
 }
 
 impl Default for VerifyOptions {
     fn default() -> Self {
-        VerifyOptions { allow_contention: false, max_diagnostics_per_rule: 100, track_relays: false }
+        VerifyOptions { allow_contention: false, max_diagnostics_per_rule: 100, track_relays: false, sparse_pieces: None }
     }
 }
 
@@ -64,7 +70,8 @@ pub struct Stats {
     pub steps: usize,
     /// Number of transfers.
     pub transfers: usize,
-    /// Transfers whose interior nodes are all switches (on a torus: one link).
+    /// Transfers whose interior nodes only route: switches, or npus that are not ranks (on a torus
+    /// where every npu is a rank: one link).
     pub single_hop_transfers: usize,
     /// The longest path, in links.
     pub longest_path: usize,
@@ -164,8 +171,10 @@ impl StepSink for Verifier {
             None => header,
         };
         let c = &header.collective;
-        let per_piece_bits = if c.kind.is_reducing() { header.topology.num_npus() * c.num_ranks() } else { header.topology.num_npus() };
-        let state_bytes = (c.piece_space() as u128) * (per_piece_bits as u128) / 8;
+        // Reducing kinds keep a contributor set per (piece, npu); copy-only kinds keep holder
+        // lists when bits would not fit, at least a 4-byte list head per piece.
+        let (pieces, npus) = (c.piece_space() as u128, header.topology.num_npus() as u128);
+        let state_bytes = if c.kind.is_reducing() { pieces * npus * (c.num_ranks() as u128) / 8 } else { (pieces * npus / 8).min(pieces * 4) };
         if state_bytes > MAX_STATE_BYTES {
             return Err(crate::error::Error::bad(format!(
                 "the verifier's state for {} pieces on {} npus would take {} GiB (limit {} GiB): use fewer pieces per block",

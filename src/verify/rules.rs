@@ -1,17 +1,23 @@
 //! Rules 1-5 in one streaming pass: structure, no link sharing, causality, reduction soundness,
 //! completion.
 //!
-//! State is flat: for copy-only collectives one presence bit per (piece, npu); for reducing
+//! State is flat: for copy-only collectives which npus hold each piece (one bit per (piece, npu),
+//! or short holder lists when the bits would not fit: `presence`); for reducing
 //! collectives one contributor set (a bitset over rank indices) per (piece, npu). Transfers of a
 //! step read the state at the start of the step; their deliveries are collected and applied at
 //! the end of the step (docs/design/MODEL.md section 3).
 
+use super::presence::Presence;
 use super::{Diagnostic, Findings, Rule, Stats, VerifyOptions};
 use crate::collective::{Collective, CollectiveKind};
 use crate::schedule::{Op, ScheduleHeader, Step};
 use crate::topology::{LinkId, NodeId, Topology};
 
 const NONE: u32 = u32::MAX;
+
+/// Copy-only kinds keep one bit per (piece, npu) up to this many bytes of bits, and holder lists
+/// beyond (docs: `presence`).
+const PIECE_BITS_LIMIT: u128 = 1 << 30;
 const SLOTS: usize = 4;
 
 fn key(piece: usize, node: usize) -> u64 {
@@ -193,9 +199,8 @@ pub(super) struct CoreRules {
     link_owner: Vec<u32>,
     node_stamp: Vec<u32>,
     epoch: u32,
-    /// Copy-only kinds: presence bits, `words` u64 per piece.
-    words: usize,
-    presence: Vec<u64>,
+    /// Copy-only kinds: which npus hold each piece.
+    presence: Presence,
     /// Reducing kinds: contributor sets, `rwords` u64 per (piece, npu).
     rwords: usize,
     values: Vec<u64>,
@@ -222,11 +227,16 @@ impl CoreRules {
         let c = header.collective.clone();
         let n_npus = topo.num_npus();
         let reducing = c.kind.is_reducing();
-        let words = n_npus.div_ceil(64);
         let r = c.num_ranks();
         let rwords = r.div_ceil(64);
         let space = c.piece_space();
-        let (mut presence, mut values) = (Vec::new(), Vec::new());
+        let mut values = Vec::new();
+        let dense_limit = match options.sparse_pieces {
+            None => PIECE_BITS_LIMIT,
+            Some(true) => 0,
+            Some(false) => u128::MAX,
+        };
+        let mut presence = Presence::new(if reducing { 0 } else { space }, n_npus, dense_limit);
         let mut full = vec![0u64; rwords];
         for i in 0..r {
             full[i / 64] |= 1 << (i % 64);
@@ -249,14 +259,13 @@ impl CoreRules {
                 }
             }
         } else {
-            presence = vec![0u64; space * words];
             for pi in 0..space {
                 if !c.is_piece_index(pi) {
                     continue;
                 }
                 let id = c.piece_at(pi);
                 let src = c.ranks[c.source(&id).expect("copy-only pieces have a source")].index();
-                presence[pi * words + src / 64] |= 1 << (src % 64);
+                presence.insert(pi, src);
                 if c.kind == CollectiveKind::AllToAll {
                     relays.hold(pi, src, 0);
                 }
@@ -282,7 +291,6 @@ impl CoreRules {
             link_stamp: vec![0; n_links],
             link_owner: vec![0; n_links],
             epoch: 0,
-            words,
             presence,
             rwords,
             values,
@@ -300,6 +308,22 @@ impl CoreRules {
         match self.collective.rank_index(node) {
             Some(r) => format!("node {n} {} (rank {r})", self.topo.node(node).name),
             None => format!("node {n} {}", self.topo.node(node).name),
+        }
+    }
+
+    /// Why a path cannot start or end at a node that is not a rank (docs/design/MODEL.md
+    /// sections 1 and 3: only ranks store pieces), or `None` for a rank.
+    fn not_a_rank(&self, n: u32) -> Option<String> {
+        if self.collective.rank_index(NodeId(n)).is_some() {
+            None
+        } else if n as usize >= self.n_npus {
+            Some(format!("a switch, {}", self.node_text(n)))
+        } else {
+            Some(format!(
+                "{}, an npu outside the collective's ranks: only ranks store pieces, and a runtime runs no program on it, so a path may only pass \
+                 through it (docs/design/MODEL.md sections 1 and 3)",
+                self.node_text(n)
+            ))
         }
     }
 
@@ -334,7 +358,9 @@ impl CoreRules {
             self.epoch += 1;
             let mut prev: Option<(u32, LinkId)> = None;
             let mut src: Option<u32> = None;
-            let mut interior_switches_only = true;
+            // Single-hop: every interior node routes without storing, a switch or an npu that is
+            // not a rank (docs/design/MODEL.md section 3).
+            let mut interior_routers_only = true;
             for (h, &link) in tr.path.iter().enumerate() {
                 let l = link.index();
                 if l >= n_links {
@@ -348,8 +374,8 @@ impl CoreRules {
                     src = Some(a);
                     self.node_stamp[a as usize] = self.epoch;
                 } else {
-                    if (a as usize) < self.n_npus {
-                        interior_switches_only = false;
+                    if self.collective.rank_index(NodeId(a)).is_some() {
+                        interior_routers_only = false;
                     }
                     if let Some((p, pl)) = prev {
                         if p != a {
@@ -389,15 +415,13 @@ impl CoreRules {
             }
             let last = tr.path.last().filter(|l| l.index() < n_links).map(|l| self.link_dst[l.index()]);
             let mut ends_ok = true;
-            if let Some(a) = src.filter(|&a| a as usize >= self.n_npus) {
-                out.fail(diag(Rule::Structure, None, format!("the path starts at a switch, {}", self.node_text(a))));
-                ends_ok = false;
+            for (end, node) in [("starts", src), ("ends", last)] {
+                if let Some(why) = node.and_then(|n| self.not_a_rank(n)) {
+                    out.fail(diag(Rule::Structure, None, format!("the path {end} at {why}")));
+                    ends_ok = false;
+                }
             }
-            if let Some(b) = last.filter(|&b| b as usize >= self.n_npus) {
-                out.fail(diag(Rule::Structure, None, format!("the path ends at a switch, {}", self.node_text(b))));
-                ends_ok = false;
-            }
-            if interior_switches_only {
+            if interior_routers_only {
                 self.stats.single_hop_transfers += 1;
             }
             if tr.op == Op::Reduce && !self.reducing {
@@ -422,7 +446,7 @@ impl CoreRules {
                     let at = self.value_at(pi, a as usize);
                     self.values[at..at + self.rwords].iter().any(|&w| w != 0)
                 } else {
-                    self.presence[pi * self.words + a as usize / 64] >> (a % 64) & 1 == 1
+                    self.presence.holds(pi, a as usize)
                 };
                 if !held {
                     out.fail(diag(
@@ -453,14 +477,10 @@ impl CoreRules {
         let deliveries = std::mem::take(&mut self.deliveries);
         for d in &deliveries {
             let (pi, node) = (d.piece as usize, d.node as usize);
-            let word = &mut self.presence[pi * self.words + node / 64];
-            if *word >> (node % 64) & 1 == 1 {
+            if !self.presence.insert(pi, node) {
                 self.stats.wasted_copies += 1;
-            } else {
-                *word |= 1 << (node % 64);
-                if !self.is_destination(pi, node) {
-                    self.relays.hold(pi, node, s as u32 + 1);
-                }
+            } else if !self.is_destination(pi, node) {
+                self.relays.hold(pi, node, s as u32 + 1);
             }
         }
         self.deliveries = deliveries;
@@ -580,7 +600,7 @@ impl CoreRules {
                             set_text(&missing)
                         )));
                     }
-                } else if self.presence[pi * self.words + node / 64] >> (node % 64) & 1 == 0 {
+                } else if !self.presence.holds(pi, node) {
                     out.fail(fail(format!("never reaches {}", self.node_text(node as u32))));
                 }
             }

@@ -8,8 +8,23 @@ use collsched::schedule::{Op, Schedule, ScheduleHeader, Step, Transfer};
 use collsched::topology::{LinkId, NodeId, Topology};
 use std::collections::VecDeque;
 
-/// A shortest path (in links that are up) from `a` to `b`, cut into hops that end at npus.
-pub fn hops(t: &Topology, a: NodeId, b: NodeId) -> Vec<Vec<LinkId>> {
+/// A shortest path (in links that are up) from `a` to `b`, cut into hops that end at ranks of
+/// `c` (only ranks store; other npus route like switches).
+pub fn hops(t: &Topology, c: &Collective, a: NodeId, b: NodeId) -> Vec<Vec<LinkId>> {
+    let path = shortest_path(t, a, b);
+    let mut out = vec![Vec::new()];
+    for l in path {
+        out.last_mut().unwrap().push(l);
+        if c.rank_index(t.link(l).dst).is_some() {
+            out.push(Vec::new());
+        }
+    }
+    out.pop();
+    out
+}
+
+/// A shortest path (in links that are up) from `a` to `b`.
+fn shortest_path(t: &Topology, a: NodeId, b: NodeId) -> Vec<LinkId> {
     let mut prev: Vec<Option<LinkId>> = vec![None; t.num_nodes()];
     let mut seen = vec![false; t.num_nodes()];
     seen[a.index()] = true;
@@ -38,15 +53,7 @@ pub fn hops(t: &Topology, a: NodeId, b: NodeId) -> Vec<Vec<LinkId>> {
         at = t.link(l).src;
     }
     path.reverse();
-    let mut out = vec![Vec::new()];
-    for l in path {
-        out.last_mut().unwrap().push(l);
-        if t.is_npu(t.link(l).dst) {
-            out.push(Vec::new());
-        }
-    }
-    out.pop();
-    out
+    path
 }
 
 /// Every piece on its shortest path, one hop per step, greedily packed so that no link carries
@@ -56,7 +63,7 @@ pub fn shortest_path_all_to_all(t: &Topology, c: &Collective) -> Schedule {
     let mut routes: Vec<(PieceId, Vec<Vec<LinkId>>, usize)> = Vec::new();
     for p in c.pieces() {
         let (i, j) = (p.parts()[0] as usize, p.parts()[1] as usize);
-        routes.push((p, hops(t, c.ranks[i], c.ranks[j]), 0));
+        routes.push((p, hops(t, c, c.ranks[i], c.ranks[j]), 0));
     }
     let mut steps = Vec::new();
     let mut used = vec![usize::MAX; t.num_links()];
@@ -81,7 +88,7 @@ pub fn shortest_path_all_to_all(t: &Topology, c: &Collective) -> Schedule {
 
 /// The whole path between two npus as one routed transfer path.
 pub fn route(t: &Topology, a: NodeId, b: NodeId) -> Vec<LinkId> {
-    hops(t, a, b).concat()
+    shortest_path(t, a, b)
 }
 
 /// Ring over consecutive ranks: reduce-scatter (reducing kinds), then all-gather (all_gather and

@@ -18,7 +18,7 @@ use crate::collective::{Collective, CollectiveKind};
 use crate::error::{Error, Result};
 use crate::schedule::{Schedule, ScheduleHeader};
 pub use crate::spec::Routing;
-use crate::topology::{shape_json, Topology};
+use crate::topology::Topology;
 use plan::Plan;
 use route::Router;
 
@@ -135,7 +135,6 @@ pub fn switched(topology: &Topology, collective: &Collective, algorithm: Switche
         "routing": routing.name(),
         "pieces": pieces,
         "logical_steps": plan.len(),
-        "shape": shape_json(topology),
     });
     Ok(Schedule { header: ScheduleHeader { topology: topology.clone(), collective: coll, meta: Some(meta) }, steps })
 }

@@ -66,12 +66,38 @@ pub trait Backend {
     fn solve(&mut self, time_limit: Duration) -> Outcome;
 }
 
-/// Where `Solver::Auto` switches from microlp to z3. Measured in release on this machine (search
-/// from the bound to the first feasible horizon): microlp was faster on rings 4-8, 3x3 and rings
-/// with a failed cable up to 694 variables (ring 8: 0.07 s vs 0.81 s; 3x3: 0.02 s vs 2.28 s);
-/// z3 on the faulty 3x3 (708 variables: 0.06 s vs 0.25 s) and the faulty ring 8 (1302: 0.37 s
-/// vs 1.67 s).
+/// Where `Solver::Auto` switches from microlp to z3 on flow programs. Measured in release on this
+/// machine (search from the bound to the first feasible horizon): microlp was faster on rings
+/// 4-8, 3x3 and rings with a failed cable up to 694 variables (ring 8: 0.07 s vs 0.81 s; 3x3:
+/// 0.02 s vs 2.28 s); z3 on the faulty 3x3 (708 variables: 0.06 s vs 0.25 s) and the faulty ring
+/// 8 (1302: 0.37 s vs 1.67 s).
 pub const AUTO_ILP_VARIABLES: usize = 700;
+
+/// The largest program (0-1 variables) the fewest-steps search gives microlp (and HiGHS, not
+/// measured on this machine), either family. Measured (release, 2 busy cores, one horizon):
+/// all_to_all on a 3x4 torus, 2,256 variables, feasible in 43 s, with a failed cable (2,156) in
+/// 84 s; all_reduce on a ring of 6, 3,096, in 99 s; a line of 5 at 2,800 and the all_gather of a
+/// fat tree at 3,440 gave no answer in 120 s.
+pub const ILP_MAX_VARIABLES: usize = 2_500;
+
+/// The largest set program (0-1 variables) the fewest-steps search gives z3 (Debian's 4.8.12).
+/// Measured like [`ILP_MAX_VARIABLES`]: all_gather on a 6x6 torus, 29,952 variables, feasible
+/// in 43 s (microlp: no answer in 140 s); all_reduce on a 3x3 torus with a failed cable, 16,101,
+/// in 15 s; a 16-npu fat tree's all_gather, 172,176, no answer in 250 s.
+pub const SMT_MAX_SET_VARIABLES: usize = 40_000;
+
+/// The largest flow program z3 is given: all_to_all on a 3x4 torus, 2,156-2,256 variables, gave
+/// no answer in 120 s, where microlp answered.
+pub const SMT_MAX_FLOW_VARIABLES: usize = 2_000;
+
+/// The shape of an exact program, which decides which backend copes with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProgramFamily {
+    /// Flows aggregated per destination (all_to_all): a node's holding is a sum of sends.
+    Flows,
+    /// Sets: 0-1 holdings per piece (all_gather, reduce_scatter) or per contribution (all_reduce).
+    Sets,
+}
 
 impl Solver {
     /// Whether this build has the backend (`smt` and `highs` are cargo features).
@@ -93,6 +119,28 @@ impl Solver {
             _ => Err(Error::bad(format!(
                 "{field} = \"highs\": this build has no HiGHS backend; install cmake and libclang (`apt-get install -y cmake libclang-dev`) and build with `cargo build --release --features highs`"
             ))),
+        }
+    }
+
+    /// The concrete backend for a program of `family` with `variables` 0-1 variables: for set
+    /// programs z3 whenever this build has it (it took programs ten times larger than microlp:
+    /// [`SMT_MAX_SET_VARIABLES`]), for flow programs [`Solver::resolve`] within z3's cap.
+    pub fn resolve_for(self, family: ProgramFamily, variables: usize) -> Solver {
+        match (self, family) {
+            (Solver::Auto, ProgramFamily::Sets) if Solver::Smt.is_built() => Solver::Smt,
+            (Solver::Auto, ProgramFamily::Flows) if variables > SMT_MAX_FLOW_VARIABLES => Solver::Ilp,
+            _ => self.resolve(variables),
+        }
+    }
+
+    /// The largest program of `family` the fewest-steps search gives this backend (a concrete
+    /// one: [`Solver::resolve_for`] first); above, it reports a gap rather than spend the time
+    /// limit on a program that, measured, does not finish in it.
+    pub fn max_variables(self, family: ProgramFamily) -> usize {
+        match (self, family) {
+            (Solver::Smt, ProgramFamily::Sets) => SMT_MAX_SET_VARIABLES,
+            (Solver::Smt, ProgramFamily::Flows) => SMT_MAX_FLOW_VARIABLES,
+            _ => ILP_MAX_VARIABLES,
         }
     }
 

@@ -1,14 +1,24 @@
-//! Fewest steps (docs/design/MODEL.md section 3: one piece per link per step): the certified
-//! lower bound, a list-scheduled incumbent, then the time-expanded program solved exactly for
-//! every horizon from the bound upward.
+//! Fewest steps for every collective kind (docs/design/MODEL.md section 3: transfers go from rank
+//! to rank over single hops, one piece per link per step): the certified lower bound, incumbents,
+//! then the time-expanded program solved exactly for every horizon from the bound upward.
 //!
 //! The search is a runner in egg's shape: limits in ([`SynthOptions`]), a report out
-//! ([`SynthReport`]: the certified lower bound, the steps found, and why it stopped).
+//! ([`SynthReport`]: the certified lower bound, the steps found, and why it stopped). The bound is
+//! the largest of [`crate::bounds::steps`], re-derived by the independent checker.
 //!
-//! - `encoding`: the time-expanded program for T steps, written once against [`Backend`](super::Backend), and
-//!   its decomposition into a [`Schedule`];
-//! - `heuristic`: balanced shortest-hop routes packed by list scheduling, for instances the exact
-//!   program cannot take, and as the incumbent the exact search has to beat.
+//! - `encoding`: the all_to_all program for T steps (commodities per destination), written once
+//!   against [`Backend`], and its decomposition into a [`Schedule`];
+//! - `gather`: the all_gather program (a held piece may go out on several links in one step),
+//!   and the reduce_scatter as its time reversal over the transposed hops;
+//! - `allreduce`: the all_reduce program with contributor sets (exact, for small instances);
+//! - `heuristic`: balanced shortest-hop routes packed by list scheduling (all_to_all), for
+//!   instances the exact program cannot take, and as the incumbent the exact search has to beat;
+//! - `symmetric`: the translation-invariant all_to_all of a healthy torus, which meets the bound
+//!   on even tori far beyond the exact program's reach.
+//!
+//! The incumbents of the other kinds are the spreading trees with one piece per transfer
+//! ([`super::spreading`]) and, for all_reduce, the fewest-steps reduce_scatter followed by the
+//! fewest-steps all_gather.
 //!
 //! ```
 //! use collsched::collective::{Collective, CollectiveKind};
@@ -20,28 +30,40 @@
 //! let report = synthesize_steps(&ring, &a2a, &SynthOptions::default()).unwrap();
 //! assert_eq!(report.steps_found, Some(2));
 //! assert_eq!(report.status, SynthStatus::Optimal { certified: true });
+//!
+//! // An all-gather on the same ring: every rank needs 3 pieces over its 2 links.
+//! let gather = Collective::new(CollectiveKind::AllGather, ring.node_ids().collect(), 1 << 20, 1, None, &ring).unwrap();
+//! let report = synthesize_steps(&ring, &gather, &SynthOptions::default()).unwrap();
+//! assert_eq!((report.steps_found, report.status), (Some(2), SynthStatus::Optimal { certified: true }));
 //! ```
 
+pub(crate) mod allreduce;
 pub(crate) mod encoding;
+pub(crate) mod gather;
 pub(crate) mod heuristic;
+pub(crate) mod symmetric;
 #[cfg(test)]
 pub(crate) mod tests;
 
-use super::backends::{Outcome, Solver};
+use super::backends::{Backend, Model, Outcome, ProgramFamily, Solver, ILP_MAX_VARIABLES};
 use super::hops::HopGraph;
-use super::{Progress, SynthOptions};
-use crate::bounds::bounds;
+use super::{spreading, Progress, SynthOptions};
+use crate::bounds::certified::certified_steps_bounds;
+use crate::bounds::steps::steps_bounds;
 use crate::collective::{Collective, CollectiveKind};
 use crate::error::{Error, Result};
 use crate::schedule::{Schedule, ScheduleHeader, Step};
 use crate::topology::Topology;
 use crate::verify::{verify_schedule, VerifyOptions};
+use allreduce::AllReduce;
 use encoding::{Demand, Reach, TimeExpanded};
+use gather::Multicast;
 use std::time::{Duration, Instant};
 
-/// Above this many 0-1 variables for one horizon the exact program is not attempted: microlp
-/// stalls on MILPs past about 3k variables and z3 past a 4x4 torus (docs/design/DEPENDENCIES.md).
-pub const MAX_EXACT_VARIABLES: usize = 2000;
+/// Above this many 0-1 variables for one horizon the default build (microlp) does not attempt the
+/// exact program ([`ILP_MAX_VARIABLES`], measured); each backend has its own cap per program
+/// family ([`Solver::max_variables`]).
+pub const MAX_EXACT_VARIABLES: usize = ILP_MAX_VARIABLES;
 
 /// Why the search stopped.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,14 +71,14 @@ pub enum SynthStatus {
     /// The schedule has the fewest steps: `certified` when its steps equal the certified lower
     /// bound; otherwise the solver proved one step fewer infeasible (solver-attested, docs/design/MODEL.md
     /// section 6: "re-run; marked solver-attested, not independently certified"). The bound
-    /// holds for every single-hop schedule; the solver's claim is over hops along shortest switch
-    /// paths (the same thing on a torus, which has no switches).
+    /// holds for every schedule of transfers from rank to rank; the solver's claim is over hops
+    /// along shortest switch paths (the same thing on a torus, which has no switches).
     Optimal {
         /// Whether the optimality rests on the certified bound alone.
         certified: bool,
     },
-    /// A schedule above the bound, not proven optimal: the exact program was too large (more than
-    /// [`MAX_EXACT_VARIABLES`]) or `max_steps` stopped the search.
+    /// A schedule above the bound, not proven optimal: the exact program was too large for the
+    /// backend ([`Solver::max_variables`]) or `max_steps` stopped the search.
     Gap,
     /// The time limit ended the search before a proof; the schedule, if any, is the best found.
     LimitReached,
@@ -69,7 +91,8 @@ pub enum SynthStatus {
 pub struct SynthReport {
     /// The best schedule found (verified under rules 1-5).
     pub schedule: Option<Schedule>,
-    /// The certified lower bound on the steps (diameter, volume, cuts: [`steps_lower_bound`]).
+    /// The certified lower bound on the steps (distance, transmissions, cuts, flow:
+    /// [`crate::bounds::steps`], re-derived by the checker).
     pub steps_lower_bound: u32,
     /// Steps of `schedule`.
     pub steps_found: Option<u32>,
@@ -85,33 +108,36 @@ impl SynthReport {
     }
 }
 
-/// Finds an all-to-all schedule with the fewest steps (see [`synthesize_steps_with`]).
+/// How long the steps flow bound may search for lengths (all_to_all): only its ceiling counts,
+/// and the cut and volume seeds usually decide it.
+const FLOW_TIME: Duration = Duration::from_secs(2);
+
+/// Finds a schedule with the fewest steps (see [`synthesize_steps_with`]).
 pub fn synthesize_steps(topology: &Topology, collective: &Collective, opts: &SynthOptions) -> Result<SynthReport> {
     synthesize_steps_with(topology, collective, opts, &mut |_| {})
 }
 
-/// Finds an all-to-all schedule of single-hop transfers, one piece per link per step, with the
-/// fewest steps, reporting progress.
+/// Finds a schedule of single-hop transfers between the collective's ranks, one piece per link
+/// per step, with the fewest steps, for any collective kind, reporting progress.
 ///
-/// The heuristic's schedule comes first; then the exact program runs for every horizon from the
-/// certified lower bound up to one below the best schedule so far, stopping at the first
-/// feasible one, at the time limit, or when the program grows past [`MAX_EXACT_VARIABLES`].
-/// Every returned schedule has passed [`verify_schedule`].
+/// The incumbents come first (the list heuristic and, on a healthy torus, the
+/// translation-invariant schedule for all_to_all; the spreading trees for the other kinds, and
+/// for all_reduce also the fewest-steps reduce_scatter followed by the fewest-steps all_gather);
+/// then the exact program runs for every horizon from the certified lower bound up to one below
+/// the best schedule so far, stopping at the first feasible one, at the time limit, or when the
+/// program grows past the backend's cap ([`Solver::max_variables`]). Npus outside the ranks route like switches (only
+/// ranks store, docs/design/MODEL.md section 1). Every returned schedule has passed
+/// [`verify_schedule`].
 ///
-/// Errors: [`Error::bad`] for a collective other than all_to_all, or a schedule that fails
-/// verification (a bug). A rank cut off by the faults is a report with
-/// [`SynthStatus::Infeasible`], not an error.
+/// Errors: [`Error::Internal`] when the checker rejects the steps bounds, and [`Error::bad`] for
+/// a schedule that fails verification (both bugs). A rank cut off by the faults is a report
+/// with [`SynthStatus::Infeasible`], not an error.
 pub fn synthesize_steps_with(topology: &Topology, collective: &Collective, opts: &SynthOptions, progress: &mut dyn FnMut(&Progress)) -> Result<SynthReport> {
     let started = Instant::now();
-    if collective.kind != CollectiveKind::AllToAll {
-        return Err(Error::bad(format!("synthesis: the collective is {}; only all_to_all is synthesized so far", collective.kind)));
-    }
     if let Err(e) = topology.check_connected(&collective.ranks) {
         return Ok(SynthReport { schedule: None, steps_lower_bound: 0, steps_found: None, status: SynthStatus::Infeasible(e.message().to_string()) });
     }
-    let hops = HopGraph::new(topology);
-    let demand = Demand::all_to_all(collective, topology.num_npus());
-    let lower = steps_lower_bound(topology, collective);
+    let (_, lower) = certified_steps_bounds(topology, collective, FLOW_TIME.min(opts.time_limit / 10))?;
     progress(&Progress::LowerBound(lower));
     let cap = opts.max_steps.unwrap_or(u32::MAX);
     let report = |schedule: Option<Schedule>, status| {
@@ -121,28 +147,28 @@ pub fn synthesize_steps_with(topology: &Topology, collective: &Collective, opts:
     if lower > cap {
         return Ok(report(None, SynthStatus::Infeasible(format!("every schedule needs at least {lower} steps, more than max_steps = {cap}"))));
     }
-
-    let steps = heuristic::route_and_pack_until(&hops, &demand, topology.num_links(), Some(started + opts.time_limit / 4));
-    let incumbent = checked(topology, collective, steps, "heuristic", lower)?;
-    progress(&Progress::Heuristic(incumbent.steps.len() as u32));
-    let best = (incumbent.steps.len() as u32 <= cap).then_some(incumbent);
+    let hops = HopGraph::with_endpoints(topology, &collective.rank_mask(topology));
+    let best = incumbent(topology, collective, &hops, opts, started, lower, progress)?.filter(|s| s.steps.len() as u32 <= cap);
+    if let Some(b) = &best {
+        progress(&Progress::Heuristic(b.steps.len() as u32));
+    }
     let best_steps = |b: &Option<Schedule>| b.as_ref().map_or(cap.saturating_add(1), |s| s.steps.len() as u32);
     if best_steps(&best) == lower {
         return Ok(report(best, SynthStatus::Optimal { certified: true }));
     }
 
-    let reach = Reach::new(&hops, &demand);
-    let exact = ExactProgram { topology, collective, hops: &hops, demand: &demand, reach: &reach, lower };
+    let exact = ExactProgram { topology, collective, program: Program::new(collective, &hops), lower };
     let mut horizon = lower;
     while horizon < best_steps(&best) {
-        let variables = reach.variables(&hops, &demand, horizon);
-        if variables > MAX_EXACT_VARIABLES {
+        let variables = exact.program.variables(horizon);
+        let solver = opts.solver.resolve_for(exact.program.family(), variables);
+        if variables > solver.max_variables(exact.program.family()) {
             return Ok(report(best, SynthStatus::Gap));
         }
         let Some(left) = opts.time_limit.checked_sub(started.elapsed()).filter(|d| !d.is_zero()) else {
             return Ok(report(best, SynthStatus::LimitReached));
         };
-        match exact.solve(horizon, variables, opts.solver, left, progress)? {
+        match exact.solve(horizon, variables, solver, left, progress)? {
             // Every horizon below was proven infeasible (or is below the certified bound).
             Some(Some(found)) => return Ok(report(Some(found), SynthStatus::Optimal { certified: horizon == lower })),
             Some(None) => horizon += 1,
@@ -155,29 +181,112 @@ pub fn synthesize_steps_with(topology: &Topology, collective: &Collective, opts:
     Ok(report(best, status))
 }
 
+/// A way to a schedule other than the exact program, for the search to beat.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Incumbent {
+    /// The translation-invariant schedule of a healthy torus (`symmetric`).
+    TranslationInvariant,
+    /// Balanced shortest-hop routes packed by list scheduling (`heuristic`, all_to_all).
+    ListHeuristic,
+    /// The spreading trees with one piece per transfer (a link then carries one piece per
+    /// step); the reducing kinds need the reverse of every hop.
+    Spreading,
+    /// all_reduce: the fewest-steps reduce_scatter, then the fewest-steps all_gather.
+    ReduceScatterThenAllGather,
+}
+
+impl Incumbent {
+    /// The incumbents of a kind, cheapest first.
+    fn of(kind: CollectiveKind) -> &'static [Incumbent] {
+        use Incumbent::*;
+        match kind {
+            CollectiveKind::AllToAll => &[TranslationInvariant, ListHeuristic],
+            CollectiveKind::AllGather | CollectiveKind::ReduceScatter => &[Spreading, TranslationInvariant],
+            CollectiveKind::AllReduce => &[Spreading, ReduceScatterThenAllGather, TranslationInvariant],
+        }
+    }
+
+    /// The name a schedule's `method` records.
+    fn name(self) -> &'static str {
+        match self {
+            Incumbent::TranslationInvariant => "translation-invariant",
+            Incumbent::ListHeuristic => "heuristic",
+            Incumbent::Spreading => "spreading",
+            Incumbent::ReduceScatterThenAllGather => "fewest-steps reduce_scatter + all_gather",
+        }
+    }
+}
+
+/// The best verified schedule of the incumbents of `c`'s kind ([`Incumbent::of`]), tried in
+/// order until one meets the bound `lower`; `None` when none applies. The heuristics stop at a
+/// quarter of the time limit, each half of an all_reduce gets a quarter too.
+fn incumbent(
+    t: &Topology,
+    c: &Collective,
+    hops: &HopGraph,
+    opts: &SynthOptions,
+    started: Instant,
+    lower: u32,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<Option<Schedule>> {
+    let deadline = started + opts.time_limit / 4;
+    let mut best: Option<Schedule> = None;
+    for &method in Incumbent::of(c.kind) {
+        let below = best.as_ref().map_or(u32::MAX, |b| b.steps.len() as u32);
+        if below <= lower {
+            break;
+        }
+        let steps = match method {
+            Incumbent::TranslationInvariant if c.kind == CollectiveKind::AllToAll => symmetric::translation_invariant(t, c),
+            Incumbent::TranslationInvariant => symmetric::translation_invariant_blocks(t, c, hops, opts.solver, (lower, below), deadline)?,
+            Incumbent::ListHeuristic => {
+                let demand = Demand::all_to_all(c, t.num_npus());
+                Some(heuristic::route_and_pack_until(hops, &demand, t.num_links(), Some(deadline)))
+            }
+            Incumbent::Spreading => spreading::spread_steps(t, c, 1, deadline).ok().flatten(),
+            Incumbent::ReduceScatterThenAllGather => {
+                let half_opts = SynthOptions { time_limit: opts.time_limit / 4, ..opts.clone() };
+                let mut half = |kind: CollectiveKind| -> Result<Option<Schedule>> {
+                    let mut half = c.clone();
+                    half.kind = kind;
+                    Ok(synthesize_steps_with(t, &half, &half_opts, progress)?.schedule)
+                };
+                match (half(CollectiveKind::ReduceScatter)?, half(CollectiveKind::AllGather)?) {
+                    (Some(rs), Some(ag)) => Some(rs.steps.into_iter().chain(ag.steps).collect()),
+                    _ => None,
+                }
+            }
+        };
+        if let Some(steps) = steps.filter(|s| (s.len() as u32) < below) {
+            best = Some(checked(t, c, steps, method.name(), lower)?);
+        }
+    }
+    Ok(best)
+}
+
 /// The exact search alone (see [`fewest_steps_exact_with`]).
 pub fn fewest_steps_exact(topology: &Topology, collective: &Collective, solver: Solver, time_limit: Duration) -> Result<Option<(u32, Schedule)>> {
     fewest_steps_exact_with(topology, collective, solver, time_limit, &mut |_| {})
 }
 
 /// The exact search alone, reporting progress: the time-expanded program for every horizon from
-/// [`steps_lower_bound`] upward, with no heuristic incumbent, stopping at the first feasible
-/// horizon. For comparing backends (`examples/synth_bench.rs`); [`synthesize_steps_with`] is the
-/// search to use otherwise.
+/// the steps lower bound upward, with no incumbent, stopping at the first feasible horizon. For
+/// comparing backends (`examples/synth_bench.rs`); [`synthesize_steps_with`] is the search to
+/// use otherwise.
 ///
 /// Returns the steps and the schedule of that horizon (verified under rules 1-5, like every
 /// synthesized schedule), or `None` when `time_limit` (for the whole search) ran out or the
 /// solver gave up first. The steps are the fewest of any schedule of single-hop transfers along
 /// shortest switch paths, one piece per link per step: certified when they equal the bound,
 /// solver-attested otherwise (every horizon below was proven infeasible). Unlike
-/// [`synthesize_steps_with`], programs above [`MAX_EXACT_VARIABLES`] are attempted too, so cap
+/// [`synthesize_steps_with`], programs above the backend's cap are attempted too, so cap
 /// `time_limit` (and expect memory to grow with the program). The limit is checked before every
 /// horizon and handed to the solver; writing a program is not interrupted, so large ones overrun
 /// it (a 16-npu fat tree, 170k variables: about 75-100 s under a 60 s limit, measured).
 ///
 /// Errors: the error of [`Topology::check_connected`] when a rank is cut off by the faults;
-/// [`Error::bad`] for a collective other than all_to_all, and for bugs: a schedule that fails
-/// verification, or a solver refuting a horizon long enough to send the pieces one at a time.
+/// [`Error::bad`] for bugs: a schedule that fails verification, or a solver refuting a horizon
+/// long enough to send the pieces one at a time.
 pub fn fewest_steps_exact_with(
     topology: &Topology,
     collective: &Collective,
@@ -186,40 +295,112 @@ pub fn fewest_steps_exact_with(
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<Option<(u32, Schedule)>> {
     let started = Instant::now();
-    if collective.kind != CollectiveKind::AllToAll {
-        return Err(Error::bad(format!("exact synthesis: the collective is {}; only all_to_all is synthesized so far", collective.kind)));
-    }
     topology.check_connected(&collective.ranks)?;
-    let hops = HopGraph::new(topology);
-    let demand = Demand::all_to_all(collective, topology.num_npus());
-    let reach = Reach::new(&hops, &demand);
+    let hops = HopGraph::with_endpoints(topology, &collective.rank_mask(topology));
     let lower = steps_lower_bound(topology, collective);
     progress(&Progress::LowerBound(lower));
-    if demand.pieces.is_empty() {
-        return Ok(Some((0, checked(topology, collective, Vec::new(), "exact", lower)?)));
-    }
+    let exact = ExactProgram { topology, collective, program: Program::new(collective, &hops), lower };
     // Moving the pieces one hop at a time, one after another, is always feasible (the ranks are
     // connected): a solver that refutes this many steps is wrong.
-    let sequential: u64 = demand
-        .pieces
-        .iter()
-        .map(|&(_, s, d)| {
-            let di = demand.dests.iter().position(|&x| x == d).unwrap_or(0);
-            u64::from(reach.to_dest[di][s.index()])
-        })
-        .sum();
-    let exact = ExactProgram { topology, collective, hops: &hops, demand: &demand, reach: &reach, lower };
+    let sequential = exact.program.sequential_steps();
+    if sequential == 0 {
+        return Ok(Some((0, checked(topology, collective, Vec::new(), "exact", lower)?)));
+    }
     let mut horizon = lower.max(1);
     loop {
         if u64::from(horizon) > sequential {
             return Err(Error::bad(format!("exact synthesis ({solver:?}): every horizon up to {sequential} steps reported infeasible (a solver bug)")));
         }
         let Some(left) = time_limit.checked_sub(started.elapsed()).filter(|d| !d.is_zero()) else { return Ok(None) };
-        let variables = reach.variables(&hops, &demand, horizon);
-        match exact.solve(horizon, variables, solver, left, progress)? {
+        let variables = exact.program.variables(horizon);
+        match exact.solve(horizon, variables, solver.resolve_for(exact.program.family(), variables), left, progress)? {
             Some(Some(found)) => return Ok(Some((found.steps.len() as u32, found))),
             Some(None) => horizon += 1,
             None => return Ok(None),
+        }
+    }
+}
+
+/// The time-expanded program of a collective kind, for any horizon.
+enum Program<'a> {
+    /// Commodities per destination ([`encoding`]).
+    AllToAll { hops: &'a HopGraph, demand: Demand, reach: Reach },
+    /// all_gather, and reduce_scatter over the transposed hops ([`gather`]).
+    Multicast(Multicast),
+    /// Contributor sets ([`allreduce`]).
+    AllReduce(AllReduce),
+}
+
+impl<'a> Program<'a> {
+    fn new(c: &Collective, hops: &'a HopGraph) -> Self {
+        match c.kind {
+            CollectiveKind::AllToAll => {
+                let demand = Demand::all_to_all(c, hops.out.len());
+                let reach = Reach::new(hops, &demand);
+                Program::AllToAll { hops, demand, reach }
+            }
+            CollectiveKind::AllGather => Program::Multicast(Multicast::all_gather(c, hops)),
+            CollectiveKind::ReduceScatter => Program::Multicast(Multicast::reduce_scatter(c, hops)),
+            CollectiveKind::AllReduce => Program::AllReduce(AllReduce::new(c, hops)),
+        }
+    }
+
+    /// Flows (all_to_all) or sets (the other kinds), for choosing a backend.
+    fn family(&self) -> ProgramFamily {
+        match self {
+            Program::AllToAll { .. } => ProgramFamily::Flows,
+            Program::Multicast(_) | Program::AllReduce(_) => ProgramFamily::Sets,
+        }
+    }
+
+    /// The 0-1 variables of the program with `horizon` steps.
+    fn variables(&self, horizon: u32) -> usize {
+        match self {
+            Program::AllToAll { hops, demand, reach } => reach.variables(hops, demand, horizon),
+            Program::Multicast(m) => m.variables(horizon),
+            Program::AllReduce(a) => a.variables(horizon),
+        }
+    }
+
+    /// Steps that always suffice (pieces moved one hop at a time, one after another).
+    fn sequential_steps(&self) -> u64 {
+        match self {
+            Program::AllToAll { demand, reach, .. } => demand
+                .pieces
+                .iter()
+                .map(|&(_, s, d)| {
+                    let di = demand.dests.iter().position(|&x| x == d).unwrap_or(0);
+                    u64::from(reach.to_dest[di][s.index()])
+                })
+                .sum(),
+            Program::Multicast(m) => m.sequential_steps(),
+            Program::AllReduce(a) => a.sequential_steps(),
+        }
+    }
+
+    /// Writes the program for `horizon` steps into `backend` and solves it within `left`: the
+    /// steps of a solution, `Some(None)` when infeasible, `None` without an answer.
+    fn solve(&self, backend: &mut dyn Backend, horizon: u32, left: Duration) -> Option<Option<Vec<Step>>> {
+        fn answer(outcome: Outcome, decode: impl FnOnce(&Model) -> Vec<Step>) -> Option<Option<Vec<Step>>> {
+            match outcome {
+                Outcome::Sat(model) => Some(Some(decode(&model))),
+                Outcome::Unsat => Some(None),
+                Outcome::Unknown(_) => None,
+            }
+        }
+        match self {
+            Program::AllToAll { hops, demand, reach } => {
+                let p = TimeExpanded::encode(backend, hops, demand, reach, horizon);
+                answer(backend.solve(left), |m| p.decode(m))
+            }
+            Program::Multicast(m) => {
+                let p = m.encode(backend, horizon);
+                answer(backend.solve(left), |model| p.decode(model))
+            }
+            Program::AllReduce(a) => {
+                let p = a.encode(backend, horizon);
+                answer(backend.solve(left), |model| p.decode(model))
+            }
         }
     }
 }
@@ -228,10 +409,8 @@ pub fn fewest_steps_exact_with(
 struct ExactProgram<'a> {
     topology: &'a Topology,
     collective: &'a Collective,
-    hops: &'a HopGraph,
-    demand: &'a Demand,
-    reach: &'a Reach,
-    /// The certified steps bound (for the verified schedule's report).
+    program: Program<'a>,
+    /// The steps bound (for the verified schedule's report).
     lower: u32,
 }
 
@@ -243,61 +422,24 @@ impl ExactProgram<'_> {
     fn solve(&self, horizon: u32, variables: usize, solver: Solver, left: Duration, progress: &mut dyn FnMut(&Progress)) -> Result<Option<Option<Schedule>>> {
         progress(&Progress::Solving { steps: horizon, variables });
         let mut backend = solver.backend(variables)?;
-        let program = TimeExpanded::encode(backend.as_mut(), self.hops, self.demand, self.reach, horizon);
-        let answer = match backend.solve(left) {
-            Outcome::Sat(model) => {
+        let answer = match self.program.solve(backend.as_mut(), horizon, left) {
+            Some(Some(steps)) => {
                 let method = format!("exact-{}", backend.name());
-                Some(Some(checked(self.topology, self.collective, program.decode(&model), &method, self.lower)?))
+                Some(Some(checked(self.topology, self.collective, steps, &method, self.lower)?))
             }
-            Outcome::Unsat => Some(None),
-            Outcome::Unknown(_) => None,
+            Some(None) => Some(None),
+            None => None,
         };
         progress(&Progress::Answered { steps: horizon, feasible: answer.as_ref().map(Option::is_some) });
         Ok(answer)
     }
 }
 
-/// The certified lower bound on the steps of a single-hop schedule, one piece per link per step:
-/// the largest of
-/// - `bounds().steps`: the farthest (source, destination) in hops;
-/// - the volume bound in steps: every piece crosses at least its shortest distance in links and a
-///   link moves one piece per step, so steps >= ceil(piece-links / links that are up);
-/// - cuts, for the node sets of `bounds::cut::candidate_cuts` (single npus, bisections, the ends
-///   of failed cables, fat-tree subtrees): the pieces from ranks inside to ranks outside each
-///   cross a link leaving the set, one per link per step; and the reverse.
+/// The largest steps bound of [`crate::bounds::steps`] (distance, transmissions, cuts and, for
+/// all_to_all, flow), computed here without the checker: [`synthesize_steps_with`] reports the
+/// one the checker re-derives ([`certified_steps_bounds`]), which is the same number.
 pub fn steps_lower_bound(topology: &Topology, collective: &Collective) -> u32 {
-    let demand = Demand::all_to_all(collective, topology.num_npus());
-    let mut lower = bounds(topology, collective).steps as u64;
-    let up_links = topology.links().filter(|(_, l)| l.up).count() as u64;
-    let mut piece_links = 0u64;
-    let n = topology.num_nodes();
-    let mut distances = vec![None; n];
-    for &(_, s, d) in &demand.pieces {
-        if distances[s.index()].is_none() {
-            distances[s.index()] = Some(topology.hop_distances(s));
-        }
-        piece_links += distances[s.index()].as_ref().and_then(|v: &Vec<Option<u32>>| v[d.index()]).unwrap_or(0) as u64;
-    }
-    if up_links > 0 {
-        lower = lower.max(piece_links.div_ceil(up_links));
-    }
-    for (_, nodes) in crate::bounds::cut::candidate_cuts(topology) {
-        let mut inside = vec![false; n];
-        for v in nodes {
-            inside[v.index()] = true;
-        }
-        let leaving = demand.pieces.iter().filter(|(_, s, d)| inside[s.index()] && !inside[d.index()]).count() as u64;
-        let entering = demand.pieces.iter().filter(|(_, s, d)| !inside[s.index()] && inside[d.index()]).count() as u64;
-        let links_out = topology.links().filter(|(_, l)| l.up && inside[l.src.index()] && !inside[l.dst.index()]).count() as u64;
-        let links_in = topology.links().filter(|(_, l)| l.up && !inside[l.src.index()] && inside[l.dst.index()]).count() as u64;
-        if links_out > 0 {
-            lower = lower.max(leaving.div_ceil(links_out));
-        }
-        if links_in > 0 {
-            lower = lower.max(entering.div_ceil(links_in));
-        }
-    }
-    u32::try_from(lower).unwrap_or(u32::MAX)
+    steps_bounds(topology, collective, FLOW_TIME).best()
 }
 
 /// Wraps steps into a schedule and verifies it; a failure is a bug of the synthesizer.

@@ -2,6 +2,7 @@
 
 use super::encoding::{Demand, Reach, TimeExpanded};
 use super::*;
+use crate::synth::backends::SMT_MAX_FLOW_VARIABLES;
 use crate::synth::hops::HopGraph;
 use crate::topology::{fat_tree, torus, FatTreeParams, NodeId, TorusParams};
 
@@ -117,6 +118,13 @@ fn solvers_by_name() {
         }
     }
     assert!(Solver::Auto.check_built("x").is_ok() && Solver::Ilp.check_built("x").is_ok());
+    // Auto: z3 for set programs whenever built; flow programs by size, microlp past z3's cap.
+    let sets = Solver::Auto.resolve_for(ProgramFamily::Sets, 10_000);
+    assert_eq!(sets, if Solver::Smt.is_built() { Solver::Smt } else { Solver::Ilp });
+    assert_eq!(Solver::Auto.resolve_for(ProgramFamily::Flows, 100), Solver::Ilp);
+    assert_eq!(Solver::Auto.resolve_for(ProgramFamily::Flows, SMT_MAX_FLOW_VARIABLES + 1), Solver::Ilp);
+    assert_eq!(Solver::Smt.resolve_for(ProgramFamily::Flows, 100), Solver::Smt);
+    assert!(Solver::Smt.max_variables(ProgramFamily::Sets) > Solver::Ilp.max_variables(ProgramFamily::Sets));
 }
 
 #[test]
@@ -127,10 +135,7 @@ fn the_exact_search_reports_what_it_cannot_do() {
     fail_cable(&mut t, 2, 3);
     let e = fewest_steps_exact(&t, &a2a(&t, 1), Solver::Ilp, TEST_LIMIT).unwrap_err();
     assert!(e.message().contains("rank 2"), "{}", e.message());
-    // Only all_to_all is synthesized.
     let t = torus_of(&[4], false);
-    let gather = Collective::new(CollectiveKind::AllGather, t.node_ids().collect(), 1 << 20, 1, None, &t).unwrap();
-    assert!(fewest_steps_exact(&t, &gather, Solver::Ilp, TEST_LIMIT).is_err());
     // No time: no answer.
     for solver in exact_solvers() {
         assert!(fewest_steps_exact(&t, &a2a(&t, 1), solver, Duration::ZERO).unwrap().is_none());
@@ -285,5 +290,195 @@ fn measure_heuristic_gaps() {
         let lower = steps_lower_bound(&t, &c);
         let gap = (s.steps.len() as f64 / lower as f64 - 1.0) * 100.0;
         println!("{name}: heuristic {} steps, bound {lower}, gap {gap:.1}% ({:.2} s)", s.steps.len(), started.elapsed().as_secs_f64());
+    }
+}
+
+fn kind_on(t: &Topology, kind: CollectiveKind, ranks: Vec<NodeId>, pieces: u32) -> Collective {
+    Collective::new(kind, ranks, 1 << 20, pieces, None, t).unwrap()
+}
+
+fn all_ranks(t: &Topology) -> Vec<NodeId> {
+    t.node_ids().collect()
+}
+
+/// Whether every transfer of `s` starts and ends at a rank (only ranks store).
+fn rank_to_rank(s: &Schedule) -> bool {
+    let (t, c) = (&s.header.topology, &s.header.collective);
+    s.steps.iter().flat_map(|st| &st.transfers).all(|x| {
+        let ends = [x.path.first().map(|l| t.link(*l).src), x.path.last().map(|l| t.link(*l).dst)];
+        ends.iter().all(|v| v.is_some_and(|v| c.rank_index(v).is_some()))
+    })
+}
+
+/// Synthesizes `c` for steps and checks what every report must satisfy: a verified schedule of
+/// transfers from rank to rank, one piece per link per step, no fewer steps than the bound, and
+/// a status that agrees with the steps.
+fn synthesized(t: &Topology, c: &Collective, limit: Duration) -> SynthReport {
+    let r = synthesize_steps(t, c, &SynthOptions { time_limit: limit, ..SynthOptions::default() }).unwrap();
+    let s = r.schedule.as_ref().unwrap_or_else(|| panic!("{}: no schedule ({:?})", c.kind, r.status));
+    let v = verify_schedule(s, &VerifyOptions::default()).unwrap();
+    assert!(v.is_valid(), "{}: {:?}", c.kind, v.findings.failures().first());
+    assert!(rank_to_rank(s), "{}: a transfer starts or ends outside the ranks", c.kind);
+    for step in &s.steps {
+        assert!(step.transfers.iter().all(|x| x.pieces.len() == 1), "{}: one piece per transfer", c.kind);
+    }
+    let found = r.steps_found.unwrap();
+    assert_eq!(found as usize, s.steps.len());
+    assert!(found >= r.steps_lower_bound, "{}: {found} steps beat the certified bound {}", c.kind, r.steps_lower_bound);
+    match r.status {
+        SynthStatus::Optimal { certified: true } => assert_eq!(found, r.steps_lower_bound, "{}", c.kind),
+        SynthStatus::Optimal { certified: false } | SynthStatus::Gap | SynthStatus::LimitReached => {
+            assert!(found > r.steps_lower_bound, "{}: {:?} at the bound", c.kind, r.status)
+        }
+        SynthStatus::Infeasible(ref why) => panic!("{}: infeasible with a schedule: {why}", c.kind),
+    }
+    r
+}
+
+#[test]
+fn all_gather_takes_the_steps_sccl_finds_each_certified() {
+    // SCCL's least-steps all-gathers (msccl-tools, z3): rings of 4-10, the same with one failed
+    // cable (a line), and a 3x3 torus.
+    let mut cases: Vec<(Topology, u32)> = Vec::new();
+    for (n, healthy, faulty) in [(4, 2, 3), (5, 2, 4), (6, 3, 5), (7, 3, 6), (8, 4, 7), (9, 4, 8), (10, 5, 9)] {
+        cases.push((torus_of(&[n], false), healthy));
+        cases.push((torus_of(&[n], true), faulty));
+    }
+    cases.push((torus_of(&[3, 3], false), 2));
+    for (t, steps) in cases {
+        let r = synthesized(&t, &kind_on(&t, CollectiveKind::AllGather, all_ranks(&t), 1), TEST_LIMIT);
+        assert_eq!((r.steps_found, &r.status), (Some(steps), &SynthStatus::Optimal { certified: true }), "{} npus", t.num_npus());
+    }
+}
+
+#[test]
+fn reduce_scatter_is_the_all_gather_reversed() {
+    // On tori (every cable both ways) the fewest steps of the two agree, and the exact program
+    // alone, decoded as reduces, verifies.
+    for (dims, fault, most_pieces) in [(vec![5], false, 2), (vec![6], true, 2), (vec![3, 3], true, 1), (vec![2, 2, 2], false, 1)] {
+        let t = torus_of(&dims, fault);
+        for pieces in 1..=most_pieces {
+            let gather = kind_on(&t, CollectiveKind::AllGather, all_ranks(&t), pieces);
+            let scatter = kind_on(&t, CollectiveKind::ReduceScatter, all_ranks(&t), pieces);
+            let (g, _, _) = fewest_exact(&t, &gather, Solver::Ilp, AGREE_LIMIT).unwrap();
+            let (r, s, _) = fewest_exact(&t, &scatter, Solver::Ilp, AGREE_LIMIT).unwrap();
+            assert_eq!(g, r, "{dims:?}, fault {fault}, {pieces} pieces");
+            assert!(s.steps.iter().flat_map(|st| &st.transfers).all(|x| x.op == crate::schedule::Op::Reduce));
+            assert!(verify_schedule(&s, &VerifyOptions::default()).unwrap().is_valid());
+            assert_eq!(synthesized(&t, &scatter, TEST_LIMIT).steps_found, Some(r));
+        }
+    }
+}
+
+#[test]
+fn the_all_reduce_program_beats_reduce_scatter_then_all_gather() {
+    // A ring of 4: reduce_scatter then all_gather take 2 + 2 steps; the bound (2 x 3 transfers
+    // for each of 4 blocks over 8 links) is 3, and the program with contributor sets meets it.
+    let t = torus_of(&[4], false);
+    let c = kind_on(&t, CollectiveKind::AllReduce, all_ranks(&t), 1);
+    let (steps, s, _) = fewest_exact(&t, &c, Solver::Ilp, AGREE_LIMIT).unwrap();
+    assert_eq!(steps, 3);
+    assert!(verify_schedule(&s, &VerifyOptions::default()).unwrap().is_valid());
+    let ops: Vec<crate::schedule::Op> = s.steps.iter().flat_map(|st| &st.transfers).map(|x| x.op).collect();
+    assert!(ops.contains(&crate::schedule::Op::Copy) && ops.contains(&crate::schedule::Op::Reduce), "{ops:?}");
+    let r = synthesized(&t, &c, AGREE_LIMIT);
+    assert_eq!((r.steps_found, &r.status), (Some(3), &SynthStatus::Optimal { certified: true }));
+    // A line of 4: the bound says 4; the program refutes 4 and 5, so the composition's 6 stands.
+    let t = torus_of(&[4], true);
+    let r = synthesized(&t, &kind_on(&t, CollectiveKind::AllReduce, all_ranks(&t), 1), AGREE_LIMIT);
+    assert_eq!((r.steps_lower_bound, r.steps_found, &r.status), (4, Some(6), &SynthStatus::Optimal { certified: false }));
+}
+
+#[test]
+fn translation_invariant_all_to_all_meets_the_bound_on_even_tori() {
+    // 4x4: 512 piece-links over 64 links, 8 steps; 4x4x4: 12288 over 384, 32 steps; both out of
+    // the exact program's reach. A ring of 4 with 2 pieces per block needs its antipodal pieces
+    // split between the directions: 4.
+    for (dims, pieces, steps) in [(vec![4, 4], 1, 8), (vec![4, 4, 4], 1, 32), (vec![4], 2, 4), (vec![2, 4], 1, 4), (vec![3, 3], 1, 3)] {
+        let t = torus_of(&dims, false);
+        let c = kind_on(&t, CollectiveKind::AllToAll, all_ranks(&t), pieces);
+        let found = symmetric::translation_invariant(&t, &c).unwrap();
+        let s = checked(&t, &c, found, "translation-invariant", 0).unwrap();
+        assert_eq!(s.steps.len() as u32, steps, "{dims:?}");
+        let r = synthesized(&t, &c, TEST_LIMIT);
+        assert_eq!((r.steps_found, &r.status), (Some(steps), &SynthStatus::Optimal { certified: true }), "{dims:?}");
+    }
+    // The block kinds by the program over block 0's pieces, each direction one piece per step:
+    // all_gather on the 5x5 (24 receptions over 4 directions: 6 steps), reduce_scatter on the 4x6
+    // (23 over 4: 6), all_reduce on a ring of 6 (2 x 5 transfers over 2 directions: 5 steps, one
+    // below reduce_scatter + all_gather).
+    for (dims, kind, steps) in
+        [(vec![5, 5], CollectiveKind::AllGather, 6), (vec![4, 6], CollectiveKind::ReduceScatter, 6), (vec![6], CollectiveKind::AllReduce, 5)]
+    {
+        let t = torus_of(&dims, false);
+        let c = kind_on(&t, kind, all_ranks(&t), 1);
+        let hops = HopGraph::new(&t);
+        let deadline = Instant::now() + AGREE_LIMIT;
+        let found = symmetric::translation_invariant_blocks(&t, &c, &hops, Solver::Ilp, (1, steps + 1), deadline).unwrap().unwrap();
+        let s = checked(&t, &c, found, "translation-invariant", 0).unwrap();
+        assert_eq!(s.steps.len() as u32, steps, "{dims:?} {kind}");
+        assert_eq!(synthesized(&t, &c, AGREE_LIMIT).status, SynthStatus::Optimal { certified: true }, "{dims:?} {kind}");
+        // One step fewer is infeasible for translation-invariant schedules too.
+        assert!(symmetric::translation_invariant_blocks(&t, &c, &hops, Solver::Ilp, (steps - 1, steps), deadline).unwrap().is_none());
+    }
+    // Not for a faulty torus, a group, or a mesh.
+    let t = torus_of(&[4, 4], true);
+    assert!(symmetric::translation_invariant(&t, &a2a(&t, 1)).is_none());
+    let t = torus_of(&[4, 4], false);
+    assert!(symmetric::translation_invariant(&t, &kind_on(&t, CollectiveKind::AllToAll, (0..8).map(NodeId).collect(), 1)).is_none());
+    let mut p = TorusParams::uniform(&[4, 4], 32.0, 100.0);
+    p.wrap = vec![false, true];
+    let t = torus(&p).unwrap();
+    assert!(symmetric::translation_invariant(&t, &a2a(&t, 1)).is_none());
+}
+
+#[test]
+fn a_group_routes_through_npus_outside_it() {
+    // 5 ranks of a 4x4 torus: transfers start and end at ranks (rule 6 lowers the ranks alone),
+    // passing through the routers of the others; every kind verifies, deadlock rules included.
+    let t = torus_of(&[4, 4], false);
+    let ranks: Vec<NodeId> = [0, 5, 6, 10, 15].map(NodeId).to_vec();
+    for kind in CollectiveKind::ALL {
+        let c = kind_on(&t, kind, ranks.clone(), 1);
+        let r = synthesized(&t, &c, AGREE_LIMIT);
+        assert!(matches!(r.status, SynthStatus::Optimal { .. } | SynthStatus::Gap), "{kind}: {:?}", r.status);
+        let s = r.schedule.unwrap();
+        assert!(s.steps.iter().flat_map(|st| &st.transfers).any(|x| x.path.len() > 1), "{kind}: no routed hop");
+    }
+}
+
+#[test]
+fn exact_backends_agree_on_the_gathering_kinds() {
+    for (name, t) in agreement_cases().into_iter().filter(|(name, _)| !name.starts_with("ring 7")) {
+        for kind in [CollectiveKind::AllGather, CollectiveKind::ReduceScatter] {
+            let c = kind_on(&t, kind, all_ranks(&t), 1);
+            let answers: Vec<u32> = exact_solvers().into_iter().map(|solver| fewest_exact(&t, &c, solver, AGREE_LIMIT).unwrap().0).collect();
+            assert!(answers.iter().all(|&a| a == answers[0]), "{name} {kind}: {answers:?}");
+        }
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 24, ..Default::default() })]
+
+    /// Over small tori, failed cables anywhere, groups and piece counts: every kind gets a
+    /// verified schedule of transfers between ranks, never below its certified bound.
+    #[test]
+    fn every_kind_verifies_over_sizes_faults_and_groups(
+        dims in proptest::prop_oneof![proptest::collection::vec(2usize..6, 1..=2), proptest::collection::vec(2usize..3, 3..=3)],
+        cuts in proptest::collection::vec((0usize..1000, 0usize..8), 0..=2),
+        group in proptest::collection::vec(proptest::bool::ANY, 32),
+        pieces in 1u32..=2,
+    ) {
+        let mut t = torus(&TorusParams::uniform(&dims, 32.0, 100.0)).unwrap();
+        fail_picked_cables(&mut t, &cuts);
+        let mut ranks: Vec<NodeId> = t.node_ids().filter(|v| group[v.index() % 32]).collect();
+        if ranks.len() < 2 {
+            ranks = all_ranks(&t);
+        }
+        proptest::prop_assume!(t.check_connected(&all_ranks(&t)).is_ok());
+        for kind in CollectiveKind::ALL {
+            synthesized(&t, &kind_on(&t, kind, ranks.clone(), pieces), Duration::from_secs(2));
+        }
     }
 }

@@ -2,6 +2,10 @@
 //! ([`crate::lower`]) must have an acyclic wait-for graph under blocking (rendezvous) semantics,
 //! and every matched send/receive pair must carry the same pieces.
 //!
+//! Two checks share these semantics: [`check_deadlock`] checks whole programs (what `export`
+//! writes, and MSCCL XML read back), [`DeadlockCheck`] streams a schedule step by step through
+//! the lowering's rules without holding the programs (what `verify` runs; see its module).
+//!
 //! Semantics checked: the operations of a threadblock run in order; an operation also waits for
 //! the operations of other threadblocks of its rank that it lists as dependencies; the k-th send
 //! from rank a to rank b on channel c is matched with the k-th receive of b from a on c, and the
@@ -9,35 +13,21 @@
 //! graph, and it waits for everything either side waits for. A cycle of such events can never
 //! start; an unmatched send or receive waits forever.
 
-use super::{Check, Diagnostic, Findings, Rule, Stats};
-use crate::cost::SyncCost;
-use crate::lower::{lower, LowerOptions, OpKind, Operation, Programs};
-use crate::schedule::{Schedule, ScheduleHeader, Step};
-use std::collections::{HashMap, VecDeque};
+mod cycles;
+mod stream;
+
+pub use stream::DeadlockCheck;
+
+use super::{Diagnostic, Rule};
+use crate::lower::{OpKind, Operation, Programs};
+use cycles::{Wait, WaitGraph, Why};
+use std::collections::HashMap;
 
 /// An operation of the programs: (rank, threadblock, position).
 type At = (usize, usize, usize);
 
 /// The sends and the receives of one (sender, receiver, channel) stream, in order.
 type Stream = (Vec<At>, Vec<At>);
-
-/// Why one operation waits for another.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Why {
-    /// It comes earlier in the same threadblock.
-    Earlier,
-    /// The waiting operation lists it as a dependency.
-    Dependency,
-}
-
-/// One edge of the wait-for graph between matched pairs: `from` (one side of the waiting pair)
-/// waits for `to` (one side of the pair waited for).
-#[derive(Clone, Copy)]
-struct Wait {
-    from: At,
-    to: At,
-    why: Why,
-}
 
 fn op(p: &Programs, at: At) -> &Operation {
     &p.ranks[at.0].threadblocks[at.1].ops[at.2]
@@ -185,10 +175,7 @@ pub fn check_deadlock(programs: &Programs) -> Vec<Diagnostic> {
     }
 
     // Wait-for edges between nodes.
-    let mut graph: petgraph::graph::DiGraph<(), Wait, u32> = petgraph::graph::DiGraph::with_capacity(members.len(), members.len() * 2);
-    for _ in 0..members.len() {
-        graph.add_node(());
-    }
+    let mut graph = WaitGraph::new(members);
     for (r, rp) in p.ranks.iter().enumerate() {
         for (t, tb) in rp.threadblocks.iter().enumerate() {
             for (i, o) in tb.ops.iter().enumerate() {
@@ -205,21 +192,13 @@ pub fn check_deadlock(programs: &Programs) -> Vec<Diagnostic> {
                     }
                 }
                 for w in waits {
-                    graph.add_edge(petgraph::graph::NodeIndex::new(node_of[&w.from]), petgraph::graph::NodeIndex::new(node_of[&w.to]), w);
+                    graph.add(node_of[&w.from], node_of[&w.to], w);
                 }
             }
         }
     }
-    let mut sccs = petgraph::algo::tarjan_scc(&graph);
-    // Report in a stable order: by the smallest operation of each cycle.
-    sccs.iter_mut().for_each(|c| c.sort_unstable());
-    sccs.sort_by_key(|c| members[c[0].index()].iter().min().copied());
-    for scc in sccs {
-        let cyclic = scc.len() > 1 || graph.find_edge(scc[0], scc[0]).is_some();
-        if cyclic {
-            let (start, cycle) = rotate(cycle_in(&graph, &scc));
-            out.push(diagnostic(p, Some(start), format!("wait-for cycle under rendezvous semantics: {}", narrate(p, start, &cycle))));
-        }
+    for (start, story) in graph.cycles(|at| describe(p, at)) {
+        out.push(diagnostic(p, Some(start), format!("wait-for cycle under rendezvous semantics: {story}")));
     }
     out
 }
@@ -230,126 +209,13 @@ fn pieces(list: &[crate::collective::PieceId]) -> String {
     format!("[{}{more}]", shown.join(" "))
 }
 
-/// A shortest cycle through the first node of a strongly connected component, as its edges.
-fn cycle_in(graph: &petgraph::graph::DiGraph<(), Wait, u32>, scc: &[petgraph::graph::NodeIndex<u32>]) -> Vec<Wait> {
-    use petgraph::visit::EdgeRef;
-    let start = scc[0];
-    let inside: std::collections::HashSet<_> = scc.iter().copied().collect();
-    let mut parent: HashMap<petgraph::graph::NodeIndex<u32>, petgraph::graph::EdgeIndex<u32>> = HashMap::new();
-    let mut queue = VecDeque::from([start]);
-    while let Some(n) = queue.pop_front() {
-        for e in graph.edges(n) {
-            let m = e.target();
-            if !inside.contains(&m) || parent.contains_key(&m) {
-                continue;
-            }
-            parent.insert(m, e.id());
-            if m == start {
-                queue.clear();
-                break;
-            }
-            queue.push_back(m);
-        }
-    }
-    // Walk back from the start to itself.
-    let mut edges = Vec::new();
-    let mut n = start;
-    loop {
-        let e = parent[&n];
-        edges.push(graph[e]);
-        n = graph.edge_endpoints(e).expect("edge exists").0;
-        if n == start {
-            break;
-        }
-    }
-    edges.reverse();
-    edges
-}
-
-/// Starts a cycle at its smallest operation, so that the report does not depend on the order
-/// of the search: returns that operation and the cycle's edges from the pair it belongs to.
-fn rotate(mut cycle: Vec<Wait>) -> (At, Vec<Wait>) {
-    let start = cycle.iter().flat_map(|w| [w.from, w.to]).min().expect("a cycle has an edge");
-    // The pair of edge i's `from` also holds the previous edge's `to`.
-    let n = cycle.len();
-    let i = (0..n).find(|&i| cycle[i].from == start || cycle[(i + n - 1) % n].to == start).expect("every operation of the cycle is in a pair of it");
-    cycle.rotate_left(i);
-    (start, cycle)
-}
-
-/// "rank 0 tb 0 op 0 send to 1 waits for its matching rank 1 ..., which waits for ...".
-fn narrate(p: &Programs, start: At, cycle: &[Wait]) -> String {
-    let mut text = describe(p, start);
-    let mut current = start;
-    let mut first = true;
-    for w in cycle {
-        let lead = if first { " waits for" } else { ", which waits for" };
-        if w.from != current {
-            text += &format!("{lead} its matching {}", describe(p, w.from));
-            first = false;
-        }
-        let lead = if first { " waits for" } else { ", which waits for" };
-        let why = match w.why {
-            Why::Earlier => "earlier in its threadblock",
-            Why::Dependency => "a dependency",
-        };
-        text += &format!("{lead} {} ({why})", describe(p, w.to));
-        first = false;
-        current = w.to;
-    }
-    if current != start {
-        text += &format!(", which waits for its matching {}", describe(p, start));
-    }
-    text + ", which closes the cycle"
-}
-
-/// The rule-6 check for the verifier: it keeps the steps it sees and, at the end, lowers the
-/// schedule with its options and checks the programs. It holds the whole schedule in memory (the
-/// programs need it anyway), and skips the check when rules 1 or 3 failed, since the lowering
-/// needs valid paths and held pieces.
-pub struct DeadlockCheck {
-    options: LowerOptions,
-    header: Option<ScheduleHeader>,
-    steps: Vec<Step>,
-}
-
-impl DeadlockCheck {
-    /// A check of the programs lowered with these options.
-    pub fn new(options: LowerOptions) -> Self {
-        DeadlockCheck { options, header: None, steps: Vec::new() }
-    }
-}
-
-impl Check for DeadlockCheck {
-    fn begin(&mut self, header: &ScheduleHeader, _out: &mut Findings) {
-        self.header = Some(header.clone());
-    }
-
-    fn step(&mut self, _index: usize, step: &Step, _out: &mut Findings) {
-        self.steps.push(step.clone());
-    }
-
-    fn finish(&mut self, _stats: &Stats, _cost: Option<&SyncCost>, out: &mut Findings) {
-        let Some(header) = self.header.take() else { return };
-        if out.is_failed(Rule::Structure) || out.is_failed(Rule::Causality) {
-            return;
-        }
-        let schedule = Schedule { header, steps: std::mem::take(&mut self.steps) };
-        match lower(&schedule, &self.options) {
-            Ok(programs) => check_deadlock(&programs).into_iter().for_each(|d| out.fail(d)),
-            Err(e) => {
-                out.fail(Diagnostic { rule: Rule::Deadlock, step: None, transfer: None, subject: None, message: format!("cannot lower the schedule: {e}") })
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::collective::{CollectiveKind, PieceId};
     use crate::lower::tests::torus_schedules;
-    use crate::lower::{Buffer, ChannelSpread, OpRef, RankProgram, Slice, Threadblock, ThreadblockLayout};
+    use crate::lower::{lower, Buffer, ChannelSpread, LowerOptions, OpRef, RankProgram, Slice, Threadblock, ThreadblockLayout};
+    use crate::schedule::Schedule;
     use crate::topology::NodeId;
     use crate::verify::{verify_schedule, Verifier, VerifyOptions};
 
@@ -425,6 +291,89 @@ mod tests {
             let report = run_verifier(&s, LowerOptions::default());
             assert!(report.is_valid(), "{name}: {:?}", report.findings.failures());
         }
+    }
+
+    /// Schedules of every kind, with routed paths, switches and folds: what the streamed check
+    /// is compared on.
+    fn assorted_schedules() -> Vec<(String, Schedule)> {
+        use crate::algorithms::switched::{switched, Routing, SwitchedAlgorithm};
+        use crate::algorithms::{routed_all_to_all, torus_mate, torus_ring_collective, HardwareRouting, RingAlgorithm};
+        use crate::lower::tests::torus_with;
+        use crate::topology::{fat_tree, FatTreeParams};
+        let mut out = torus_schedules();
+        for (dims, cables) in [(&[4usize, 4][..], &[][..]), (&[5][..], &[(2u32, 3u32)][..]), (&[3, 3][..], &[][..])] {
+            let t = torus_with(dims, cables);
+            for kind in [CollectiveKind::AllGather, CollectiveKind::ReduceScatter, CollectiveKind::AllReduce] {
+                let c = crate::collective::Collective::new(kind, t.node_ids().collect(), 1 << 12, 1, None, &t).unwrap();
+                for a in RingAlgorithm::ALL {
+                    if let Ok(s) = torus_ring_collective(&t, &c, a) {
+                        out.push((format!("{dims:?} {cables:?} {kind} {a:?}"), s));
+                    }
+                }
+            }
+        }
+        let t = torus_with(&[5, 4], &[]);
+        let c = crate::collective::Collective::new(CollectiveKind::AllToAll, t.node_ids().collect(), 1 << 12, 1, None, &t).unwrap();
+        out.push(("5x4 dor".into(), routed_all_to_all(&t, &c, HardwareRouting::Dor).unwrap()));
+        let t = torus_with(&[4, 4], &[(0, 1)]);
+        let c = crate::collective::Collective::new(CollectiveKind::AllToAll, t.node_ids().collect(), 1 << 12, 1, None, &t).unwrap();
+        out.push(("4x4 matee".into(), torus_mate(&t, &c, true).unwrap()));
+        let ft =
+            fat_tree(&FatTreeParams { levels: 2, k: 4, osr: 1.0, npus: 8, board: Some(4), bandwidth_gbps: 400.0, latency_ns: 25.0, switch_latency_ns: 1000.0 })
+                .unwrap();
+        for a in SwitchedAlgorithm::ALL {
+            for &kind in a.kinds() {
+                let c = crate::collective::Collective::new(kind, (0..8).map(NodeId).collect(), 1 << 12, 1, None, &ft).unwrap();
+                out.push((format!("fat tree {kind} {a:?}"), switched(&ft, &c, a, Routing::Balanced).unwrap()));
+            }
+        }
+        out
+    }
+
+    /// The streamed check (one step at a time, one pair per transfer, threadblock order and
+    /// matching only) finds a cycle in exactly the steps where the lowered programs have one.
+    #[test]
+    fn the_streamed_check_decides_what_the_programs_check_decides() {
+        let mut cyclic = 0;
+        for (name, s) in assorted_schedules() {
+            assert!(
+                verify_schedule(&s, &VerifyOptions { allow_contention: true, ..Default::default() })
+                    .unwrap()
+                    .findings
+                    .failed_rules()
+                    .iter()
+                    .all(|&r| r == Rule::LinkSharing),
+                "{name}"
+            );
+            for channels in 1..=3 {
+                for recv_first in [false, true] {
+                    for threadblocks in [ThreadblockLayout::PerPeer, ThreadblockLayout::PerRank] {
+                        let opts = LowerOptions { channels, spread: ChannelSpread::Transfers, recv_first, threadblocks };
+                        let exact = check_deadlock(&lower(&s, &opts).unwrap());
+                        assert!(exact.iter().all(|d| d.message.starts_with("wait-for cycle")), "{name} {opts:?}: {}", exact[0]);
+                        let mut exact_steps: Vec<usize> = exact.iter().map(|d| d.step.expect("a cycle of a step")).collect();
+                        exact_steps.sort_unstable();
+                        exact_steps.dedup();
+                        let mut v = Verifier::new(VerifyOptions { allow_contention: true, max_diagnostics_per_rule: usize::MAX, ..Default::default() })
+                            .with_check(Box::new(DeadlockCheck::new(opts.clone())));
+                        crate::schedule::StepSink::begin(&mut v, &s.header).unwrap();
+                        for (i, st) in s.steps.iter().enumerate() {
+                            v.check_step(i, st);
+                        }
+                        let report = v.finish();
+                        let streamed: Vec<&Diagnostic> = report.findings.failures().iter().filter(|d| d.rule == Rule::Deadlock).collect();
+                        let mut streamed_steps: Vec<usize> = streamed.iter().map(|d| d.step.unwrap()).collect();
+                        streamed_steps.dedup();
+                        assert_eq!(streamed_steps, exact_steps, "{name} {opts:?}: {:?}", streamed.first().map(|d| d.to_string()));
+                        if threadblocks == ThreadblockLayout::PerPeer {
+                            assert!(exact.is_empty(), "{name} {opts:?}");
+                        }
+                        cyclic += !exact.is_empty() as usize;
+                    }
+                }
+            }
+        }
+        assert!(cyclic > 20, "only {cyclic} lowerings deadlock: the comparison is too weak");
     }
 
     #[test]

@@ -27,11 +27,16 @@
 //! - Zero-byte transfers are transmitted the moment they start (they take no link time, even in
 //!   FIFO mode) and arrive their path latency later.
 
+#[cfg(test)]
+mod reference;
+mod sim;
+
 use crate::error::{Error, Result};
 use crate::schedule::Schedule;
 use crate::units::to_f64;
-use std::cmp::{Ordering, Reverse};
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use sim::Sim;
+use std::cmp::Ordering;
+use std::collections::{HashMap, HashSet};
 
 /// The event-driven cost of a schedule (f64, not exact: see the module documentation).
 #[derive(Clone, Debug, PartialEq)]
@@ -105,32 +110,6 @@ struct Cond {
     met: bool,
 }
 
-struct Sim {
-    fifo: bool,
-    now: f64,
-    tr: Vec<Tr>,
-    groups: Vec<Group>,
-    conds: Vec<Cond>,
-    /// Per transfer: the conditions its arrival may meet.
-    waiters: Vec<Vec<usize>>,
-    cap: Vec<f64>,
-    remaining: Vec<f64>,
-    rate: Vec<f64>,
-    active: Vec<usize>,
-    ready: Vec<usize>,
-    arrivals: BinaryHeap<Reverse<(Time, usize)>>,
-    finish: Vec<f64>,
-    /// FIFO mode: per link, the transfers queued on it (the head holds the link).
-    queues: Vec<std::collections::VecDeque<usize>>,
-    /// FIFO mode: queued transfers not transmitting yet, in queue order.
-    waiting: Vec<usize>,
-    // Scratch space for the water-filling.
-    load: Vec<f64>,
-    mult: Vec<f64>,
-    touched: Vec<usize>,
-    mark: Vec<bool>,
-}
-
 /// Computes the event-driven cost of a schedule; `fifo` makes links serve one transfer at a time
 /// in order of arrival (as ASTRA-sim's congestion-aware analytical backend does) instead of
 /// sharing them max-min fairly.
@@ -139,6 +118,32 @@ struct Sim {
 /// bandwidth to simulate; pieces that are not pieces of the collective are skipped (the verifier
 /// reports both).
 pub fn event_cost(schedule: &Schedule, fifo: bool) -> Result<EventCost> {
+    let (setup, shape) = setup(schedule)?;
+    let topo = &schedule.header.topology;
+    let cap: Vec<f64> = topo.links().map(|(_, l)| l.bandwidth_gbps).collect();
+    let finish = Sim::new(setup, fifo, cap).run()?;
+    let mut transfer_finish_ns = Vec::with_capacity(shape.len());
+    let mut it = finish.iter().copied();
+    for len in shape {
+        transfer_finish_ns.push(it.by_ref().take(len).collect());
+    }
+    let time_ns = finish.iter().copied().fold(0.0, f64::max);
+    Ok(EventCost { time_ns, transfer_finish_ns, bytes_per_rank: schedule.header.collective.bytes_per_rank })
+}
+
+/// What the simulation starts from: the transfers, the groups of sends that start together, and
+/// the piece conditions they wait for.
+struct Setup {
+    tr: Vec<Tr>,
+    groups: Vec<Group>,
+    conds: Vec<Cond>,
+    /// Per transfer: the conditions its arrival may meet.
+    waiters: Vec<Vec<usize>>,
+}
+
+/// Flattens the steps into transfers, groups and conditions; also returns the number of
+/// transfers of every step.
+fn setup(schedule: &Schedule) -> Result<(Setup, Vec<usize>)> {
     let topo = &schedule.header.topology;
     let coll = &schedule.header.collective;
     let reducing = coll.kind.is_reducing();
@@ -237,218 +242,7 @@ pub fn event_cost(schedule: &Schedule, fifo: bool) -> Result<EventCost> {
         }
     }
 
-    let n = tr.len();
-    let mut sim = Sim {
-        fifo,
-        now: 0.0,
-        remaining: tr.iter().map(|x| x.bytes).collect(),
-        tr,
-        groups,
-        conds,
-        waiters,
-        cap: topo.links().map(|(_, l)| l.bandwidth_gbps).collect(),
-        rate: vec![0.0; n],
-        active: Vec::new(),
-        ready: Vec::new(),
-        arrivals: BinaryHeap::new(),
-        finish: vec![f64::NAN; n],
-        queues: vec![Default::default(); n_links],
-        waiting: Vec::new(),
-        load: vec![0.0; n_links],
-        mult: vec![0.0; n_links],
-        touched: Vec::new(),
-        mark: vec![false; n_links],
-    };
-    sim.run()?;
-
-    let mut transfer_finish_ns = Vec::with_capacity(shape.len());
-    let mut it = sim.finish.iter().copied();
-    for len in shape {
-        transfer_finish_ns.push(it.by_ref().take(len).collect());
-    }
-    let time_ns = sim.finish.iter().copied().fold(0.0, f64::max);
-    Ok(EventCost { time_ns, transfer_finish_ns, bytes_per_rank: coll.bytes_per_rank })
-}
-
-impl Sim {
-    fn run(&mut self) -> Result<()> {
-        for g in 0..self.groups.len() {
-            self.try_ready(g);
-        }
-        loop {
-            // Starting a group can release the node's next one at once (zero-byte sends).
-            while !self.ready.is_empty() {
-                let mut batch = std::mem::take(&mut self.ready);
-                // Ascending group ids = step order, then order of first appearance in the step:
-                // the FIFO tie-break.
-                batch.sort_unstable();
-                for g in batch {
-                    self.start_group(g);
-                }
-            }
-            if self.fifo {
-                self.admit();
-            }
-            self.water_fill();
-            let t_done = self.active.iter().map(|&k| self.now + self.remaining[k] / self.rate[k]).fold(f64::INFINITY, f64::min);
-            let t_arr = self.arrivals.peek().map_or(f64::INFINITY, |Reverse((t, _))| t.0);
-            let t = t_done.min(t_arr);
-            if !t.is_finite() {
-                break;
-            }
-            let dt = t - self.now;
-            let mut done = Vec::new();
-            for &k in &self.active {
-                // The transfer(s) that defined t_done finish exactly; the others up to rounding.
-                if t == t_done && self.now + self.remaining[k] / self.rate[k] <= t_done {
-                    self.remaining[k] = 0.0;
-                } else {
-                    self.remaining[k] -= self.rate[k] * dt;
-                }
-                if self.remaining[k] <= 1e-9 * self.tr[k].bytes {
-                    done.push(k);
-                }
-            }
-            self.now = t;
-            if !done.is_empty() {
-                let remaining = &self.remaining;
-                self.active.retain(|&k| remaining[k] > 1e-9 * self.tr[k].bytes);
-                for k in done {
-                    self.transmitted(k);
-                }
-            }
-            while let Some(&Reverse((at, k))) = self.arrivals.peek() {
-                if at.0 > self.now {
-                    break;
-                }
-                self.arrivals.pop();
-                self.arrive(k, at.0);
-            }
-        }
-        if let Some(k) = self.finish.iter().position(|f| f.is_nan()) {
-            return Err(Error::bad(format!("event-driven cost: transfer {k} (counted over all steps) never completed")));
-        }
-        Ok(())
-    }
-
-    fn try_ready(&mut self, g: usize) {
-        let gr = &mut self.groups[g];
-        if !gr.started && gr.pending == 0 && !gr.prev_pending {
-            gr.started = true;
-            self.ready.push(g);
-        }
-    }
-
-    fn start_group(&mut self, g: usize) {
-        for i in 0..self.groups[g].transfers.len() {
-            let k = self.groups[g].transfers[i];
-            if self.tr[k].bytes <= 0.0 {
-                self.transmitted(k);
-            } else if self.fifo {
-                for &(l, _) in &self.tr[k].uses {
-                    self.queues[l].push_back(k);
-                }
-                self.waiting.push(k);
-            } else {
-                self.active.push(k);
-            }
-        }
-    }
-
-    /// FIFO mode: moves every waiter that heads all the queues of its path to the active set.
-    fn admit(&mut self) {
-        let queues = &self.queues;
-        let tr = &self.tr;
-        let active = &mut self.active;
-        self.waiting.retain(|&k| {
-            let heads_all = tr[k].uses.iter().all(|&(l, _)| queues[l].front() == Some(&k));
-            if heads_all {
-                active.push(k);
-            }
-            !heads_all
-        });
-    }
-
-    /// The last byte of transfer `k` has left at `now`.
-    fn transmitted(&mut self, k: usize) {
-        let x = &self.tr[k];
-        if self.fifo && x.bytes > 0.0 {
-            for &(l, _) in &x.uses {
-                let head = self.queues[l].pop_front();
-                debug_assert_eq!(head, Some(k));
-            }
-        }
-        self.arrivals.push(Reverse((Time(self.now + x.latency_ns), k)));
-        let g = x.group;
-        self.groups[g].untransmitted -= 1;
-        if self.groups[g].untransmitted == 0 {
-            if let Some(next) = self.groups[g].next {
-                self.groups[next].prev_pending = false;
-                self.try_ready(next);
-            }
-        }
-    }
-
-    /// Transfer `k`'s pieces arrive at `at`.
-    fn arrive(&mut self, k: usize, at: f64) {
-        self.finish[k] = at;
-        for c in std::mem::take(&mut self.waiters[k]) {
-            if !self.conds[c].met {
-                self.conds[c].met = true;
-                let g = self.conds[c].group;
-                self.groups[g].pending -= 1;
-                self.try_ready(g);
-            }
-        }
-    }
-
-    /// Max-min fair rates by progressive filling: raise every unfrozen rate together until a
-    /// link saturates, freeze the transfers through it, repeat. In FIFO mode every active
-    /// transfer holds its links alone, so this yields the slowest link of its path.
-    fn water_fill(&mut self) {
-        for &l in &self.touched {
-            self.mark[l] = false;
-        }
-        self.touched.clear();
-        for &k in &self.active {
-            for &(l, m) in &self.tr[k].uses {
-                if !self.mark[l] {
-                    self.mark[l] = true;
-                    self.touched.push(l);
-                    self.load[l] = 0.0;
-                    self.mult[l] = 0.0;
-                }
-                self.mult[l] += m;
-            }
-        }
-        let mut frozen = vec![false; self.active.len()];
-        let mut unfrozen = self.active.len();
-        while unfrozen > 0 {
-            let mut best = f64::INFINITY;
-            let mut bottleneck = usize::MAX;
-            for &l in &self.touched {
-                if self.mult[l] > 0.0 {
-                    let share = (self.cap[l] - self.load[l]).max(0.0) / self.mult[l];
-                    if share < best {
-                        best = share;
-                        bottleneck = l;
-                    }
-                }
-            }
-            for (i, &k) in self.active.iter().enumerate() {
-                if frozen[i] || !self.tr[k].uses.iter().any(|&(l, _)| l == bottleneck) {
-                    continue;
-                }
-                frozen[i] = true;
-                unfrozen -= 1;
-                self.rate[k] = best;
-                for &(l, m) in &self.tr[k].uses {
-                    self.load[l] += best * m;
-                    self.mult[l] -= m;
-                }
-            }
-        }
-    }
+    Ok((Setup { tr, groups, conds, waiters }, shape))
 }
 
 #[cfg(test)]
@@ -561,5 +355,73 @@ mod tests {
         let e = event_cost(&s, false).unwrap();
         let late = 1024.0 / 32.0 + 100.0;
         assert!(close(e.transfer_finish_ns[1][0], late + 512.0 / 32.0 + 100.0), "{e:?}");
+    }
+}
+
+#[cfg(test)]
+mod agreement {
+    use super::*;
+    use crate::algorithms::switched::{switched, Routing, SwitchedAlgorithm};
+    use crate::algorithms::{routed_all_to_all, torus_all_to_all, torus_ring_collective, HardwareRouting, RingAlgorithm, Scheduler};
+    use crate::collective::{Collective, CollectiveKind};
+    use crate::topology::{fat_tree, torus, FatTreeParams, NodeId, TorusParams};
+
+    /// Schedules with and without contention: hardware-routed all-to-alls share links heavily,
+    /// single-path fat-tree routing shares uplinks, the torus rings share none.
+    fn schedules() -> Vec<(String, Schedule)> {
+        let mut out = Vec::new();
+        for dims in [&[4usize, 4][..], &[5, 3][..], &[3, 3, 3][..]] {
+            let t = torus(&TorusParams::uniform(dims, 32.0, 100.0)).unwrap();
+            let c = Collective::new(CollectiveKind::AllToAll, t.node_ids().collect(), 1 << 16, 1, None, &t).unwrap();
+            for r in [HardwareRouting::Dor, HardwareRouting::Wfr] {
+                out.push((format!("{dims:?} {r:?}"), routed_all_to_all(&t, &c, r).unwrap()));
+            }
+            out.push((format!("{dims:?} halfring"), torus_all_to_all(&t, &c, RingAlgorithm::HalfRing, Scheduler::Pipeline { chunks: 3 }).unwrap()));
+            let ar = Collective::new(CollectiveKind::AllReduce, t.node_ids().collect(), 1 << 16, 1, None, &t).unwrap();
+            out.push((format!("{dims:?} all_reduce"), torus_ring_collective(&t, &ar, RingAlgorithm::Ring).unwrap()));
+        }
+        for (k, osr) in [(4, 1.0), (6, 2.0)] {
+            let ft =
+                fat_tree(&FatTreeParams { levels: 2, k, osr, npus: 8, board: Some(4), bandwidth_gbps: 400.0, latency_ns: 25.0, switch_latency_ns: 1000.0 })
+                    .unwrap();
+            for a in SwitchedAlgorithm::ALL {
+                for &kind in a.kinds() {
+                    for &routing in Routing::ALL {
+                        let c = Collective::new(kind, (0..8).map(NodeId).collect(), 1 << 14, 1, None, &ft).unwrap();
+                        out.push((format!("k{k} {kind} {a:?} {routing:?}"), switched(&ft, &c, a, routing).unwrap()));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The event-proportional simulation gives the reference's times (to rounding), link by link
+    /// sharing fair or first-in-first-out.
+    #[test]
+    fn the_simulation_agrees_with_the_reference() {
+        let mut shared = 0;
+        for (name, s) in schedules() {
+            for fifo in [false, true] {
+                let cap: Vec<f64> = s.header.topology.links().map(|(_, l)| l.bandwidth_gbps).collect();
+                let n_links = cap.len();
+                let expected = reference::simulate(setup(&s).unwrap().0, fifo, n_links, cap).unwrap();
+                let got = event_cost(&s, fifo).unwrap();
+                let got: Vec<f64> = got.transfer_finish_ns.concat();
+                assert_eq!(got.len(), expected.len(), "{name}");
+                for (k, (a, b)) in got.iter().zip(&expected).enumerate() {
+                    assert!((a - b).abs() <= 1e-9 * b.abs().max(1.0), "{name} fifo={fifo}: transfer {k} arrives at {a} ns, the reference says {b} ns");
+                }
+            }
+            let mut uses = vec![0usize; s.header.topology.num_links()];
+            for st in &s.steps {
+                uses.iter_mut().for_each(|u| *u = 0);
+                for t in &st.transfers {
+                    t.path.iter().for_each(|l| uses[l.index()] += 1);
+                }
+                shared += uses.iter().any(|&u| u > 1) as usize;
+            }
+        }
+        assert!(shared > 20, "only {shared} steps share a link: contention is not exercised");
     }
 }

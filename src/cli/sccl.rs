@@ -1,0 +1,56 @@
+//! `collsched verify FILE` on an SCCL algorithm JSON (detected by its top-level keys): the file
+//! is checked against the format's rules (docs/design/FORMATS.md "SCCL algorithm JSON"),
+//! imported onto the spec's instance (or SCCL's own topology with the defaults of
+//! docs/design/CLI.md), and its steps verified like a schedule file.
+
+use crate::error::Result;
+use crate::export::sccl::{read_sccl_file, sccl_problems};
+use crate::schedule::{ScheduleHeader, StepSink};
+use crate::verify::{Check, Report, Verifier, VerifyOptions};
+use serde_json::json;
+use std::path::Path;
+
+/// What the SCCL file adds to a verification report.
+pub struct ScclVerdict {
+    /// The format's rules the file breaks (each one line).
+    pub problems: Vec<String>,
+    /// SCCL's own coordinates of the file: steps, rounds, chunks, and its name.
+    pub summary: serde_json::Value,
+}
+
+impl ScclVerdict {
+    /// One line for people.
+    pub fn line(&self) -> String {
+        let s = &self.summary;
+        format!("SCCL algorithm {}: {} steps, {} rounds, {} chunks", s["name"], s["steps"], s["rounds"], s["chunks"])
+    }
+}
+
+/// Imports the file (onto `instance` when a spec gives one) and verifies its steps with `checks`.
+pub fn verify_sccl(
+    path: &Path,
+    instance: Option<crate::spec::Instance>,
+    options: &VerifyOptions,
+    checks: Vec<Box<dyn Check>>,
+) -> Result<(ScheduleHeader, Report, ScclVerdict)> {
+    let (alg, schedule) = read_sccl_file(path, instance.as_ref())?;
+    let problems = sccl_problems(&alg).into_iter().map(|p| format!("SCCL {p}")).collect();
+    let mut verifier = Verifier::new(options.clone());
+    if let Some(inst) = instance {
+        verifier = verifier.against(inst);
+    }
+    for c in checks {
+        verifier = verifier.with_check(c);
+    }
+    verifier.begin(&schedule.header)?;
+    for (i, s) in schedule.steps.iter().enumerate() {
+        verifier.check_step(i, s);
+    }
+    let summary = json!({
+        "name": alg.name,
+        "steps": alg.steps.len(),
+        "rounds": alg.steps.iter().map(|s| s.rounds).sum::<u64>(),
+        "chunks": alg.instance.chunks,
+    });
+    Ok((schedule.header, verifier.finish(), ScclVerdict { problems, summary }))
+}

@@ -1,0 +1,1129 @@
+//! Runs an MSCCL program chunk by chunk as the runtime would, under its buffering or under
+//! rendezvous, and tells where every chunk ends up or which threadblocks wait on each other
+//! (docs/design/FORMATS.md "MSCCL XML", "Buffering").
+//!
+//! **Buffering.** Each connection (sender gpu, receiver gpu, channel) is a FIFO of
+//! [`NCCL_STEPS`] slots in the receiver's memory; a chunk travels as [`CHUNK_STEPS`] slots. A
+//! step that sends `cnt` chunks writes 4 x `cnt` slots in order and waits only while the FIFO
+//! is full; a receive reads (and frees) the slots of its message as they arrive; a fused step
+//! (`rcs`, `rrs`, `rrcs`) passes each slot on as it reads it, so it needs room downstream. With
+//! [`Buffering::Rendezvous`] a connection holds no slot: a slot moves only when its receiver
+//! takes it at once (through a chain of fused steps, all of them at once), the strict model
+//! under which a program runs with any buffer size. Each threadblock runs its steps in order;
+//! a step first waits for its dependencies (its own `depid`/`deps` and those of the `nop`s just
+//! before it) until the threadblock waited on has finished the step that signals them
+//! ([`super::Threadblock::signal_for`]).
+//!
+//! The k-th send of gpu a's threadblock with `send=b` on channel c is the k-th receive of gpu
+//! b's threadblock with `recv=a` on channel c; those pairs must agree on `cnt`, else the program
+//! is not run ([`SimError::Unpaired`]). The run is deterministic in what it reaches: each FIFO
+//! has one writer and one reader and a blocked step is unblocked only by others' progress, so
+//! whether it finishes does not depend on the order threadblocks are stepped in.
+//!
+//! **Data.** Every input chunk starts as its own value ([`ChunkValue`]); receives and copies
+//! move values, reductions merge their contributor sets. In place, the buffers alias as the
+//! runtime passes them: all-reduce and all-to-all read and write one buffer; all-gather's input
+//! is chunks rank x P.. of its output, reduce-scatter's output chunks rank x P.. of its input
+//! (P = nchunksperloop / ngpus). At the end the output buffers are compared with what `coll`
+//! asks for. Every delivered message also gets a *level*, the step of a step-synchronous
+//! schedule it can run in (after everything it read was delivered, after earlier writes and
+//! reads of what it overwrites, and not on a gpu pair already used by a different operation in
+//! that step), which is what [`super::import_msccl`] builds a schedule from.
+
+use super::model::{buffer_index, Coll, Program, Runtime, StepKind};
+use super::rules::{buffer_chunks, check_program};
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+
+/// Slots of one connection's FIFO (`NCCL_STEPS`).
+pub const NCCL_STEPS: usize = 8;
+/// Slots one chunk takes (`MSCCL_CHUNKSTEPS`).
+pub const CHUNK_STEPS: usize = 4;
+
+/// What a send may leave in flight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Buffering {
+    /// No slots: a send completes only together with its receive.
+    Rendezvous,
+    /// The runtime's FIFOs: [`NCCL_STEPS`] slots per connection, [`CHUNK_STEPS`] per chunk.
+    Runtime,
+}
+
+impl Buffering {
+    /// Slots per connection.
+    pub fn slots(self) -> usize {
+        match self {
+            Buffering::Rendezvous => 0,
+            Buffering::Runtime => NCCL_STEPS,
+        }
+    }
+
+    /// The model in words.
+    pub fn describe(self) -> String {
+        match self {
+            Buffering::Rendezvous => "rendezvous (no buffering: a send completes only together with its receive)".into(),
+            Buffering::Runtime => {
+                format!("the runtime's buffering ({NCCL_STEPS} slots per connection, {CHUNK_STEPS} slots per chunk)")
+            }
+        }
+    }
+}
+
+/// Whether the input and output buffers alias.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Placement {
+    /// Separate input and output buffers.
+    OutOfPlace,
+    /// The buffers alias (module docs).
+    InPlace,
+}
+
+impl Placement {
+    /// The name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Placement::OutOfPlace => "out-of-place",
+            Placement::InPlace => "in-place",
+        }
+    }
+
+    /// The placements a program declares it runs in: `inplace` and `outofplace` for the
+    /// executor, `inplace` alone (one or the other) for the older runtime.
+    pub fn declared(p: &Program) -> Vec<Placement> {
+        let inplace = p.inplace.is_some_and(|v| v != 0);
+        let outofplace = match p.runtime {
+            Runtime::Executor => p.outofplace.is_some_and(|v| v != 0),
+            Runtime::Legacy => !inplace,
+        };
+        [(outofplace, Placement::OutOfPlace), (inplace, Placement::InPlace)].into_iter().filter(|(on, _)| *on).map(|(_, pl)| pl).collect()
+    }
+}
+
+/// What a chunk holds: the input chunk it started as and the gpus whose contributions it holds
+/// (one gpu for collectives that do not reduce).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ChunkValue {
+    /// The input chunk index it came from.
+    pub offset: usize,
+    /// Contributing gpus, sorted.
+    pub gpus: Vec<usize>,
+}
+
+/// One delivered send/receive pair.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message {
+    /// The sending gpu.
+    pub from: usize,
+    /// The receiving gpu.
+    pub to: usize,
+    /// Whether the receiver reduces it with its own chunks.
+    pub reduce: bool,
+    /// What it carries.
+    pub payload: Vec<Option<ChunkValue>>,
+    /// The step of a step-synchronous schedule it can run in (from 1; module docs).
+    pub level: usize,
+}
+
+/// A run that finished.
+#[derive(Clone, Debug)]
+pub struct Execution {
+    /// Steps run (a `nop` is not one; it only adds waits).
+    pub steps: usize,
+    /// Every gpu's output buffer at the end.
+    pub outputs: Vec<Vec<Option<ChunkValue>>>,
+    /// Output chunks that do not hold what `coll` wants, reductions that count a contribution
+    /// twice or mix chunks, reads of chunks that hold nothing (empty: correct).
+    pub errors: Vec<String>,
+    /// Whether the outputs were compared with `coll` (only all-reduce, all-gather,
+    /// reduce-scatter and all-to-all have a postcondition here).
+    pub postcondition_checked: bool,
+    /// The delivered messages, in the order they completed.
+    pub messages: Vec<Message>,
+}
+
+impl Execution {
+    /// Whether every chunk ended where the collective wants it.
+    pub fn is_correct(&self) -> bool {
+        self.errors.is_empty()
+    }
+}
+
+/// Threadblocks that wait on each other in a cycle.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Deadlock {
+    /// The model it happened under.
+    pub buffering: Buffering,
+    /// One line per threadblock of the cycle: where it is and whom it waits for.
+    pub waits: Vec<String>,
+}
+
+impl fmt::Display for Deadlock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "deadlock under {}: {} threadblocks wait on each other in a cycle:", self.buffering.describe(), self.waits.len())?;
+        for w in &self.waits {
+            write!(f, "\n  {w}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Why a program did not run to its end.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SimError {
+    /// It breaks the reader's rules or uses what the simulation does not model.
+    Refused(Vec<String>),
+    /// Sends and receives do not pair up (a missing partner, different counts or `cnt`s).
+    Unpaired(Vec<String>),
+    /// The threadblocks hang.
+    Deadlock(Deadlock),
+}
+
+impl fmt::Display for SimError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SimError::Refused(p) => write!(f, "not run: {}", p.join("; ")),
+            SimError::Unpaired(p) => write!(f, "sends and receives do not pair up: {}", p.join("; ")),
+            SimError::Deadlock(d) => d.fmt(f),
+        }
+    }
+}
+
+/// Runs a program (module docs). It must pass [`super::check_program`] for its runtime.
+pub fn simulate(p: &Program, placement: Placement, buffering: Buffering) -> Result<Execution, SimError> {
+    let problems = check_program(p, p.runtime);
+    if !problems.errors.is_empty() {
+        return Err(SimError::Refused(problems.errors));
+    }
+    let net = Net::build(p)?;
+    let memory = Memory::layout(p, placement)?;
+    let mut sim = Sim::new(p, net, memory, buffering);
+    sim.run();
+    if let Some(d) = sim.deadlock() {
+        return Err(SimError::Deadlock(d));
+    }
+    Ok(sim.finish(p))
+}
+
+/// A dependency resolved to the operation that signals it.
+#[derive(Clone, Copy, Debug)]
+struct Wait {
+    tb: usize,
+    op: usize,
+    depid: i64,
+    deps: i64,
+}
+
+/// A step that runs (a `nop`'s dependency is folded into the waits of the next one).
+#[derive(Clone, Debug)]
+struct Op {
+    kind: StepKind,
+    s: i64,
+    /// (buffer index, offset) of `src` and `dst`.
+    src: (usize, usize),
+    dst: (usize, usize),
+    cnt: usize,
+    waits: Vec<Wait>,
+    /// Index of its message on the outgoing and incoming connection.
+    out_msg: usize,
+    in_msg: usize,
+}
+
+impl Op {
+    fn slots(&self) -> usize {
+        CHUNK_STEPS * self.cnt
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Tb {
+    send: Option<usize>,
+    recv: Option<usize>,
+    chan: i64,
+    ops: Vec<Op>,
+    out_conn: Option<usize>,
+    in_conn: Option<usize>,
+}
+
+/// A connection: (sender gpu, tb) -> (receiver gpu, tb) on a channel.
+#[derive(Clone, Debug)]
+struct Conn {
+    from: (usize, usize),
+    to: (usize, usize),
+    messages: usize,
+}
+
+/// The program in the shape the run needs: gpus and threadblocks by id, dependencies
+/// resolved, sends paired with receives.
+struct Net {
+    gpus: Vec<Vec<Tb>>,
+    conns: Vec<Conn>,
+}
+
+impl Net {
+    fn build(p: &Program) -> Result<Net, SimError> {
+        let refused = |what: String| SimError::Refused(vec![what]);
+        let n = usize::try_from(p.ngpus.unwrap_or(0)).unwrap_or(0);
+        let mut gpus: Vec<Vec<Tb>> = vec![Vec::new(); n];
+        for gpu in &p.gpus {
+            let g = usize::try_from(gpu.id).ok().filter(|&g| g < n).ok_or_else(|| refused(format!("gpu {} is out of range", gpu.id)))?;
+            let mut tbs: Vec<&super::model::Threadblock> = gpu.tbs.iter().collect();
+            tbs.sort_by_key(|t| t.id);
+            gpus[g] = tbs.iter().map(|tb| Self::threadblock(gpu, tb)).collect::<Result<_, _>>()?;
+        }
+        let mut net = Net { gpus, conns: Vec::new() };
+        net.pair()?;
+        Ok(net)
+    }
+
+    fn threadblock(gpu: &super::model::Gpu, tb: &super::model::Threadblock) -> Result<Tb, SimError> {
+        let refused = |what: String| SimError::Refused(vec![what]);
+        let index = |id: i64| usize::try_from(id).map_err(|_| refused(format!("gpu {} tb {id}: a negative id", gpu.id)));
+        let mut ops = Vec::new();
+        let mut pending: Vec<Wait> = Vec::new();
+        for st in &tb.steps {
+            if let Some(d) = st.dep {
+                let target = gpu
+                    .tbs
+                    .iter()
+                    .find(|t| t.id == d.tb)
+                    .ok_or_else(|| refused(format!("gpu {} tb {}: depid {} names no threadblock", gpu.id, tb.id, d.tb)))?;
+                let pos = target.signal_for(d.step).ok_or_else(|| refused(format!("gpu {} tb {}: a wait that never ends", gpu.id, tb.id)))?;
+                // The signalling step's index among the steps that run (nops do not).
+                let op = target.steps[..pos].iter().filter(|s| s.kind != StepKind::Nop).count();
+                pending.push(Wait { tb: index(d.tb)?, op, depid: d.tb, deps: d.step });
+            }
+            if st.kind == StepKind::Nop {
+                continue;
+            }
+            let place = |pl: super::model::Place| (buffer_index(pl.buffer), usize::try_from(pl.offset).unwrap_or(0));
+            ops.push(Op {
+                kind: st.kind,
+                s: st.s,
+                src: place(st.src),
+                dst: place(st.dst),
+                cnt: usize::try_from(st.cnt).unwrap_or(0),
+                waits: std::mem::take(&mut pending),
+                out_msg: 0,
+                in_msg: 0,
+            });
+        }
+        Ok(Tb { send: tb.send_peer(), recv: tb.recv_peer(), chan: tb.chan, ops, out_conn: None, in_conn: None })
+    }
+
+    /// Pairs the k-th send of every connection with its k-th receive.
+    fn pair(&mut self) -> Result<(), SimError> {
+        let mut problems = Vec::new();
+        let mut receivers: HashMap<(usize, usize, i64), usize> = HashMap::new();
+        for (g, tbs) in self.gpus.iter().enumerate() {
+            for (t, tb) in tbs.iter().enumerate() {
+                if let Some(from) = tb.recv {
+                    receivers.insert((from, g, tb.chan), t);
+                }
+            }
+        }
+        for g in 0..self.gpus.len() {
+            for t in 0..self.gpus[g].len() {
+                let Some(b) = self.gpus[g][t].send else { continue };
+                let chan = self.gpus[g][t].chan;
+                let Some(&rt) = receivers.get(&(g, b, chan)) else {
+                    if self.gpus[g][t].ops.iter().any(|o| o.kind.sends()) {
+                        problems.push(format!(
+                            "gpu {g} tb {t} sends to gpu {b} on channel {chan}, but no threadblock of gpu {b} receives from gpu {g} on channel {chan}"
+                        ));
+                    }
+                    continue;
+                };
+                let c = self.conns.len();
+                self.gpus[g][t].out_conn = Some(c);
+                self.gpus[b][rt].in_conn = Some(c);
+                let sends: Vec<usize> = (0..self.gpus[g][t].ops.len()).filter(|&k| self.gpus[g][t].ops[k].kind.sends()).collect();
+                let recvs: Vec<usize> = (0..self.gpus[b][rt].ops.len()).filter(|&k| self.gpus[b][rt].ops[k].kind.receives()).collect();
+                for (m, (&sk, &rk)) in sends.iter().zip(&recvs).enumerate() {
+                    let (so, ro) = (&self.gpus[g][t].ops[sk], &self.gpus[b][rt].ops[rk]);
+                    if so.cnt != ro.cnt {
+                        problems.push(format!(
+                            "gpu {g} tb {t} step {} sends {} chunks to gpu {b}; its matching receive, gpu {b} tb {rt} step {}, takes {}: the data would land in the wrong place",
+                            so.s, so.cnt, ro.s, ro.cnt
+                        ));
+                    }
+                    self.gpus[g][t].ops[sk].out_msg = m;
+                    self.gpus[b][rt].ops[rk].in_msg = m;
+                }
+                if sends.len() != recvs.len() {
+                    let (extra, k) = if sends.len() > recvs.len() { ((g, t), sends[recvs.len()]) } else { ((b, rt), recvs[sends.len()]) };
+                    problems.push(format!(
+                        "gpu {g} tb {t} sends {} times to gpu {b} on channel {chan}, gpu {b} tb {rt} receives {} times from it: gpu {} tb {} step {} has no partner",
+                        sends.len(),
+                        recvs.len(),
+                        extra.0,
+                        extra.1,
+                        self.gpus[extra.0][extra.1].ops[k].s
+                    ));
+                }
+                self.conns.push(Conn { from: (g, t), to: (b, rt), messages: sends.len().max(recvs.len()) });
+            }
+        }
+        for (g, tbs) in self.gpus.iter().enumerate() {
+            for (t, tb) in tbs.iter().enumerate() {
+                if let (Some(a), None) = (tb.recv, tb.in_conn) {
+                    if tb.ops.iter().any(|o| o.kind.receives()) {
+                        problems
+                            .push(format!("gpu {g} tb {t} receives from gpu {a} on channel {}, but no threadblock of gpu {a} sends to gpu {g} on it", tb.chan));
+                    }
+                }
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(SimError::Unpaired(problems))
+        }
+    }
+}
+
+/// Every gpu's chunks in one array, with the buffers mapped onto it as the placement aliases
+/// them; each cell also keeps the level its value became available at and the last level it
+/// was read at.
+struct Memory {
+    /// Per gpu: where `i`, `o` and `s` start.
+    base: Vec<[usize; 3]>,
+    /// Per gpu: chunks of the input and output buffers the runtime has.
+    sizes: [usize; 2],
+    cells: Vec<Vec<Option<ChunkValue>>>,
+    ready: Vec<Vec<usize>>,
+    read_at: Vec<Vec<usize>>,
+}
+
+impl Memory {
+    fn layout(p: &Program, placement: Placement) -> Result<Memory, SimError> {
+        let n = usize::try_from(p.ngpus.unwrap_or(0)).unwrap_or(0);
+        let known = buffer_chunks(p);
+        let declared = |g: usize, b: usize| p.gpus.iter().find(|x| x.id == g as i64).map_or(0, |x| usize::try_from(x.chunks[b]).unwrap_or(0));
+        let sizes = known.unwrap_or_else(|| [(0..n).map(|g| declared(g, 0)).max().unwrap_or(0), (0..n).map(|g| declared(g, 1)).max().unwrap_or(0)]);
+        let total = usize::try_from(p.nchunksperloop.unwrap_or(0)).unwrap_or(0);
+        let per_gpu = total / n.max(1);
+        let mut base = Vec::with_capacity(n);
+        for g in 0..n {
+            base.push(match (placement, p.collective()) {
+                (Placement::OutOfPlace, _) => [0, sizes[0], sizes[0] + sizes[1]],
+                (Placement::InPlace, Some(Coll::AllReduce | Coll::AllToAll)) => [0, 0, total],
+                (Placement::InPlace, Some(Coll::AllGather)) => [g * per_gpu, 0, total],
+                (Placement::InPlace, Some(Coll::ReduceScatter)) => [0, g * per_gpu, total],
+                (Placement::InPlace, _) => {
+                    let coll = p.coll.as_ref().map_or("", |(t, _)| t.as_str());
+                    return Err(SimError::Refused(vec![format!("coll=\"{coll}\": how its buffers alias in place is not modelled")]));
+                }
+            });
+        }
+        let len = |g: usize| base[g][2] + declared(g, 2);
+        let cells: Vec<Vec<Option<ChunkValue>>> = (0..n).map(|g| vec![None; len(g)]).collect();
+        let ready = cells.iter().map(|c| vec![0; c.len()]).collect();
+        let read_at = cells.iter().map(|c| vec![0; c.len()]).collect();
+        let mut m = Memory { base, sizes, cells, ready, read_at };
+        for g in 0..n {
+            for k in 0..sizes[0] {
+                if let Some(c) = m.cell(g, (0, k)) {
+                    m.cells[g][c] = Some(ChunkValue { offset: k, gpus: vec![g] });
+                }
+            }
+        }
+        Ok(m)
+    }
+
+    fn cell(&self, g: usize, (buffer, offset): (usize, usize)) -> Option<usize> {
+        let c = self.base[g][buffer] + offset;
+        (c < self.cells[g].len()).then_some(c)
+    }
+
+    /// The cells of `cnt` chunks from a place (fewer when they run past the memory, which the
+    /// reader rules exclude).
+    fn range(&self, g: usize, place: (usize, usize), cnt: usize) -> Vec<usize> {
+        (0..cnt).filter_map(|i| self.cell(g, (place.0, place.1 + i))).collect()
+    }
+
+    fn output(&self, g: usize) -> Vec<Option<ChunkValue>> {
+        (0..self.sizes[1]).map(|k| self.cell(g, (1, k)).and_then(|c| self.cells[g][c].clone())).collect()
+    }
+}
+
+/// Where a threadblock is.
+#[derive(Clone, Debug, Default)]
+struct TbState {
+    pc: usize,
+    begun: bool,
+    moved_in: usize,
+    moved_out: usize,
+    /// What a reducing step read of its own `src` when it began, and when that was available.
+    local: Vec<Option<ChunkValue>>,
+    local_cells: Vec<usize>,
+    local_ready: usize,
+}
+
+/// A message in flight.
+#[derive(Clone, Debug, Default)]
+struct MessageState {
+    payload: Vec<Option<ChunkValue>>,
+    /// The sender's cells it was read from, and when they were available.
+    src_cells: Vec<usize>,
+    ready: usize,
+    /// For a fused step's send: the message it forwards.
+    forwards: Option<(usize, usize)>,
+    level: usize,
+}
+
+/// A connection's FIFO.
+#[derive(Clone, Debug, Default)]
+struct Fifo {
+    /// (message, slots) in order.
+    queue: VecDeque<(usize, usize)>,
+    queued: usize,
+    messages: Vec<MessageState>,
+}
+
+/// What tells two pieces apart in a message: (input chunk, origin gpu; `usize::MAX` for a
+/// reduction's block, which every gpu contributes to).
+type PieceKey = (usize, usize);
+
+struct Sim {
+    net: Net,
+    mem: Memory,
+    state: Vec<Vec<TbState>>,
+    fifos: Vec<Fifo>,
+    capacity: usize,
+    buffering: Buffering,
+    reducing_kind: bool,
+    executed: usize,
+    errors: Vec<String>,
+    messages: Vec<Message>,
+    /// (level, from, to) -> (reduce, pieces) of the schedule being built.
+    pairs: HashMap<(usize, usize, usize), (bool, Vec<PieceKey>)>,
+}
+
+impl Sim {
+    fn new(p: &Program, net: Net, mem: Memory, buffering: Buffering) -> Sim {
+        let state = net.gpus.iter().map(|tbs| vec![TbState::default(); tbs.len()]).collect();
+        let fifos = net.conns.iter().map(|c| Fifo { messages: vec![MessageState::default(); c.messages], ..Fifo::default() }).collect();
+        Sim {
+            net,
+            mem,
+            state,
+            fifos,
+            capacity: buffering.slots(),
+            buffering,
+            reducing_kind: matches!(p.collective(), Some(Coll::AllReduce | Coll::ReduceScatter | Coll::Reduce)),
+            executed: 0,
+            errors: Vec::new(),
+            messages: Vec::new(),
+            pairs: HashMap::new(),
+        }
+    }
+
+    fn op(&self, g: usize, t: usize) -> Option<&Op> {
+        self.net.gpus[g][t].ops.get(self.state[g][t].pc)
+    }
+
+    fn waits_done(&self, g: usize, t: usize) -> bool {
+        self.op(g, t).is_some_and(|op| op.waits.iter().all(|w| self.state[g][w.tb].pc > w.op))
+    }
+
+    /// Steps every threadblock as far as it goes, until none moves.
+    fn run(&mut self) {
+        let mut progress = true;
+        while progress {
+            progress = false;
+            for g in 0..self.net.gpus.len() {
+                for t in 0..self.net.gpus[g].len() {
+                    while self.advance(g, t) {
+                        progress = true;
+                    }
+                }
+            }
+        }
+    }
+
+    /// One move of a threadblock; false when it cannot move now.
+    fn advance(&mut self, g: usize, t: usize) -> bool {
+        let Some(op) = self.op(g, t).cloned() else { return false };
+        if !self.state[g][t].begun && !self.waits_done(g, t) {
+            return false;
+        }
+        let tb = &self.net.gpus[g][t];
+        let (out_conn, in_conn) = (tb.out_conn, tb.in_conn);
+        let st = &self.state[g][t];
+        let can_send = |sim: &Sim| out_conn.map_or(0, |c| sim.accept(c, op.out_msg, &mut Vec::new()));
+        let available = |sim: &Sim| in_conn.map_or(0, |c| sim.available(c, op.in_msg));
+        let n = match (op.kind.receives(), op.kind.sends()) {
+            (false, false) => {
+                self.local(g, t, &op);
+                self.finish_op(g, t);
+                return true;
+            }
+            (false, true) => (op.slots() - st.moved_out).min(can_send(self)),
+            (true, false) => (op.slots() - st.moved_in).min(available(self)),
+            (true, true) => (op.slots() - st.moved_in).min(available(self)).min(can_send(self)),
+        };
+        if n == 0 {
+            return false;
+        }
+        if !self.state[g][t].begun {
+            self.begin(g, t, &op);
+        }
+        if op.kind.receives() {
+            if let Some(c) = in_conn {
+                self.pop(c, n);
+            }
+            self.received(g, t, n);
+        } else if let Some(c) = out_conn {
+            self.push(c, op.out_msg, n);
+            self.state[g][t].moved_out += n;
+            if self.state[g][t].moved_out == op.slots() {
+                self.finish_op(g, t);
+            }
+        }
+        true
+    }
+
+    /// Slots connection `c` can take now for message `m`: free FIFO slots, or, when the FIFO is
+    /// empty and holds none, what its receiver (and a chain of fused steps after it) takes at once.
+    fn accept(&self, c: usize, m: usize, visited: &mut Vec<(usize, usize)>) -> usize {
+        let fifo = &self.fifos[c];
+        if self.capacity > fifo.queued {
+            return self.capacity - fifo.queued;
+        }
+        if fifo.queued > 0 {
+            return 0;
+        }
+        let (b, rt) = self.net.conns[c].to;
+        if visited.contains(&(b, rt)) {
+            return 0;
+        }
+        visited.push((b, rt));
+        let Some(op) = self.op(b, rt) else { return 0 };
+        if !op.kind.receives() || op.in_msg != m || !(self.state[b][rt].begun || self.waits_done(b, rt)) {
+            return 0;
+        }
+        let want = op.slots() - self.state[b][rt].moved_in;
+        match (op.kind.sends(), self.net.gpus[b][rt].out_conn) {
+            (true, Some(out)) => want.min(self.accept(out, op.out_msg, visited)),
+            (true, None) => 0,
+            (false, _) => want,
+        }
+    }
+
+    fn available(&self, c: usize, m: usize) -> usize {
+        match self.fifos[c].queue.front() {
+            Some(&(msg, slots)) if msg == m => slots,
+            _ => 0,
+        }
+    }
+
+    fn pop(&mut self, c: usize, n: usize) {
+        let fifo = &mut self.fifos[c];
+        if let Some(front) = fifo.queue.front_mut() {
+            front.1 -= n;
+            fifo.queued -= n;
+            if front.1 == 0 {
+                fifo.queue.pop_front();
+            }
+        }
+    }
+
+    /// Moves `n` slots of message `m` into connection `c`: into free FIFO slots, or straight to
+    /// its receiver ([`Sim::accept`] said which).
+    fn push(&mut self, c: usize, m: usize, n: usize) {
+        if self.capacity >= self.fifos[c].queued + n {
+            let fifo = &mut self.fifos[c];
+            match fifo.queue.back_mut() {
+                Some(back) if back.0 == m => back.1 += n,
+                _ => fifo.queue.push_back((m, n)),
+            }
+            fifo.queued += n;
+            return;
+        }
+        let (b, rt) = self.net.conns[c].to;
+        if let Some(op) = self.op(b, rt).cloned() {
+            if !self.state[b][rt].begun {
+                self.begin(b, rt, &op);
+            }
+            self.received(b, rt, n);
+        }
+    }
+
+    /// A receiving step took `n` slots: a fused step passes them on; the last slot ends the
+    /// message.
+    fn received(&mut self, g: usize, t: usize, n: usize) {
+        let Some(op) = self.op(g, t).cloned() else { return };
+        self.state[g][t].moved_in += n;
+        if self.state[g][t].moved_in == op.slots() {
+            self.deliver(g, t, &op);
+        }
+        if op.kind.sends() {
+            if let Some(out) = self.net.gpus[g][t].out_conn {
+                self.push(out, op.out_msg, n);
+            }
+            self.state[g][t].moved_out += n;
+        }
+        let done = if op.kind.sends() { self.state[g][t].moved_out } else { self.state[g][t].moved_in };
+        if done == op.slots() {
+            self.finish_op(g, t);
+        }
+    }
+
+    fn read(&mut self, g: usize, place: (usize, usize), cnt: usize, at: &str) -> (Vec<Option<ChunkValue>>, Vec<usize>, usize) {
+        let cells = self.mem.range(g, place, cnt);
+        let values: Vec<Option<ChunkValue>> = cells.iter().map(|&c| self.mem.cells[g][c].clone()).collect();
+        if let Some(k) = values.iter().position(Option::is_none) {
+            self.errors.push(format!("{at}: reads chunk {} of buffer {}, which holds nothing yet", place.1 + k, ["i", "o", "s"][place.0]));
+        }
+        let ready = cells.iter().map(|&c| self.mem.ready[g][c]).max().unwrap_or(0);
+        (values, cells, ready)
+    }
+
+    /// A step's first slot: it reads what it sends or reduces with.
+    fn begin(&mut self, g: usize, t: usize, op: &Op) {
+        self.state[g][t].begun = true;
+        let at = format!("gpu {g} tb {t} step {}", op.s);
+        let (local, cells, ready) = if op.kind.reads_src() { self.read(g, op.src, op.cnt, &at) } else { Default::default() };
+        let tb = &self.net.gpus[g][t];
+        let (out_conn, in_conn) = (tb.out_conn, tb.in_conn);
+        if let (true, Some(out)) = (op.kind.sends(), out_conn) {
+            let forwarded = (op.kind.receives()).then(|| in_conn.map(|c| (c, op.in_msg))).flatten();
+            let payload = match forwarded {
+                None => local.clone(),
+                Some((c, m)) if op.kind.reduces_received() => {
+                    let incoming = self.fifos[c].messages[m].payload.clone();
+                    self.combine(&local, &incoming, &at)
+                }
+                Some((c, m)) => self.fifos[c].messages[m].payload.clone(),
+            };
+            self.fifos[out].messages[op.out_msg] = MessageState { payload, src_cells: cells.clone(), ready, forwards: forwarded, level: 0 };
+        }
+        let st = &mut self.state[g][t];
+        st.local = local;
+        st.local_cells = cells;
+        st.local_ready = ready;
+    }
+
+    /// The last slot of a receive arrived: the message gets its level and its data lands.
+    fn deliver(&mut self, g: usize, t: usize, op: &Op) {
+        let Some(c) = self.net.gpus[g][t].in_conn else { return };
+        let at = format!("gpu {g} tb {t} step {}", op.s);
+        let msg = self.fifos[c].messages[op.in_msg].clone();
+        let reduce = op.kind.reduces_received();
+        let local = std::mem::take(&mut self.state[g][t].local);
+        let value = if reduce { self.combine(&local, &msg.payload, &at) } else { msg.payload.clone() };
+        let from = self.net.conns[c].from.0;
+        let dst_cells = if op.kind.writes_dst() { self.mem.range(g, op.dst, op.cnt) } else { Vec::new() };
+        let mut level = msg.ready + 1;
+        if let Some((fc, fm)) = msg.forwards {
+            level = level.max(self.fifos[fc].messages[fm].level + 1);
+        }
+        if reduce {
+            level = level.max(self.state[g][t].local_ready + 1);
+        }
+        for &cell in &dst_cells {
+            level = level.max(self.mem.ready[g][cell] + 1).max(self.mem.read_at[g][cell]);
+        }
+        let level = self.claim_pair(level, from, g, reduce, &msg.payload);
+        self.fifos[c].messages[op.in_msg].level = level;
+        for (&cell, v) in dst_cells.iter().zip(value) {
+            self.mem.cells[g][cell] = v;
+            self.mem.ready[g][cell] = level;
+        }
+        for &cell in &msg.src_cells {
+            self.mem.read_at[from][cell] = self.mem.read_at[from][cell].max(level);
+        }
+        for &cell in &self.state[g][t].local_cells {
+            self.mem.read_at[g][cell] = self.mem.read_at[g][cell].max(level);
+        }
+        self.messages.push(Message { from, to: g, reduce, payload: msg.payload, level });
+    }
+
+    /// The first level from `level` on where the pair (from, to) carries nothing or the same
+    /// operation on other pieces, and claims it.
+    fn claim_pair(&mut self, mut level: usize, from: usize, to: usize, reduce: bool, payload: &[Option<ChunkValue>]) -> usize {
+        let keys: Vec<PieceKey> =
+            payload.iter().flatten().map(|v| (v.offset, if self.reducing_kind { usize::MAX } else { v.gpus.first().copied().unwrap_or(0) })).collect();
+        loop {
+            match self.pairs.get_mut(&(level, from, to)) {
+                None => {
+                    self.pairs.insert((level, from, to), (reduce, keys));
+                    return level;
+                }
+                Some((r, held)) if *r == reduce && !keys.iter().any(|k| held.contains(k)) => {
+                    held.extend(keys);
+                    return level;
+                }
+                Some(_) => level += 1,
+            }
+        }
+    }
+
+    /// `cpy` and `re`.
+    fn local(&mut self, g: usize, t: usize, op: &Op) {
+        let at = format!("gpu {g} tb {t} step {}", op.s);
+        let (src, _, src_ready) = self.read(g, op.src, op.cnt, &at);
+        let dst_cells = self.mem.range(g, op.dst, op.cnt);
+        let (value, ready) = if op.kind == StepKind::Reduce {
+            let (old, _, dst_ready) = self.read(g, op.dst, op.cnt, &at);
+            (self.combine(&old, &src, &at), src_ready.max(dst_ready))
+        } else {
+            (src, src_ready)
+        };
+        for (&cell, v) in dst_cells.iter().zip(value) {
+            self.mem.cells[g][cell] = v;
+            self.mem.ready[g][cell] = ready;
+        }
+    }
+
+    fn finish_op(&mut self, g: usize, t: usize) {
+        let st = &mut self.state[g][t];
+        *st = TbState { pc: st.pc + 1, ..TbState::default() };
+        self.executed += 1;
+    }
+
+    fn combine(&mut self, a: &[Option<ChunkValue>], b: &[Option<ChunkValue>], at: &str) -> Vec<Option<ChunkValue>> {
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| {
+                let (x, y) = (x.as_ref()?, y.as_ref()?);
+                if x.offset != y.offset {
+                    self.errors.push(format!("{at}: reduces input chunk {} with input chunk {}", x.offset, y.offset));
+                }
+                if x.gpus.iter().any(|g| y.gpus.contains(g)) {
+                    self.errors.push(format!("{at}: counts a contribution twice ({:?} and {:?})", x.gpus, y.gpus));
+                }
+                let mut gpus: Vec<usize> = x.gpus.iter().chain(&y.gpus).copied().collect();
+                gpus.sort_unstable();
+                gpus.dedup();
+                Some(ChunkValue { offset: x.offset, gpus })
+            })
+            .collect()
+    }
+
+    /// After the run: the cycle of threadblocks that wait on each other, if any is stuck.
+    fn deadlock(&self) -> Option<Deadlock> {
+        let stuck = |g: usize, t: usize| self.op(g, t).is_some();
+        let start = (0..self.net.gpus.len()).flat_map(|g| (0..self.net.gpus[g].len()).map(move |t| (g, t))).find(|&(g, t)| stuck(g, t))?;
+        let mut path: Vec<((usize, usize), String)> = Vec::new();
+        let mut cur = start;
+        loop {
+            if let Some(i) = path.iter().position(|(x, _)| *x == cur) {
+                return Some(Deadlock { buffering: self.buffering, waits: path.drain(i..).map(|(_, w)| w).collect() });
+            }
+            let (next, text) = self.blocker(cur.0, cur.1);
+            path.push((cur, text));
+            match next {
+                Some(n) if stuck(n.0, n.1) => cur = n,
+                _ => return Some(Deadlock { buffering: self.buffering, waits: path.into_iter().map(|(_, w)| w).collect() }),
+            }
+        }
+    }
+
+    /// Where a threadblock is, in words: `step 1 (r, 1 chunk from gpu 0 on channel 0)`.
+    fn position(&self, g: usize, t: usize) -> String {
+        let Some(op) = self.op(g, t) else { return "finished".into() };
+        let tb = &self.net.gpus[g][t];
+        let chunks = if op.cnt == 1 { "1 chunk".to_string() } else { format!("{} chunks", op.cnt) };
+        let peer = match (op.kind.receives(), op.kind.sends()) {
+            (true, true) => format!(" from gpu {} to gpu {} on channel {}", tb.recv.unwrap_or(0), tb.send.unwrap_or(0), tb.chan),
+            (true, false) => format!(" from gpu {} on channel {}", tb.recv.unwrap_or(0), tb.chan),
+            (false, true) => format!(" to gpu {} on channel {}", tb.send.unwrap_or(0), tb.chan),
+            (false, false) => String::new(),
+        };
+        format!("step {} ({}, {chunks}{peer})", op.s, op.kind)
+    }
+
+    /// Whom a stuck threadblock waits for, and why.
+    fn blocker(&self, g: usize, t: usize) -> (Option<(usize, usize)>, String) {
+        let here = format!("gpu {g} tb {t} {}", self.position(g, t));
+        let Some(op) = self.op(g, t) else { return (None, here) };
+        let st = &self.state[g][t];
+        if !st.begun {
+            if let Some(w) = op.waits.iter().find(|w| self.state[g][w.tb].pc <= w.op) {
+                let target = self.net.gpus[g][w.tb].ops.get(w.op).map_or(-1, |o| o.s);
+                let text = format!(
+                    "{here} waits for gpu {g} tb {} to finish its step {target} (depid=\"{}\" deps=\"{}\"); that threadblock is at its {}",
+                    w.tb,
+                    w.depid,
+                    w.deps,
+                    self.position(g, w.tb)
+                );
+                return (Some((g, w.tb)), text);
+            }
+        }
+        let tb = &self.net.gpus[g][t];
+        let input_empty = op.kind.receives() && tb.in_conn.is_none_or(|c| self.available(c, op.in_msg) == 0);
+        if input_empty {
+            let Some(c) = tb.in_conn else { return (None, here) };
+            let (a, at) = self.net.conns[c].from;
+            let text = format!("{here} waits for gpu {a} tb {at} to send it; gpu {a} tb {at} is at its {}", self.position(a, at));
+            return (Some((a, at)), text);
+        }
+        let Some(c) = tb.out_conn else { return (None, here) };
+        let (b, bt) = self.net.conns[c].to;
+        let written = if op.kind.receives() { st.moved_in } else { st.moved_out };
+        let text = match self.buffering {
+            Buffering::Runtime => format!(
+                "{here} has written {written} of its {} slots and the {} slots of its connection are full: it waits for gpu {b} tb {bt} to receive, which is at its {}",
+                op.slots(),
+                self.capacity,
+                self.position(b, bt)
+            ),
+            Buffering::Rendezvous => format!("{here} waits for gpu {b} tb {bt} to receive it; gpu {b} tb {bt} is at its {}", self.position(b, bt)),
+        };
+        (Some((b, bt)), text)
+    }
+
+    fn finish(self, p: &Program) -> Execution {
+        let outputs: Vec<Vec<Option<ChunkValue>>> = (0..self.net.gpus.len()).map(|g| self.mem.output(g)).collect();
+        let mut errors = self.errors;
+        let checked = expect_outputs(p, &outputs, &mut errors);
+        Execution { steps: self.executed, outputs, errors, postcondition_checked: checked, messages: self.messages }
+    }
+}
+
+/// Compares the outputs with what `coll` wants (the layout of [`crate::lower::Layout`]);
+/// false when it has no postcondition here.
+fn expect_outputs(p: &Program, outputs: &[Vec<Option<ChunkValue>>], errors: &mut Vec<String>) -> bool {
+    let (Some(coll), Some([input, _])) = (p.collective(), buffer_chunks(p)) else { return false };
+    let n = outputs.len();
+    let all: Vec<usize> = (0..n).collect();
+    let per_gpu = usize::try_from(p.nchunksperloop.unwrap_or(0)).unwrap_or(0) / n.max(1);
+    for (j, out) in outputs.iter().enumerate() {
+        for (x, got) in out.iter().enumerate() {
+            let want = match coll {
+                Coll::AllToAll => ChunkValue { offset: j * per_gpu + x % per_gpu.max(1), gpus: vec![x / per_gpu.max(1)] },
+                Coll::AllGather => ChunkValue { offset: x % input.max(1), gpus: vec![x / input.max(1)] },
+                Coll::ReduceScatter => ChunkValue { offset: j * per_gpu + x, gpus: all.clone() },
+                _ => ChunkValue { offset: x, gpus: all.clone() },
+            };
+            if got.as_ref() != Some(&want) {
+                errors.push(format!("gpu {j} output chunk {x}: holds {got:?}, {} wants {want:?}", p.coll.as_ref().map_or("", |(t, _)| t.as_str())));
+            }
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::model::read_program;
+    use super::*;
+    use proptest::prelude::*;
+
+    fn program(xml: &str) -> Program {
+        let r = read_program(xml);
+        assert!(r.problems.errors.is_empty(), "{:?}", r.problems.errors);
+        r.program.unwrap()
+    }
+
+    /// Two gpus exchange their all-to-all blocks of `p` chunks: each gpu's threadblock 0 sends
+    /// first or receives first (`send_first`), threadblock 1 copies the gpu's own block; in the
+    /// executor's dialect or the older one.
+    fn exchange(p: usize, send_first: [bool; 2], executor: bool) -> String {
+        let algo = if executor { r#" outofplace="1" minBytes="0" maxBytes="0""# } else { "" };
+        let mut x = format!(
+            "<algo name=\"exchange\" proto=\"Simple\" nchannels=\"1\" nchunksperloop=\"{}\" ngpus=\"2\" coll=\"alltoall\" inplace=\"0\"{algo}>\n",
+            2 * p
+        );
+        for (g, &sends_first) in send_first.iter().enumerate() {
+            let other = 1 - g;
+            let send = format!(r#"type="s" srcbuf="i" srcoff="{}" dstbuf="o" dstoff="{}""#, other * p, g * p);
+            let recv = format!(r#"type="r" srcbuf="i" srcoff="{}" dstbuf="o" dstoff="{}""#, g * p, other * p);
+            let (first, second) = if sends_first { (send, recv) } else { (recv, send) };
+            x += &format!("  <gpu id=\"{g}\" i_chunks=\"{}\" o_chunks=\"{}\" s_chunks=\"0\">\n", 2 * p, 2 * p);
+            x += &format!("    <tb id=\"0\" send=\"{other}\" recv=\"{other}\" chan=\"0\">\n");
+            for (s, body) in [first, second].iter().enumerate() {
+                x += &format!("      <step s=\"{s}\" {body} cnt=\"{p}\" depid=\"-1\" deps=\"-1\" hasdep=\"0\" />\n");
+            }
+            x += "    </tb>\n    <tb id=\"1\" send=\"-1\" recv=\"-1\" chan=\"0\">\n";
+            x += &format!("      <step s=\"0\" type=\"cpy\" srcbuf=\"i\" srcoff=\"{0}\" dstbuf=\"o\" dstoff=\"{0}\" cnt=\"{p}\" depid=\"-1\" deps=\"-1\" hasdep=\"0\" />\n", g * p);
+            x += "    </tb>\n  </gpu>\n";
+        }
+        x + "</algo>"
+    }
+
+    fn deadlock(r: Result<Execution, SimError>) -> Deadlock {
+        match r {
+            Err(SimError::Deadlock(d)) => d,
+            other => panic!("expected a deadlock, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn one_chunk_each_way_runs_on_buffering_and_deadlocks_under_rendezvous() {
+        for executor in [true, false] {
+            let p = program(&exchange(1, [true, true], executor));
+            let run = simulate(&p, Placement::OutOfPlace, Buffering::Runtime).unwrap();
+            assert!(run.is_correct() && run.postcondition_checked, "{:?}", run.errors);
+            assert_eq!(run.steps, 6);
+            let d = deadlock(simulate(&p, Placement::OutOfPlace, Buffering::Rendezvous));
+            assert_eq!(
+                d.waits,
+                [
+                    "gpu 0 tb 0 step 0 (s, 1 chunk to gpu 1 on channel 0) waits for gpu 1 tb 0 to receive it; gpu 1 tb 0 is at its step 0 (s, 1 chunk to gpu 0 on channel 0)",
+                    "gpu 1 tb 0 step 0 (s, 1 chunk to gpu 0 on channel 0) waits for gpu 0 tb 0 to receive it; gpu 0 tb 0 is at its step 0 (s, 1 chunk to gpu 1 on channel 0)",
+                ]
+            );
+        }
+    }
+
+    #[test]
+    fn three_chunks_each_way_overflow_the_eight_slots() {
+        let p = program(&exchange(3, [true, true], true));
+        let d = deadlock(simulate(&p, Placement::OutOfPlace, Buffering::Runtime));
+        assert_eq!(
+            d.to_string(),
+            "deadlock under the runtime's buffering (8 slots per connection, 4 slots per chunk): 2 threadblocks wait on each other in a cycle:\n  \
+             gpu 0 tb 0 step 0 (s, 3 chunks to gpu 1 on channel 0) has written 8 of its 12 slots and the 8 slots of its connection are full: it waits for gpu 1 tb 0 to receive, which is at its step 0 (s, 3 chunks to gpu 0 on channel 0)\n  \
+             gpu 1 tb 0 step 0 (s, 3 chunks to gpu 0 on channel 0) has written 8 of its 12 slots and the 8 slots of its connection are full: it waits for gpu 0 tb 0 to receive, which is at its step 0 (s, 3 chunks to gpu 1 on channel 0)"
+        );
+        // Two chunks are exactly the eight slots: that still runs.
+        let two = program(&exchange(2, [true, true], true));
+        assert!(simulate(&two, Placement::OutOfPlace, Buffering::Runtime).unwrap().is_correct());
+    }
+
+    #[test]
+    fn receiving_first_on_both_sides_deadlocks_in_every_model() {
+        let p = program(&exchange(1, [false, false], false));
+        for buffering in [Buffering::Runtime, Buffering::Rendezvous] {
+            let d = deadlock(simulate(&p, Placement::OutOfPlace, buffering));
+            assert_eq!(
+                d.waits[0],
+                "gpu 0 tb 0 step 0 (r, 1 chunk from gpu 1 on channel 0) waits for gpu 1 tb 0 to send it; gpu 1 tb 0 is at its step 0 (r, 1 chunk from gpu 0 on channel 0)"
+            );
+            assert_eq!(d.waits.len(), 2);
+        }
+    }
+
+    #[test]
+    fn dependencies_wait_and_can_close_a_cycle() {
+        // gpu 0: tb 1 copies only after tb 0's step 1, which follows a receive that waits for gpu 1.
+        let xml = exchange(1, [true, true], true).replacen(
+            r#"<step s="0" type="cpy" srcbuf="i" srcoff="0" dstbuf="o" dstoff="0" cnt="1" depid="-1" deps="-1""#,
+            r#"<step s="0" type="cpy" srcbuf="i" srcoff="0" dstbuf="o" dstoff="0" cnt="1" depid="0" deps="1""#,
+            1,
+        );
+        let xml = xml.replacen(r#"dstoff="1" cnt="1" depid="-1" deps="-1" hasdep="0""#, r#"dstoff="1" cnt="1" depid="-1" deps="-1" hasdep="1""#, 1);
+        let p = program(&xml);
+        assert!(simulate(&p, Placement::OutOfPlace, Buffering::Runtime).unwrap().is_correct());
+        // Now tb 0's send waits for tb 1's copy, which waits for tb 0's receive.
+        let cyclic = xml
+            .replacen(
+                r#"type="s" srcbuf="i" srcoff="1" dstbuf="o" dstoff="0" cnt="1" depid="-1" deps="-1""#,
+                r#"type="s" srcbuf="i" srcoff="1" dstbuf="o" dstoff="0" cnt="1" depid="1" deps="0""#,
+                1,
+            )
+            .replacen(r#"depid="0" deps="1" hasdep="0""#, r#"depid="0" deps="1" hasdep="1""#, 1);
+        let d = deadlock(simulate(&program(&cyclic), Placement::OutOfPlace, Buffering::Runtime));
+        assert!(
+            d.waits
+                .iter()
+                .any(|w| w
+                    .starts_with("gpu 0 tb 0 step 0 (s, 1 chunk to gpu 1 on channel 0) waits for gpu 0 tb 1 to finish its step 0 (depid=\"1\" deps=\"0\")")),
+            "{d}"
+        );
+        assert!(d.waits.iter().any(|w| w.starts_with("gpu 0 tb 1 step 0 (cpy, 1 chunk) waits for gpu 0 tb 0 to finish its step 1")), "{d}");
+    }
+
+    #[test]
+    fn in_place_rings_alias_their_buffers() {
+        for (file, xml) in [
+            ("allreduce", include_str!("../../../tests/data/msccl/allreduce_ring_inplace.xml")),
+            ("allgather", include_str!("../../../tests/data/msccl/allgather_ring_inplace.xml")),
+            ("allreduce executor", include_str!("../../../tests/data/msccl/allreduce_ring_inplace.executor.xml")),
+            ("allgather executor", include_str!("../../../tests/data/msccl/allgather_ring_inplace.executor.xml")),
+        ] {
+            let p = program(xml);
+            assert_eq!(Placement::declared(&p), [Placement::InPlace], "{file}");
+            let run = simulate(&p, Placement::InPlace, Buffering::Runtime).unwrap_or_else(|e| panic!("{file}: {e}"));
+            assert!(run.is_correct() && run.postcondition_checked, "{file}: {:?}", run.errors);
+            assert_eq!(deadlock(simulate(&p, Placement::InPlace, Buffering::Rendezvous)).waits.len(), 4, "{file}");
+            // Without the aliasing the all-gather reads chunks that hold nothing and the
+            // all-reduce leaves its output buffer empty.
+            let apart = simulate(&p, Placement::OutOfPlace, Buffering::Runtime).unwrap();
+            assert!(apart.errors.iter().any(|e| e.contains("holds nothing") || e.contains("holds None")), "{file}: {:?}", apart.errors);
+        }
+    }
+
+    #[test]
+    fn a_chain_of_fused_steps_moves_at_once_under_rendezvous() {
+        // gpu 0 sends its chunk to gpu 2 through gpu 1 (rcs); all-gather leaves the rest undone,
+        // so only the run matters here.
+        let xml = r#"<algo name="chain" proto="Simple" nchannels="1" nchunksperloop="3" ngpus="3" coll="allgather" inplace="0">
+  <gpu id="0" i_chunks="1" o_chunks="3" s_chunks="0">
+    <tb id="0" send="1" recv="-1" chan="0">
+      <step s="0" type="s" srcbuf="i" srcoff="0" dstbuf="o" dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0" />
+    </tb>
+  </gpu>
+  <gpu id="1" i_chunks="1" o_chunks="3" s_chunks="0">
+    <tb id="0" send="2" recv="0" chan="0">
+      <step s="0" type="rcs" srcbuf="o" srcoff="0" dstbuf="o" dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0" />
+    </tb>
+  </gpu>
+  <gpu id="2" i_chunks="1" o_chunks="3" s_chunks="0">
+    <tb id="0" send="-1" recv="1" chan="0">
+      <step s="0" type="r" srcbuf="o" srcoff="0" dstbuf="o" dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0" />
+    </tb>
+  </gpu>
+</algo>"#;
+        let p = program(xml);
+        for buffering in [Buffering::Rendezvous, Buffering::Runtime] {
+            let run = simulate(&p, Placement::OutOfPlace, buffering).unwrap();
+            assert_eq!(run.steps, 3);
+            assert_eq!(run.outputs[2][0], Some(ChunkValue { offset: 0, gpus: vec![0] }));
+            assert_eq!(run.messages.iter().map(|m| (m.from, m.to, m.level)).collect::<Vec<_>>(), [(0, 1, 1), (1, 2, 2)]);
+        }
+    }
+
+    #[test]
+    fn unpaired_sends_and_misplaced_chunks_are_reported() {
+        let extra = exchange(1, [true, true], true).replacen(
+            "    </tb>",
+            "      <step s=\"2\" type=\"s\" srcbuf=\"i\" srcoff=\"1\" dstbuf=\"o\" dstoff=\"0\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\" />\n    </tb>",
+            1,
+        );
+        match simulate(&program(&extra), Placement::OutOfPlace, Buffering::Runtime) {
+            Err(SimError::Unpaired(p)) => {
+                assert_eq!(p, ["gpu 0 tb 0 sends 2 times to gpu 1 on channel 0, gpu 1 tb 0 receives 1 times from it: gpu 0 tb 0 step 2 has no partner"])
+            }
+            other => panic!("{other:?}"),
+        }
+        let wrong = exchange(1, [true, true], true).replacen(
+            r#"type="r" srcbuf="i" srcoff="1" dstbuf="o" dstoff="0""#,
+            r#"type="r" srcbuf="i" srcoff="1" dstbuf="o" dstoff="1""#,
+            1,
+        );
+        let run = simulate(&program(&wrong), Placement::OutOfPlace, Buffering::Runtime).unwrap();
+        assert!(run.errors.iter().any(|e| e.starts_with("gpu 1 output chunk 0: holds")), "{:?}", run.errors);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// Who hangs, by the buffering rule worked out by hand: with both sending first, the
+        /// exchange runs under buffering iff one send fits (4 x chunks <= 8 slots) and never
+        /// under rendezvous; receiving first on both sides always hangs; otherwise it runs.
+        #[test]
+        fn exchanges_hang_exactly_when_the_slots_say(p in 1usize..6, send_first in any::<[bool; 2]>(), executor in any::<bool>()) {
+            let prog = program(&exchange(p, send_first, executor));
+            let fits = CHUNK_STEPS * p <= NCCL_STEPS;
+            let runs_buffered = match send_first { [true, true] => fits, [false, false] => false, _ => true };
+            let runs_rendezvous = send_first[0] != send_first[1];
+            for (buffering, expect) in [(Buffering::Runtime, runs_buffered), (Buffering::Rendezvous, runs_rendezvous)] {
+                match simulate(&prog, Placement::OutOfPlace, buffering) {
+                    Ok(run) => {
+                        prop_assert!(expect, "{buffering:?} ran");
+                        prop_assert!(run.is_correct(), "{:?}", run.errors);
+                    }
+                    Err(SimError::Deadlock(d)) => {
+                        prop_assert!(!expect, "{buffering:?}: {d}");
+                        prop_assert_eq!(d.waits.len(), 2);
+                    }
+                    Err(e) => prop_assert!(false, "{e}"),
+                }
+            }
+        }
+    }
+}

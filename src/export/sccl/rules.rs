@@ -1,0 +1,230 @@
+//! The rules an SCCL algorithm file meets when msccl-tools loads it and `ncclize` lowers it to
+//! MSCCL XML that computes the collective (docs/design/FORMATS.md "SCCL algorithm JSON", rules
+//! 1-10). They are checked on SCCL's own terms (its chunks, addresses and ranks), so they apply
+//! to any file, and `verify FILE` reports them beside the rules of docs/design/MODEL.md section 4.
+
+use super::{buffer_maps, chunk_up, ScclAlgorithm, ScclChunk};
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// Every rule the file breaks, one message each, naming the field and value (empty: none).
+pub fn sccl_problems(alg: &ScclAlgorithm) -> Vec<String> {
+    let mut out = structure_problems(alg);
+    if !out.is_empty() {
+        return out;
+    }
+    let chunked = chunk_up(&alg.collective.chunks, alg.instance.chunks);
+    buffers(alg, &chunked, &mut out);
+    rounds(alg, &mut out);
+    Run::new(alg, &chunked).steps(alg, &mut out);
+    out
+}
+
+/// Rules 1 and 2: the objects, the shapes of the matrix and the collective, and what `ncclize`
+/// and collsched do not take (pipelining, triggers, switches). Later rules index by rank, so a
+/// failure here stops the check (and the import: these are the file's header).
+pub fn structure_problems(alg: &ScclAlgorithm) -> Vec<String> {
+    let mut out = Vec::new();
+    let tags = [("msccl_type", &alg.msccl_type, "algorithm"), ("instance.msccl_type", &alg.instance.msccl_type, "instance")];
+    let tags = tags
+        .into_iter()
+        .chain([("collective.msccl_type", &alg.collective.msccl_type, "collective"), ("topology.msccl_type", &alg.topology.msccl_type, "topology")]);
+    for (field, value, want) in tags {
+        if value != want {
+            out.push(format!("rule 1: {field} = \"{value}\": expected \"{want}\""));
+        }
+    }
+    for (t, s) in alg.steps.iter().enumerate().filter(|(_, s)| s.msccl_type != "step") {
+        out.push(format!("rule 1: steps[{t}].msccl_type = \"{}\": expected \"step\"", s.msccl_type));
+    }
+    for (c, ch) in alg.collective.chunks.iter().enumerate().filter(|(_, c)| c.msccl_type != "chunk") {
+        out.push(format!("rule 1: collective.chunks[{c}].msccl_type = \"{}\": expected \"chunk\"", ch.msccl_type));
+    }
+    let n = alg.topology.links.len();
+    if alg.collective.nodes != n as u64 {
+        out.push(format!("rule 1: collective.nodes = {}, but topology.links has {n} rows (one per rank)", alg.collective.nodes));
+    }
+    for (dst, row) in alg.topology.links.iter().enumerate() {
+        if row.len() != n {
+            out.push(format!("rule 1: topology.links[{dst}] has {} entries: expected {n} (links[dst][src])", row.len()));
+        } else if row[dst] != 0 {
+            out.push(format!("rule 1: topology.links[{dst}][{dst}] = {}: a rank has no link to itself", row[dst]));
+        }
+    }
+    for (c, ch) in alg.collective.chunks.iter().enumerate() {
+        if let Some(r) = ch.pre.iter().chain(&ch.post).find(|&&r| r as usize >= n) {
+            out.push(format!("rule 1: collective.chunks[{c}] names rank {r}, but there are {n} ranks"));
+        }
+    }
+    if alg.instance.chunks == 0 {
+        out.push("rule 2: instance.chunks = 0: must be at least 1".into());
+    }
+    if let Some(p) = alg.instance.pipeline {
+        out.push(format!("rule 2: instance.pipeline = {p}: ncclize refuses pipelined algorithms (write null)"));
+    }
+    if !alg.collective.triggers.is_empty() {
+        out.push(format!(
+            "rule 2: collective.triggers has {} ranks: triggered sends (distributed sub-problems) are not supported",
+            alg.collective.triggers.len()
+        ));
+    }
+    if !alg.topology.switches.is_empty() {
+        out.push(format!("rule 2: topology.switches has {} groups: shared-bandwidth groups are not supported (write [])", alg.topology.switches.len()));
+    }
+    if n == 0 {
+        out.push("rule 1: topology.links is empty: an algorithm needs at least one rank".into());
+    }
+    out
+}
+
+/// Rule 3: the buffer maps are the ones msccl-tools derives from the chunked collective
+/// (`ncclize` lays out the input and output buffers by them).
+fn buffers(alg: &ScclAlgorithm, chunked: &[ScclChunk], out: &mut Vec<String>) {
+    let (input, output) = buffer_maps(chunked);
+    for (field, file, derived) in [("input_map", &alg.input_map, input), ("output_map", &alg.output_map, output)] {
+        let sorted: BTreeMap<u32, Vec<u64>> = file
+            .iter()
+            .map(|(r, v)| {
+                let mut v = v.clone();
+                v.sort_unstable();
+                (*r, v)
+            })
+            .collect();
+        if sorted != derived {
+            let rank = sorted.keys().chain(derived.keys()).find(|r| sorted.get(r) != derived.get(r)).copied().unwrap_or(0);
+            out.push(format!(
+                "rule 3: {field}[\"{rank}\"] = {:?}, but the collective chunked {} times puts addresses {:?} there",
+                sorted.get(&rank).cloned().unwrap_or_default(),
+                alg.instance.chunks,
+                derived.get(&rank).cloned().unwrap_or_default()
+            ));
+        }
+    }
+}
+
+/// Rule 4: the instance counts the steps and allows the rounds they use.
+fn rounds(alg: &ScclAlgorithm, out: &mut Vec<String>) {
+    if alg.instance.steps != alg.steps.len() as u64 {
+        out.push(format!("rule 4: instance.steps = {}, but the file has {} steps", alg.instance.steps, alg.steps.len()));
+    }
+    for (t, s) in alg.steps.iter().enumerate().filter(|(_, s)| s.rounds == 0) {
+        out.push(format!("rule 4: steps[{t}].rounds = {}: every step takes at least one round", s.rounds));
+    }
+    let used: u64 = alg.steps.iter().map(|s| s.rounds).sum();
+    let allowed = alg.instance.steps.saturating_add(alg.instance.extra_rounds);
+    if used > allowed {
+        out.push(format!(
+            "rule 4: the steps take {used} rounds, more than instance.steps + instance.extra_rounds = {} + {}",
+            alg.instance.steps, alg.instance.extra_rounds
+        ));
+    }
+}
+
+/// Which rank holds which chunk, step by step, with SCCL's semantics (a send gives the
+/// receiver every chunk at the address that the sender holds; msccl `check_implements`).
+struct Run<'a> {
+    n: usize,
+    links: &'a [Vec<u64>],
+    chunks: &'a [ScclChunk],
+    at_address: HashMap<u64, Vec<usize>>,
+    /// `holds[rank * chunks + chunk]`.
+    holds: Vec<bool>,
+}
+
+impl<'a> Run<'a> {
+    fn new(alg: &'a ScclAlgorithm, chunked: &'a [ScclChunk]) -> Self {
+        let n = alg.topology.links.len();
+        let mut at_address: HashMap<u64, Vec<usize>> = HashMap::new();
+        let mut holds = vec![false; n * chunked.len()];
+        for (c, ch) in chunked.iter().enumerate() {
+            at_address.entry(ch.addr).or_default().push(c);
+            for &r in &ch.pre {
+                holds[r as usize * chunked.len() + c] = true;
+            }
+        }
+        Run { n, links: &alg.topology.links, chunks: chunked, at_address, holds }
+    }
+
+    fn held(&self, rank: usize, addr: u64) -> Vec<usize> {
+        self.at_address[&addr].iter().copied().filter(|&c| self.holds[rank * self.chunks.len() + c]).collect()
+    }
+
+    /// Rules 5-10 over every step, then the postcondition.
+    fn steps(mut self, alg: &ScclAlgorithm, out: &mut Vec<String>) {
+        for (t, step) in alg.steps.iter().enumerate() {
+            self.step(t, step, out);
+        }
+        let missing: Vec<String> = (0..self.chunks.len())
+            .flat_map(|c| self.chunks[c].post.iter().map(move |&r| (r as usize, c)))
+            .filter(|&(r, c)| !self.holds[r * self.chunks.len() + c])
+            .map(|(r, c)| format!("rank {r} lacks chunk {c} (address {})", self.chunks[c].addr))
+            .collect();
+        if let Some(first) = missing.first() {
+            out.push(format!("rule 10: the postcondition fails for {} (rank, chunk) pairs, first: {first}", missing.len()));
+        }
+    }
+
+    fn step(&mut self, t: usize, step: &super::ScclStep, out: &mut Vec<String>) {
+        let mut listed = HashSet::new();
+        let mut util: BTreeMap<(usize, usize), u64> = BTreeMap::new();
+        // Chunks each (receiver, address) holds or is given so far in this step.
+        let mut arriving: HashMap<(usize, u64), HashSet<usize>> = HashMap::new();
+        let (mut senders, mut receivers) = (HashSet::new(), HashSet::new());
+        let mut moves = Vec::new();
+        for (i, &[addr, src, dst]) in step.sends.iter().enumerate() {
+            let at = format!("steps[{t}].sends[{i}] = [{addr}, {src}, {dst}]");
+            let (s, d) = (src as usize, dst as usize);
+            if !self.at_address.contains_key(&addr) {
+                out.push(format!("rule 5: {at}: no chunk of the collective has address {addr}"));
+                continue;
+            }
+            if s >= self.n || d >= self.n || s == d {
+                out.push(format!("rule 5: {at}: needs two different ranks below {}", self.n));
+                continue;
+            }
+            if self.links[d][s] == 0 {
+                out.push(format!("rule 5: {at}: topology.links[{d}][{s}] = 0, there is no link from rank {s} to rank {d}"));
+            }
+            if !listed.insert((addr, s, d)) {
+                out.push(format!("rule 5: {at}: listed twice in the step"));
+                continue;
+            }
+            *util.entry((s, d)).or_default() += 1;
+            let carried = self.held(s, addr);
+            if carried.is_empty() {
+                out.push(format!("rule 7: {at}: rank {s} holds no chunk at address {addr} at the start of step {t}"));
+            }
+            let have = arriving.entry((d, addr)).or_insert_with(|| self.held(d, addr).into_iter().collect());
+            if let Some(c) = carried.iter().find(|c| have.contains(c)) {
+                out.push(format!(
+                    "rule 8: {at}: rank {d} already holds (or is given in this step) chunk {c} at address {addr}; ncclize makes this receive a reduction (rrc), so the chunk would count twice"
+                ));
+            }
+            have.extend(carried.iter().copied());
+            senders.insert((s, addr));
+            receivers.insert((d, addr));
+            moves.push((carried, d));
+        }
+        let mut both: Vec<&(usize, u64)> = senders.intersection(&receivers).collect();
+        both.sort_unstable();
+        for &(rank, addr) in both {
+            out.push(format!(
+                "rule 9: step {t}: rank {rank} both sends and receives address {addr}; ncclize refuses a receive and a send on the same buffer index in one step"
+            ));
+        }
+        for (&(s, d), &u) in &util {
+            let cap = self.links[d][s].saturating_mul(step.rounds);
+            if u > cap && self.links[d][s] > 0 {
+                out.push(format!(
+                    "rule 6: step {t}: {u} sends from rank {s} to rank {d}, but links[{d}][{s}] x rounds = {} x {} = {cap}; msccl-tools refuses the file",
+                    self.links[d][s], step.rounds
+                ));
+            }
+        }
+        let width = self.chunks.len();
+        for (carried, d) in moves {
+            for c in carried {
+                self.holds[d * width + c] = true;
+            }
+        }
+    }
+}

@@ -1,0 +1,52 @@
+//! Reads one fault's schedule out of a sweep's output: the class schedule carried through the
+//! symmetry the index records for that fault, checked before it is handed out.
+
+use super::index::{FaultEntry, Index};
+use super::mapping::map_schedule;
+use super::symmetry::read_description;
+use crate::error::{Error, Result};
+use crate::schedule::{read_schedule_file, Schedule};
+use crate::spec::{FaultsSpec, Spec};
+use crate::verify::{verify_schedule, VerifyOptions};
+use std::path::Path;
+
+/// The schedule for the fault named `fault` (its number or its name in the index) of the sweep
+/// written to `dir`, verified (rules 1-5) and costing exactly what the class schedule costs.
+///
+/// Errors: bad input (no such fault, a class without a schedule, unreadable files); internal
+/// (the mapped schedule fails verification or costs otherwise).
+pub fn member_schedule(dir: &Path, fault: &str) -> Result<(FaultEntry, Schedule)> {
+    let index = Index::read(dir)?;
+    let entry = index
+        .faults
+        .iter()
+        .find(|f| f.name == fault || fault.parse::<usize>().is_ok_and(|n| n == f.fault))
+        .cloned()
+        .ok_or_else(|| Error::bad(format!("{}: no fault numbered or named {fault:?} in the index", dir.display())))?;
+    let class = &index.classes[entry.class];
+    let cs = class.schedule.as_ref().ok_or_else(|| {
+        Error::infeasible(format!(
+            "fault {} ({}): its class {} has no schedule: {}",
+            entry.fault,
+            entry.name,
+            entry.class,
+            class.reason.as_deref().unwrap_or("")
+        ))
+    })?;
+    let class_schedule = read_schedule_file(&dir.join(&cs.file))?;
+    let spec_path = dir.join(&cs.spec);
+    let mut spec = Spec::load(&spec_path)?;
+    spec.faults = FaultsSpec::default();
+    let healthy = spec.build_topology()?;
+    let mut value = serde_json::to_value(&spec).expect("a spec serializes");
+    value["faults"] = entry.faults.clone();
+    let member_topology = Spec::parse(&value.to_string(), &format!("fault {}", entry.fault))?.build_topology()?;
+    let g = read_description(&healthy, &entry.symmetry).map_err(|e| e.context(format!("{}: fault {}", dir.join("index.json").display(), entry.fault)))?;
+    let mapped = map_schedule(&class_schedule, &g, member_topology)?;
+    let (before, after) = (verify_schedule(&class_schedule, &VerifyOptions::default())?, verify_schedule(&mapped, &VerifyOptions::default())?);
+    let cost = |r: &crate::verify::Report| r.cost.as_ref().map(|c| (c.time_ns(), c.bandwidth_ns()));
+    if !after.is_valid() || cost(&before) != cost(&after) {
+        return Err(Error::internal(format!("fault {} ({}): the mapped class schedule does not verify or costs otherwise", entry.fault, entry.name)));
+    }
+    Ok((entry, mapped))
+}

@@ -1,0 +1,87 @@
+//! Merges the outputs of the shards of one sweep (`collsched sweep --shard K/N`, one per job of
+//! a job array) into the output of the whole sweep: byte for byte what one unsharded run
+//! writes.
+//!
+//! The shards must be of one sweep (the same `sweep` header: topology, collective, faults,
+//! options, classes) and all present, each once. Every class file is copied, and every schedule
+//! checked against the SHA-256 its shard recorded.
+
+use super::index::{Index, ShardInfo};
+use super::run::{file_sha256, ClassFiles};
+use crate::error::{Error, Result};
+use crate::io::{write_atomic, write_error};
+use std::path::{Path, PathBuf};
+
+/// Merges the shard folders `dirs` into `out` and returns the merged index.
+///
+/// Errors (bad input): an unreadable index, shards of different sweeps, a shard missing or
+/// given twice, a class file missing or changed since its shard wrote it.
+pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Index> {
+    if dirs.is_empty() {
+        return Err(Error::bad("sweep merge: give the shard folders to merge"));
+    }
+    let shards: Vec<Index> = dirs.iter().map(|d| Index::read(d)).collect::<Result<_>>()?;
+    let first = &shards[0];
+    let count = first.shard.map_or(1, |s| s.count);
+    let mut seen = vec![None; count];
+    for (dir, ix) in dirs.iter().zip(&shards) {
+        if ix.sweep != first.sweep {
+            return Err(Error::bad(format!("{}: a shard of another sweep than {} (the `sweep` headers differ)", dir.display(), dirs[0].display())));
+        }
+        let s = ix.shard.unwrap_or(ShardInfo { index: 0, count: 1 });
+        if s.count != count || s.index >= count {
+            return Err(Error::bad(format!("{}: shard {}/{} of a sweep that {} splits into {count}", dir.display(), s.index, s.count, dirs[0].display())));
+        }
+        if let Some(other) = seen[s.index].replace(dir) {
+            return Err(Error::bad(format!("{} and {}: both are shard {}/{count}", other.display(), dir.display(), s.index)));
+        }
+    }
+    if let Some(missing) = seen.iter().position(Option::is_none) {
+        return Err(Error::bad(format!("sweep merge: shard {missing}/{count} is missing (give every shard's folder)")));
+    }
+    let mut classes: Vec<_> = shards.iter().flat_map(|s| s.classes.iter().cloned()).collect();
+    classes.sort_by_key(|c| c.class);
+    let mut faults: Vec<_> = shards.iter().flat_map(|s| s.faults.iter().cloned()).collect();
+    faults.sort_by_key(|f| f.fault);
+    let complete = classes.iter().enumerate().all(|(i, c)| c.class == i) && faults.iter().enumerate().all(|(i, f)| f.fault == i);
+    if !complete || classes.len() != first.sweep.class_count || faults.len() != first.sweep.fault_count {
+        return Err(Error::bad(format!(
+            "sweep merge: the shards hold {} classes and {} faults, not each of the sweep's {} classes and {} faults once",
+            classes.len(),
+            faults.len(),
+            first.sweep.class_count,
+            first.sweep.fault_count
+        )));
+    }
+    for (dir, ix) in dirs.iter().zip(&shards) {
+        for c in &ix.classes {
+            let files = ClassFiles::of(c.class);
+            copy(&dir.join(&files.spec), &out.join(&files.spec))?;
+            if let Some(s) = &c.schedule {
+                let sha = file_sha256(&dir.join(&s.file))?;
+                if sha != s.sha256 {
+                    return Err(Error::bad(format!(
+                        "{}: changed since its shard wrote it (its SHA-256 differs from the index's)",
+                        dir.join(&s.file).display()
+                    )));
+                }
+                copy(&dir.join(&files.schedule), &out.join(&files.schedule))?;
+                copy(&dir.join(&files.certificate), &out.join(&files.certificate))?;
+            }
+        }
+    }
+    let index = Index { format: first.format.clone(), version: first.version, sweep: first.sweep.clone(), shard: None, classes, faults };
+    index.write_all(out)?;
+    Ok(index)
+}
+
+/// Copies a file (nothing when source and target are the same file).
+fn copy(from: &Path, to: &Path) -> Result<()> {
+    if let (Ok(a), Ok(b)) = (from.canonicalize(), to.canonicalize()) {
+        if a == b {
+            return Ok(());
+        }
+    }
+    let mut reader = crate::io::open(from)?;
+    write_atomic(to, |w| std::io::copy(&mut reader, w).map(|_| ()).map_err(write_error(to)))
+}

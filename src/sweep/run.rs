@@ -1,0 +1,503 @@
+//! Runs a sweep: plans the classes, then per class (in parallel, [`rayon`]) synthesizes the
+//! representative's schedule, verifies and certifies it, checks every member's symmetry and
+//! verifies the mapped schedules asked for, and writes the files of the class.
+//!
+//! Files under the output folder, per class `c` (five digits): `specs/cNNNNN.spec.json` (the
+//! representative's instance), `schedules/cNNNNN.json` (its schedule) and
+//! `certificates/cNNNNN.cert.json` (the bound certificate with the schedule attached, naming
+//! both by relative path and SHA-256, so `collsched proof check DIR/certificates` re-checks every
+//! class without trusting the sweep).
+
+use super::classes::{orbits, Class};
+use super::index::{ClassEntry, ClassSchedule, ClassStatus, FaultEntry, Index, ShardInfo, SweepHeader, INDEX_FORMAT};
+use super::mapping::map_schedule;
+use super::patterns::{enumerate, Cables, FaultCase, FaultFamily};
+use super::symmetry::{describe, Automorphism, LinkTable, SymmetryGroup};
+use crate::bounds::certificate::{certificate_of_instance, schedule_json};
+use crate::bounds::certified::q_to_f64;
+use crate::bounds::flow::FlowOptions;
+use crate::cost::SyncCost;
+use crate::error::{Error, ExitCode, Result};
+use crate::io::{sha256_hex, write_atomic, write_error, HashingReader};
+use crate::schedule::{write_schedule_file, Schedule};
+use crate::spec::{FaultsSpec, Spec, TopologySpec};
+use crate::synth::portfolio::{synthesize, Objective};
+use crate::synth::{Progress, SynthOptions};
+use crate::topology::{FaultPattern, NodeId, Topology};
+use crate::units::{to_checker, to_f64};
+use crate::verify::{verify_schedule, VerifyOptions};
+use rayon::prelude::*;
+use serde_json::{json, Value};
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+
+/// Which mapped members (besides each class's representative) are verified.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemberCheck {
+    /// None (each member's symmetry is still checked to map the representative's faults onto its
+    /// own).
+    None,
+    /// Every member.
+    All,
+    /// Up to this many members per class, drawn by the seed.
+    Sample(usize),
+}
+
+impl MemberCheck {
+    /// `none`, `all` or `sample N`.
+    pub fn text(self) -> String {
+        match self {
+            MemberCheck::None => "none".into(),
+            MemberCheck::All => "all".into(),
+            MemberCheck::Sample(n) => format!("sample {n}"),
+        }
+    }
+}
+
+/// What a sweep runs.
+#[derive(Clone, Debug)]
+pub struct SweepSetup {
+    /// The spec: topology and collective (its faults are ignored).
+    pub base: Spec,
+    /// Which faults.
+    pub family: FaultFamily,
+    /// The synthesis limits per class.
+    pub synth: SynthOptions,
+    /// Which mapped members to verify.
+    pub members: MemberCheck,
+    /// The seed of the member sample.
+    pub seed: u64,
+}
+
+/// A planned sweep: the healthy network, its fault cases, the symmetry group and the classes.
+pub struct Plan {
+    /// What was asked.
+    pub setup: SweepSetup,
+    /// The network without faults.
+    pub healthy: Topology,
+    /// Its cables.
+    pub cables: Cables,
+    /// Its links by their ends.
+    pub links: LinkTable,
+    /// Every fault case, in the sweep's order.
+    pub cases: Vec<FaultCase>,
+    /// The symmetries.
+    pub group: SymmetryGroup,
+    /// The orbits of the cases.
+    pub classes: Vec<Class>,
+}
+
+/// What a running sweep reports, for a progress display.
+#[derive(Clone, Debug)]
+pub enum SweepEvent {
+    /// A class is at this stage.
+    Working {
+        /// The class.
+        class: usize,
+        /// What it does.
+        what: String,
+    },
+    /// A class is finished.
+    Finished {
+        /// The class.
+        class: usize,
+    },
+}
+
+impl Plan {
+    /// Plans a sweep: checks the spec, builds the healthy network, enumerates the faults and
+    /// finds their classes.
+    ///
+    /// Errors (bad input): a topology other than a torus or fat tree, a collective with its own
+    /// ranks or non-uniform blocks (a symmetry must map the collective onto itself), an OCS sweep
+    /// on a network without the preset.
+    pub fn new(setup: SweepSetup) -> Result<Plan> {
+        let base = &setup.base;
+        if !matches!(base.topology, TopologySpec::Torus(_) | TopologySpec::FatTree(_)) {
+            return Err(Error::bad("a sweep needs `topology.torus` or `topology.fat_tree`: the symmetries of other topologies are not known"));
+        }
+        if base.collective.ranks.is_some() || base.collective.block_bytes.is_some() {
+            return Err(Error::bad(
+                "collective.ranks and collective.block_bytes: a sweep runs over every npu with uniform blocks, which every symmetry maps onto themselves",
+            ));
+        }
+        let mut healthy_spec = base.clone();
+        healthy_spec.faults = FaultsSpec::default();
+        // The collective is checked here, once, before any class runs.
+        let healthy = healthy_spec.instance()?.topology;
+        let cables = Cables::of(&healthy);
+        let cases = enumerate(&healthy, &cables, setup.family)?;
+        let group = SymmetryGroup::of(&healthy)?;
+        let maps: Vec<Vec<u32>> = group.generators.iter().map(|g| cables.permutation(&g.map)).collect();
+        let classes = orbits(&cases, &maps);
+        let links = LinkTable::of(&healthy)?;
+        Ok(Plan { setup, healthy, cables, links, cases, group, classes })
+    }
+
+    /// What the index says was swept.
+    pub fn header(&self) -> SweepHeader {
+        let base = serde_json::to_value(&self.setup.base).expect("a spec serializes");
+        SweepHeader {
+            topology: base["topology"].clone(),
+            collective: base["collective"].clone(),
+            faults: self.setup.family.as_str().into(),
+            cube: match self.setup.family {
+                FaultFamily::Ocs { cube } => Some(cube),
+                _ => None,
+            },
+            time_limit_s: self.setup.synth.time_limit.as_secs_f64(),
+            solver: self.setup.synth.solver.name().into(),
+            verify_members: self.setup.members.text(),
+            seed: self.setup.seed,
+            group_order: self.group.order.to_string(),
+            generators: self.group.generators.iter().map(|g| g.name.clone()).collect(),
+            fault_count: self.cases.len(),
+            class_count: self.classes.len(),
+        }
+    }
+
+    fn cube(&self) -> usize {
+        match self.setup.family {
+            FaultFamily::Ocs { cube } => cube,
+            _ => 4,
+        }
+    }
+
+    /// The classes shard `shard` takes: `c % count == index` (round robin spreads the large
+    /// classes, which come first, over the shards).
+    pub fn shard_classes(&self, shard: Option<ShardInfo>) -> Vec<usize> {
+        (0..self.classes.len()).filter(|c| shard.is_none_or(|s| c % s.count == s.index)).collect()
+    }
+
+    /// Runs the classes of `shard` (all without one) and writes their files and the index into
+    /// `out`.
+    pub fn run(&self, shard: Option<ShardInfo>, out: &Path, progress: &(dyn Fn(SweepEvent) + Sync)) -> Result<Index> {
+        let results: Vec<ClassResult> = self
+            .shard_classes(shard)
+            .into_par_iter()
+            .map(|c| {
+                let r = self.solve_class(c, out, progress);
+                progress(SweepEvent::Finished { class: c });
+                r
+            })
+            .collect::<Result<_>>()?;
+        let mut faults: Vec<FaultEntry> = results.iter().flat_map(|r| r.faults.iter().cloned()).collect();
+        faults.sort_by_key(|f| f.fault);
+        let index =
+            Index { format: INDEX_FORMAT.into(), version: 1, sweep: self.header(), shard, classes: results.into_iter().map(|r| r.entry).collect(), faults };
+        index.write_all(out)?;
+        Ok(index)
+    }
+
+    /// The representative's spec: the base spec with the case's faults, as text.
+    fn class_spec(&self, class: usize) -> Result<(Spec, String)> {
+        let case = &self.cases[self.classes[class].representative()];
+        let mut v = serde_json::to_value(&self.setup.base).expect("a spec serializes");
+        let obj = v.as_object_mut().expect("a spec is an object");
+        obj.remove("expect");
+        obj.insert("description".into(), json!(format!("sweep class {class}: {}", case.name(&self.healthy, &self.cables))));
+        obj.insert("faults".into(), case.spec_faults(&self.healthy, &self.cables, self.cube()));
+        let limit = self.setup.synth.time_limit.as_secs_f64();
+        obj.insert("method".into(), json!({"synthesize": {"solver": self.setup.synth.solver, "time_limit_s": limit}}));
+        let text = serde_json::to_string_pretty(&v).expect("json") + "\n";
+        let files = ClassFiles::of(class);
+        let mut spec = Spec::parse(&text, &files.spec)?;
+        // Messages name the spec by its place in the output folder, the same in every shard.
+        spec.path = Some(files.spec.into());
+        Ok((spec, text))
+    }
+
+    fn solve_class(&self, class: usize, out: &Path, progress: &(dyn Fn(SweepEvent) + Sync)) -> Result<ClassResult> {
+        let say = |what: &str| progress(SweepEvent::Working { class, what: what.to_string() });
+        let (spec, spec_text) = self.class_spec(class)?;
+        let files = ClassFiles::of(class);
+        write_text(&out.join(&files.spec), &spec_text)?;
+        let synthesized = spec.instance().and_then(|inst| {
+            say("synthesizing");
+            let mut note = |p: &Progress| {
+                if let Progress::Trying(what) = p {
+                    say(what);
+                }
+            };
+            synthesize(&inst, &self.setup.synth, Objective::Time, &mut note).map(|a| (inst, a))
+        });
+        let (inst, answer) = match synthesized {
+            Ok(x) => x,
+            Err(e) if e.exit_code() == ExitCode::Infeasible => return self.without_schedule(class, e.message().to_string()),
+            Err(e) => return Err(e.context(format!("class {class} ({})", self.class_name(class)))),
+        };
+        let mut schedule = answer.schedule;
+        add_meta(&mut schedule, json!({"class": class, "representative": self.class_name(class), "chosen": answer.chosen.to_string()}));
+        say("writing and certifying");
+        write_schedule_file(&out.join(&files.schedule), &schedule)?;
+        let sha256 = file_sha256(&out.join(&files.schedule))?;
+        let certified = self.certify(&inst, &schedule, &spec_text, &files, &sha256, out)?;
+        let status = if answer.limit_reached { ClassStatus::LimitReached } else { ClassStatus::Ok };
+        let class_schedule = ClassSchedule {
+            file: files.schedule.clone(),
+            sha256,
+            certificate: files.certificate.clone(),
+            spec: files.spec.clone(),
+            chosen: answer.chosen.to_string(),
+            steps: schedule.steps.len(),
+            pieces: schedule.header.collective.pieces,
+            time_ns: to_f64(&certified.cost.time_ns()),
+            bandwidth_ns: to_f64(&certified.cost.bandwidth_ns()),
+            bandwidth_bound_ns: certified.bandwidth.as_ref().and_then(q_to_f64),
+            latency_bound_ns: q_to_f64(&certified.latency).unwrap_or(0.0),
+            bound_ns: certified.bound().as_ref().and_then(q_to_f64),
+            gap: certified.gap(),
+            bandwidth_optimal: certified.bandwidth_optimal,
+        };
+        say("checking members");
+        let maps = self.member_maps(class)?;
+        let verified = self.verify_members(class, &maps, &schedule, &certified.cost)?;
+        let faults = self.fault_entries(class, &maps, Some(&class_schedule), &verified);
+        let entry = ClassEntry {
+            class,
+            representative: self.classes[class].representative(),
+            name: self.class_name(class),
+            members: self.classes[class].members.len(),
+            status,
+            reason: None,
+            schedule: Some(class_schedule),
+            members_verified: verified.iter().filter(|&&v| v).count(),
+        };
+        Ok(ClassResult { entry, faults })
+    }
+
+    fn class_name(&self, class: usize) -> String {
+        self.cases[self.classes[class].representative()].name(&self.healthy, &self.cables)
+    }
+
+    fn without_schedule(&self, class: usize, reason: String) -> Result<ClassResult> {
+        let entry = ClassEntry {
+            class,
+            representative: self.classes[class].representative(),
+            name: self.class_name(class),
+            members: self.classes[class].members.len(),
+            status: ClassStatus::Infeasible,
+            reason: Some(reason),
+            schedule: None,
+            members_verified: 0,
+        };
+        let maps = self.member_maps(class)?;
+        Ok(ClassResult { entry, faults: self.fault_entries(class, &maps, None, &[]) })
+    }
+
+    /// Verifies the class schedule, writes its bound certificate with the schedule attached and
+    /// has the checker re-derive the bounds and hold the schedule to them.
+    fn certify(&self, inst: &crate::spec::Instance, schedule: &Schedule, spec_text: &str, files: &ClassFiles, sha256: &str, out: &Path) -> Result<Certified> {
+        let report = verify_schedule(schedule, &VerifyOptions::default())?;
+        if !report.is_valid() {
+            return Err(Error::internal(format!("{}: the class schedule fails verification: {}", files.schedule, report.findings.failures()[0])));
+        }
+        let cost = report.cost.expect("verification computes the cost");
+        // The same flow budget as the synthesis gives its own certified bound.
+        let flow = FlowOptions { time_limit: self.setup.synth.time_limit.mul_f64(0.1).min(Duration::from_secs(20)), ..Default::default() };
+        let mut cert = certificate_of_instance(inst, &sha256_hex(spec_text.as_bytes()), &flow);
+        let checked = collsched_checker::check_str(&cert.to_string())
+            .map_err(|e| Error::internal(format!("{}: the bound certificate does not check: {e}", files.certificate)))?;
+        let latency = checked.claims.iter().find(|c| c.bound == "latency").map(|c| c.derived.clone()).unwrap_or_default();
+        let bandwidth = checked.bandwidth_bound.clone();
+        let bandwidth_optimal = bandwidth.as_ref().is_some_and(|b| *b == to_checker(&cost.bandwidth_ns()));
+        let mut attached = schedule_json(cost.bandwidth_ns(), cost.time_ns(), bandwidth_optimal);
+        attached["file"] = json!(format!("../{}", files.schedule));
+        attached["sha256"] = json!(sha256);
+        cert["spec"] = json!(format!("../{}", files.spec));
+        cert["schedule"] = attached;
+        collsched_checker::check_str(&cert.to_string())
+            .map_err(|e| Error::internal(format!("{}: the class schedule does not meet its certified bounds: {e}", files.certificate)))?;
+        write_text(&out.join(&files.certificate), &(serde_json::to_string_pretty(&cert).expect("json") + "\n"))?;
+        Ok(Certified { cost, bandwidth, latency, bandwidth_optimal })
+    }
+
+    /// Where each member's symmetry sends every node, checked to map the representative's
+    /// faults onto the member's.
+    fn member_maps(&self, class: usize) -> Result<Vec<Vec<NodeId>>> {
+        let members = &self.classes[class].members;
+        let rep = &self.cases[members[0].case].cables;
+        members
+            .par_iter()
+            .map(|m| {
+                let nodes = self.group.node_map(&self.healthy, &m.word);
+                let mut image: Vec<Option<u32>> =
+                    rep.iter().map(|&c| self.cables.ends(c)).map(|(a, b)| self.cables.find(nodes[a.index()], nodes[b.index()])).collect();
+                image.sort_unstable();
+                if image.iter().copied().collect::<Option<Vec<u32>>>().as_ref() != Some(&self.cases[m.case].cables) {
+                    return Err(Error::internal(format!("class {class}: the symmetry of fault {} does not map the representative's faults onto it", m.case)));
+                }
+                Ok(nodes)
+            })
+            .collect()
+    }
+
+    /// Verifies and costs the mapped schedules of the members the sample picks; returns, per
+    /// member, whether its schedule was verified.
+    fn verify_members(&self, class: usize, maps: &[Vec<NodeId>], schedule: &Schedule, expected: &SyncCost) -> Result<Vec<bool>> {
+        let members = &self.classes[class].members;
+        self.sample(class)
+            .into_par_iter()
+            .enumerate()
+            .map(|(i, chosen)| {
+                if !chosen {
+                    return Ok(false);
+                }
+                let g = Automorphism::new(&self.healthy, &self.links, maps[i].clone())?;
+                self.verify_member(class, members[i].case, &g, schedule, expected).map(|()| true)
+            })
+            .collect()
+    }
+
+    fn verify_member(&self, class: usize, case: usize, g: &Automorphism, schedule: &Schedule, expected: &SyncCost) -> Result<()> {
+        let mut topology = self.healthy.clone();
+        let cables = self.cases[case].cables.iter().map(|&c| self.cables.ends(c)).collect();
+        FaultPattern { cables, ..Default::default() }.apply(&mut topology)?;
+        let mapped = map_schedule(schedule, g, topology)?;
+        let report = verify_schedule(&mapped, &VerifyOptions::default())?;
+        let name = self.cases[case].name(&self.healthy, &self.cables);
+        if !report.is_valid() {
+            return Err(Error::internal(format!(
+                "class {class}: the schedule mapped onto fault {case} ({name}) fails verification: {}",
+                report.findings.failures()[0]
+            )));
+        }
+        let cost = report.cost.expect("verification computes the cost");
+        if (cost.time_ns(), cost.bandwidth_ns()) != (expected.time_ns(), expected.bandwidth_ns()) {
+            let ns = |c: &SyncCost| to_f64(&c.time_ns());
+            return Err(Error::internal(format!(
+                "class {class}: the schedule mapped onto fault {case} ({name}) costs {} ns, not {} ns",
+                ns(&cost),
+                ns(expected)
+            )));
+        }
+        Ok(())
+    }
+
+    /// Which members (by position in the class) get their mapped schedule verified; never the
+    /// representative, whose schedule is the class's.
+    fn sample(&self, class: usize) -> Vec<bool> {
+        let n = self.classes[class].members.len();
+        let mut chosen = vec![false; n];
+        let want = match self.setup.members {
+            MemberCheck::None => 0,
+            MemberCheck::All => n - 1,
+            MemberCheck::Sample(k) => k.min(n - 1),
+        };
+        // A partial Fisher-Yates shuffle of positions 1..n, seeded by the seed and the class.
+        let mut positions: Vec<usize> = (1..n).collect();
+        let mut rng = SplitMix(self.setup.seed ^ (class as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        for i in 0..want {
+            let j = i + (rng.next() % (positions.len() - i) as u64) as usize;
+            positions.swap(i, j);
+            chosen[positions[i]] = true;
+        }
+        chosen
+    }
+
+    fn fault_entries(&self, class: usize, maps: &[Vec<NodeId>], schedule: Option<&ClassSchedule>, verified: &[bool]) -> Vec<FaultEntry> {
+        let cube = self.cube();
+        self.classes[class]
+            .members
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let case = &self.cases[m.case];
+                FaultEntry {
+                    fault: m.case,
+                    name: case.name(&self.healthy, &self.cables),
+                    faults: case.spec_faults(&self.healthy, &self.cables, cube),
+                    class,
+                    symmetry: describe(&self.healthy, &maps[i]),
+                    schedule: schedule.map(|s| s.file.clone()),
+                    time_ns: schedule.map(|s| s.time_ns),
+                    bound_ns: schedule.and_then(|s| s.bound_ns),
+                    gap: schedule.and_then(|s| s.gap),
+                    verified: verified.get(i).copied().filter(|&v| v),
+                }
+            })
+            .collect()
+    }
+}
+
+/// A verified class schedule's exact cost and its certified bounds (ns).
+struct Certified {
+    cost: SyncCost,
+    bandwidth: Option<collsched_checker::Q>,
+    latency: collsched_checker::Q,
+    bandwidth_optimal: bool,
+}
+
+impl Certified {
+    /// Bandwidth bound plus latency bound.
+    fn bound(&self) -> Option<collsched_checker::Q> {
+        self.bandwidth.as_ref().map(|b| b + &self.latency)
+    }
+
+    /// `time / bound - 1`.
+    fn gap(&self) -> Option<f64> {
+        self.bound().and_then(|b| q_to_f64(&(to_checker(&self.cost.time_ns()) / b))).map(|r| r - 1.0)
+    }
+}
+
+/// A class's entry and its faults' entries.
+struct ClassResult {
+    entry: ClassEntry,
+    faults: Vec<FaultEntry>,
+}
+
+/// The files of a class, relative to the output folder.
+pub struct ClassFiles {
+    /// `schedules/cNNNNN.json`.
+    pub schedule: String,
+    /// `specs/cNNNNN.spec.json`.
+    pub spec: String,
+    /// `certificates/cNNNNN.cert.json`.
+    pub certificate: String,
+}
+
+impl ClassFiles {
+    /// The files of class `class`.
+    pub fn of(class: usize) -> ClassFiles {
+        ClassFiles {
+            schedule: format!("schedules/c{class:05}.json"),
+            spec: format!("specs/c{class:05}.spec.json"),
+            certificate: format!("certificates/c{class:05}.cert.json"),
+        }
+    }
+}
+
+fn add_meta(schedule: &mut Schedule, sweep: Value) {
+    match schedule.header.meta.as_mut().and_then(Value::as_object_mut) {
+        Some(meta) => {
+            meta.insert("sweep".into(), sweep);
+        }
+        None => schedule.header.meta = Some(json!({ "sweep": sweep })),
+    }
+}
+
+fn write_text(path: &Path, text: &str) -> Result<()> {
+    write_atomic(path, |w| w.write_all(text.as_bytes()).map_err(write_error(path)))
+}
+
+/// The SHA-256 of a file, read as a stream.
+pub fn file_sha256(path: &Path) -> Result<String> {
+    let mut reader = HashingReader::new(crate::io::open(path)?);
+    std::io::copy(&mut reader, &mut std::io::sink()).map_err(|e| Error::bad(format!("{}: cannot read: {e}", path.display())))?;
+    Ok(reader.hex_digest())
+}
+
+/// SplitMix64 (Steele, Lea and Flood 2014): a small, well-mixed generator, enough to draw a
+/// reproducible sample.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}

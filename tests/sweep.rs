@@ -1,0 +1,155 @@
+//! `collsched sweep` as a user runs it: shards merged give the bytes of one run, one fault's
+//! schedule handed out verifies, every class certificate re-checks, and bad input says why.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_collsched")).args(args).output().unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("collsched-sweep-{}", std::process::id())).join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// Every file under `dir`, relative, sorted.
+fn files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(files(&p).into_iter().map(|f| Path::new(p.file_name().unwrap()).join(f)));
+        } else {
+            out.push(PathBuf::from(p.file_name().unwrap()));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A 4x4 mesh: 24 cables in 4 classes (end or middle of a line, border or inner line).
+const MESH: [&str; 10] = ["sweep", "--torus", "4x4", "--mesh", "--bytes", "64KiB", "--faults", "cables", "--time-limit", "30"];
+
+#[test]
+fn shards_merged_are_the_unsharded_sweep_byte_for_byte() {
+    let whole = tmp("whole");
+    let o = run(&[&MESH[..], &["--verify-members", "sample", "2", "-o", s(&whole)]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("24 faults in 4 classes"), "{}", text(&o));
+    let shards: Vec<PathBuf> = (0..3).map(|k| tmp(&format!("shard{k}"))).collect();
+    for (k, dir) in shards.iter().enumerate() {
+        let shard = format!("{k}/3");
+        let o = run(&[&MESH[..], &["--verify-members", "sample", "2", "--shard", &shard, "-o", s(dir)]].concat());
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    }
+    // Round robin: shard 0 takes classes 0 and 3.
+    let shard0: serde_json::Value = serde_json::from_slice(&std::fs::read(shards[0].join("index.json")).unwrap()).unwrap();
+    let taken: Vec<u64> = shard0["classes"].as_array().unwrap().iter().map(|c| c["class"].as_u64().unwrap()).collect();
+    assert_eq!(taken, vec![0, 3]);
+    let merged = tmp("merged");
+    // Any order of the shard folders.
+    let o = run(&["sweep", "merge", s(&shards[2]), s(&shards[0]), s(&shards[1]), "-o", s(&merged)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(files(&whole), files(&merged));
+    assert!(files(&whole).len() >= 3 + 3 * 4, "{:?}", files(&whole));
+    for f in files(&whole) {
+        assert!(std::fs::read(whole.join(&f)).unwrap() == std::fs::read(merged.join(&f)).unwrap(), "{} differs", f.display());
+    }
+    // A shard missing, or given twice.
+    let o = run(&["sweep", "merge", s(&shards[0]), s(&shards[1]), "-o", s(&tmp("partial"))]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("shard 2/3 is missing"), "{}", text(&o));
+    let o = run(&["sweep", "merge", s(&shards[0]), s(&shards[0]), s(&shards[1]), "-o", s(&tmp("twice"))]);
+    assert!(o.status.code() == Some(2) && text(&o).contains("both are shard 0/3"), "{}", text(&o));
+    // A schedule changed after its shard wrote it.
+    let sched = shards[1].join("schedules/c00001.json");
+    let mut bytes = std::fs::read(&sched).unwrap();
+    bytes.push(b'\n');
+    std::fs::write(&sched, bytes).unwrap();
+    let o = run(&["sweep", "merge", s(&shards[0]), s(&shards[1]), s(&shards[2]), "-o", s(&tmp("changed"))]);
+    assert!(o.status.code() == Some(2) && text(&o).contains("changed since its shard wrote it"), "{}", text(&o));
+
+    // Every class certificate re-checks without the sweep: bounds, spec, schedule hash and cost.
+    let o = run(&["proof", "check", s(&whole.join("certificates"))]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("4 certificates, 4 hold"), "{}", text(&o));
+
+    // One fault's schedule, mapped from its class's, verifies and costs what the index says.
+    let index: serde_json::Value = serde_json::from_slice(&std::fs::read(whole.join("index.json")).unwrap()).unwrap();
+    let fault = index["faults"].as_array().unwrap().iter().find(|f| f["symmetry"]["reflect"][1] == true).unwrap();
+    let out = whole.join("member.json");
+    let o = run(&["sweep", "schedule", s(&whole), fault["name"].as_str().unwrap(), "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&["verify", s(&out), "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["cost"]["time_ns"], fault["time_ns"]);
+    let o = run(&["sweep", "schedule", s(&whole), "(9,9)-(9,8)", "-o", s(&out)]);
+    assert!(o.status.code() == Some(2) && text(&o).contains("no fault numbered or named"), "{}", text(&o));
+}
+
+#[test]
+fn a_cut_off_npu_makes_its_class_infeasible_and_the_rest_is_written() {
+    // A fat tree without boards: a failed npu-leaf cable cuts the npu off.
+    let spec = tmp("tree").with_extension("json");
+    std::fs::create_dir_all(spec.parent().unwrap()).unwrap();
+    std::fs::write(
+        &spec,
+        r#"{"topology": {"fat_tree": {"levels": 2, "k": 4, "osr": 1, "npus": 8, "bandwidth_gbps": 400, "latency_ns": 25, "switch_latency_ns": 1000}},
+            "collective": {"kind": "all_to_all", "bytes_per_rank": "64KiB"}}"#,
+    )
+    .unwrap();
+    let out = tmp("tree-out");
+    let o = run(&["sweep", s(&spec), "--faults", "cables", "--time-limit", "20", "--verify-members", "all", "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(text(&o).contains("class 0 (npu0-leaf0, 8 faults): infeasible: specs/c00000.spec.json: rank 0 (node 0, npu0) is cut off"), "{}", text(&o));
+    let index: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("index.json")).unwrap()).unwrap();
+    let classes = index["classes"].as_array().unwrap();
+    assert_eq!(classes.len(), 2);
+    assert_eq!(classes[0]["status"], "infeasible");
+    assert_eq!((classes[1]["status"].as_str(), classes[1]["members_verified"].as_u64()), (Some("ok"), Some(7)));
+    // Every member but the representative (whose schedule is the class's) was verified.
+    let members: Vec<&serde_json::Value> = index["faults"].as_array().unwrap().iter().filter(|f| f["class"] == 1).collect();
+    assert!(members.iter().all(|f| f["symmetry"]["nodes"].is_array()));
+    assert!(members.iter().all(|f| (f["verified"] == true) == (f["fault"] != classes[1]["representative"])));
+}
+
+#[test]
+fn bad_input_is_named_with_exit_2() {
+    let out = tmp("bad");
+    let cases: [(&[&str], &str); 6] = [
+        (&["--torus", "4x4", "--faults", "cables", "--shard", "3/2"], "--shard 3/2: K must be below N"),
+        (&["--torus", "6x4", "--faults", "ocs"], "radix 6 is not made of cubes of side 4"),
+        (&["--torus", "4x4", "--faults", "cables", "--fail", "(0,0)-(1,0)"], "a sweep enumerates the faults itself"),
+        (&["--torus", "4x4"], "--faults cables|pairs|ocs is needed"),
+        (&["--torus", "4x4", "--faults", "cables", "--verify-members", "sample", "x"], "--verify-members sample x"),
+        (&["--torus", "4x4", "--faults", "ocs", "--cube", "0"], "the cube side must be at least 1"),
+    ];
+    for (args, message) in cases {
+        let o = run(&[&["sweep"], args, &["-o", s(&out)]].concat());
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        assert!(text(&o).contains(message), "{args:?}: {}", text(&o));
+    }
+    let spec = tmp("custom").with_extension("json");
+    std::fs::create_dir_all(spec.parent().unwrap()).unwrap();
+    std::fs::write(
+        &spec,
+        r#"{"topology": {"custom": {"nodes": [{"id": 0, "kind": "npu"}, {"id": 1, "kind": "npu"}],
+            "links": [{"id": 0, "src": 0, "dst": 1, "bandwidth_gbps": 1, "latency_ns": 0}, {"id": 1, "src": 1, "dst": 0, "bandwidth_gbps": 1, "latency_ns": 0}]}},
+            "collective": {"kind": "all_to_all", "bytes_per_rank": 64}}"#,
+    )
+    .unwrap();
+    let o = run(&["sweep", s(&spec), "--faults", "cables", "-o", s(&out)]);
+    assert!(o.status.code() == Some(2) && text(&o).contains("a sweep needs `topology.torus` or `topology.fat_tree`"), "{}", text(&o));
+    assert!(!out.exists(), "nothing is written on bad input");
+}
