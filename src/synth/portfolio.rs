@@ -229,13 +229,16 @@ pub const PIECE_COUNTS: [u32; 4] = [1, 2, 4, 8];
 pub const SPREAD_BATCHES: [usize; 3] = [2, 4, 8];
 
 /// Piece-hops (one piece over one hop) beyond which the layered trees do not try a finer piece
-/// count: a schedule holds 16 bytes per piece-hop, and this keeps one under 4 GB.
-pub const MAX_TREE_PIECE_HOPS: u64 = 250_000_000;
+/// count: a schedule holds 16 bytes per piece-hop, and the trees, the verifier and the writer
+/// add as much again. On 16x16x16 the first count (6 pieces, 100M piece-hops for all_gather) is
+/// 0.25% above the certified bound; 12 pieces gained 0.05 points for 7.8 GB and 277 s.
+pub const MAX_TREE_PIECE_HOPS: u64 = 120_000_000;
 
 /// Piece-hops of an instance at one piece per block beyond which, once the layered trees have an
 /// answer, the slower candidates that never beat them there (spreading, rings by dimension) are
-/// left out.
-pub const SECONDARY_PIECE_HOPS: u64 = 20_000_000;
+/// left out. 16x16x16 (16.8M for all_gather) is beyond it: there the reduce_scatter's other
+/// candidates took over 18 GB; 8x8x8 (0.26M) is well within.
+pub const SECONDARY_PIECE_HOPS: u64 = 10_000_000;
 
 /// A gap to the certified bound at which the search stops: nothing measurable is left to find.
 pub const GOOD_ENOUGH_GAP: f64 = 0.001;
