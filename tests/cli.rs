@@ -406,7 +406,8 @@ fn synthesize_takes_the_layered_trees_near_the_bound_on_a_faulty_pod() {
     // other candidate for all_reduce; what synthesize writes verifies.
     let out = tmp("synth-layered.json");
     for (kind, max_gap) in [("all_gather", 0.01), ("reduce_scatter", 0.01), ("all_reduce", 0.25)] {
-        let o = run(&["synthesize", "--torus", "4x4x4", "--fail", "(0,0,0)-(1,0,0)", "--collective", kind, "--bytes", "8MiB", "-o", s(&out), "--json", "--pareto"]);
+        let o =
+            run(&["synthesize", "--torus", "4x4x4", "--fail", "(0,0,0)-(1,0,0)", "--collective", kind, "--bytes", "8MiB", "-o", s(&out), "--json", "--pareto"]);
         assert_eq!(o.status.code(), Some(0), "{kind}: {}", text(&o));
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         assert!(v["chosen"].as_str().unwrap().starts_with("layered trees"), "{kind}: {v}");
