@@ -4,7 +4,7 @@
 use super::cut::best_cut;
 use super::flow::{flow_bound, FlowOptions};
 use super::steps::{steps_bounds, StepsClaim};
-use super::{bounds, latency_distances};
+use super::{bounds, LatencyMetric};
 use crate::collective::{Collective, CollectiveKind};
 use crate::error::Result;
 use crate::io::sha256_hex;
@@ -60,8 +60,9 @@ pub fn instance_json(inst: &Instance) -> Value {
 /// The farthest required (source, destination) pair by latency.
 fn farthest_by_latency(c: &Collective, t: &Topology) -> Option<(NodeId, NodeId)> {
     let mut lat: Option<(Rational, (NodeId, NodeId))> = None;
+    let metric = LatencyMetric::new(t);
     for (si, &s) in c.ranks.iter().enumerate() {
-        let l = latency_distances(t, s);
+        let l = metric.distances(t, s);
         for (di, &d) in c.ranks.iter().enumerate() {
             // The same "needed" rule as `bounds`: a non-uniform all_to_all may leave blocks empty.
             let needed = si != di && (c.kind != CollectiveKind::AllToAll || c.block_size(si, di) > Rational::from_integer(0));

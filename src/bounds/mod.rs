@@ -98,11 +98,14 @@ pub fn single_hop_distances(t: &Topology, stores: &[bool], from: NodeId) -> Vec<
     let mut dist = vec![None; t.num_nodes()];
     dist[from.index()] = Some(0);
     let mut queue = VecDeque::from([from]);
+    // The pass-through nodes seen while expanding the current node (stamped with its turn).
+    let mut seen = vec![usize::MAX; t.num_nodes()];
+    let mut stack = Vec::new();
+    let mut turn = 0usize;
     while let Some(n) = queue.pop_front() {
         let d = dist[n.index()].expect("queued nodes have a distance");
         // Expand through the nodes that do not store within one hop.
-        let mut stack = vec![n];
-        let mut seen_sw = std::collections::HashSet::new();
+        stack.push(n);
         while let Some(x) = stack.pop() {
             for l in t.up_out_links(x) {
                 let y = t.link(l).dst;
@@ -111,39 +114,64 @@ pub fn single_hop_distances(t: &Topology, stores: &[bool], from: NodeId) -> Vec<
                         dist[y.index()] = Some(d + 1);
                         queue.push_back(y);
                     }
-                } else if seen_sw.insert(y) {
+                } else if seen[y.index()] != turn {
+                    seen[y.index()] = turn;
                     stack.push(y);
                 }
             }
         }
+        turn += 1;
     }
     dist
 }
 
 /// Shortest latencies (links plus switches) from `from`, as exact rationals.
 pub fn latency_distances(t: &Topology, from: NodeId) -> Vec<Option<Rational>> {
-    let lat: Vec<Rational> = t.links().map(|(_, l)| rational_from_decimal(l.latency_ns).unwrap_or_default()).collect();
-    let sw = rational_from_decimal(t.switch_latency_ns()).unwrap_or_default();
-    let mut dist: Vec<Option<Rational>> = vec![None; t.num_nodes()];
-    dist[from.index()] = Some(Rational::zero());
-    let mut heap = BinaryHeap::from([Reverse((Rational::zero(), from.0))]);
-    while let Some(Reverse((d, n))) = heap.pop() {
-        if dist[n as usize].is_some_and(|x| x < d) {
-            continue;
-        }
-        for l in t.up_out_links(NodeId(n)) {
-            let y = t.link(l).dst;
-            let extra = if t.is_npu(y) { Rational::zero() } else { sw };
-            let nd = d + lat[l.index()] + extra;
-            if dist[y.index()].is_none_or(|x| nd < x) {
-                dist[y.index()] = Some(nd);
-                heap.push(Reverse((nd, y.0)));
+    LatencyMetric::new(t).distances(t, from)
+}
+
+/// The exact latencies of a topology's links and switches over one common denominator, so that
+/// the shortest-path searches from every rank (which the bounds run) add integers, not fractions.
+pub struct LatencyMetric {
+    /// Per link: its latency, plus the switch latency when it enters a switch, in units of
+    /// `1 / denominator` ns.
+    weight: Vec<i128>,
+    denominator: i128,
+}
+
+impl LatencyMetric {
+    /// The metric of `t` (every latency is a finite decimal, so a power of ten serves).
+    pub fn new(t: &Topology) -> Self {
+        let sw = rational_from_decimal(t.switch_latency_ns()).unwrap_or_default();
+        let lat: Vec<Rational> =
+            t.links().map(|(_, l)| rational_from_decimal(l.latency_ns).unwrap_or_default() + if t.is_npu(l.dst) { Rational::zero() } else { sw }).collect();
+        let denominator = lat.iter().fold(1i128, |acc, x| num_integer::lcm(acc, *x.denom()));
+        let weight = lat.iter().map(|x| x.numer() * (denominator / x.denom())).collect();
+        LatencyMetric { weight, denominator }
+    }
+
+    /// Shortest latencies from `from` to every node (`None` where unreachable), ns.
+    pub fn distances(&self, t: &Topology, from: NodeId) -> Vec<Option<Rational>> {
+        let mut dist: Vec<Option<i128>> = vec![None; t.num_nodes()];
+        dist[from.index()] = Some(0);
+        let mut heap = BinaryHeap::from([Reverse((0i128, from.0))]);
+        while let Some(Reverse((d, n))) = heap.pop() {
+            if dist[n as usize].is_some_and(|x| x < d) {
+                continue;
+            }
+            for l in t.up_out_links(NodeId(n)) {
+                let y = t.link(l).dst;
+                let nd = d + self.weight[l.index()];
+                if dist[y.index()].is_none_or(|x| nd < x) {
+                    dist[y.index()] = Some(nd);
+                    heap.push(Reverse((nd, y.0)));
+                }
             }
         }
+        // A path ends at an npu: the last switch's latency was counted on entering it, which is
+        // what docs/design/MODEL.md charges (every switch on the path).
+        dist.into_iter().map(|d| d.map(|x| Rational::new(x, self.denominator))).collect()
     }
-    // A path ends at an npu: the last switch's latency was counted on entering it, which is
-    // what docs/design/MODEL.md charges (every switch on the path).
-    dist
 }
 
 /// Computes the bounds of an instance. Assumes every rank is connected (checked earlier).
@@ -154,9 +182,10 @@ pub fn bounds(t: &Topology, c: &Collective) -> Bounds {
     let mut volume = Rational::zero();
     let reducing_or_gather = c.kind != CollectiveKind::AllToAll;
     let stores = c.rank_mask(t);
+    let metric = LatencyMetric::new(t);
     for (si, &src) in c.ranks.iter().enumerate() {
         let hops = single_hop_distances(t, &stores, src);
-        let lats = latency_distances(t, src);
+        let lats = metric.distances(t, src);
         let links = t.hop_distances(src);
         for (di, &dst) in c.ranks.iter().enumerate() {
             if si == di {

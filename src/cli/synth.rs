@@ -59,7 +59,7 @@ pub fn synthesize(
     };
     let answer = portfolio::synthesize(&inst, &opts, objective, &mut progress);
     bar.finish();
-    let answer = answer?;
+    let mut answer = answer?;
     let steps_status = answer.steps_report.as_ref().map(|report| match (&report.status, report.gap()) {
         (SynthStatus::Optimal { certified: true }, _) => "optimal (certified)".to_string(),
         (SynthStatus::Optimal { certified: false }, _) => "optimal (solver-attested)".to_string(),
@@ -67,7 +67,9 @@ pub fn synthesize(
         (_, g) => format!("gap {:.1}% to the certified steps bound", 100.0 * g.unwrap_or(f64::NAN)),
     });
     let (name, cost, gap, optimal_bw) = (&answer.chosen, &answer.cost, answer.gap, answer.bandwidth_optimal);
-    let mut schedule = answer.schedule.clone();
+    // The schedule moves out of the answer: at pod scale a copy would take gigabytes.
+    let steps = std::mem::take(&mut answer.schedule.steps);
+    let mut schedule = crate::schedule::Schedule { header: answer.schedule.header.clone(), steps };
     let note = json!({"objective": if objective == Objective::Time { "time" } else { "steps" }, "chosen": name, "steps_status": steps_status,
                       "gap_to_certified_bound": gap});
     match schedule.header.meta.as_mut().and_then(|m| m.as_object_mut()) {
@@ -87,7 +89,8 @@ pub fn synthesize(
         let mut out = json!({"output": output, "chosen": name, "steps": schedule.steps.len(), "pieces": schedule.header.collective.pieces,
                "steps_lower_bound": answer.steps_report.as_ref().map(|r| r.steps_lower_bound), "steps_status": steps_status,
                "time_ns": to_f64(&cost.time_ns()), "bandwidth_term_ns": to_f64(&cost.bandwidth_ns()), "event_driven_ns": answer.event_ns,
-               "bound_ns": answer.bound_ns, "gap_to_certified_bound": gap, "bandwidth_optimal_certified": optimal_bw, "limit_reached": limit});
+               "bound_ns": answer.bound_ns, "gap_to_certified_bound": gap, "bandwidth_optimal_certified": optimal_bw, "limit_reached": limit,
+               "verified": answer.unverified.is_none()});
         if pareto {
             out["pareto"] = front.iter().map(|e| entry(e)).collect();
             out["candidates"] = answer.entries.iter().map(entry).collect();
@@ -100,7 +103,10 @@ pub fn synthesize(
                 let found = r.steps_found.map_or("none".to_string(), |s| s.to_string());
                 println!("fewest steps: bound {} steps, found {found}: {status}", r.steps_lower_bound)
             }
-            _ => println!("fewest steps: not searched ({} is synthesized by spreading trees and route-and-step candidates)", schedule.header.collective.kind),
+            _ => println!(
+                "fewest steps: not searched ({} is synthesized by layered trees, spreading trees and route-and-step candidates)",
+                schedule.header.collective.kind
+            ),
         }
         println!(
             "step-synchronous time {} (bandwidth term {}); {}",
@@ -122,6 +128,9 @@ pub fn synthesize(
                 format_ns(ev),
                 100.0 * (ev / b - 1.0)
             );
+        }
+        if let Some(why) = &answer.unverified {
+            println!("not verified before writing ({why}); priced by the step-synchronous cost alone: run `collsched verify` on the file");
         }
         if limit {
             println!("time limit reached before the search finished: the best schedule found is written (exit 4)");

@@ -6,6 +6,8 @@
 //!   time-expanded program from the certified lower bound upward, a list-scheduled incumbent);
 //! - [`routing`]: time-expanded routing over pieces per block and horizons, for the best
 //!   step-synchronous time at the collective's size (all_to_all);
+//! - [`trees`]: all_gather, reduce_scatter and all_reduce on any topology by layered
+//!   shortest-path trees balanced per step (on a healthy torus: the certified bound);
 //! - [`spreading`]: all_gather, reduce_scatter and all_reduce on any topology by spreading trees
 //!   (and their time reversal);
 //! - [`switched`]: route-and-step on fat trees and other switched networks, every kind;
@@ -22,6 +24,7 @@ pub mod routing;
 pub mod spreading;
 pub mod steps;
 pub mod switched;
+pub mod trees;
 
 pub use backends::Solver;
 pub use steps::{fewest_steps_exact_with, steps_lower_bound, synthesize_steps, SynthReport, SynthStatus};

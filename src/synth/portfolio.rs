@@ -12,14 +12,18 @@
 //!   MATEe when a cable is down; for the gathering and reducing kinds the rings by dimension of
 //!   [`torus_ring_collective`], folded around a failed cable), which the synthesizer must beat or
 //!   match;
-//! - for all_gather, reduce_scatter and all_reduce, the spreading trees of [`spreading`] over
-//!   pieces per block (any topology and fault pattern);
+//! - for all_gather, reduce_scatter and all_reduce, the layered trees of [`trees`] at the piece
+//!   counts the topology calls for (networks without switches, any fault pattern), then the spreading trees of
+//!   [`spreading`] over pieces per block, unless the instance is so large that they cannot gain;
 //! - on switched networks, the route-and-step candidates of [`switched`] (every collective kind).
 //!
-//! Each candidate is verified (rules 1-5) and priced exactly before it can be chosen: by its
-//! step-synchronous time, except on switched networks, where the event-driven time decides (the
-//! step-synchronous model charges a full path latency through the switches to every step, which
-//! no runtime pays: ranks pipeline their steps; the fat-tree candidates are built for that). The
+//! Each candidate is verified (rules 1-5) and priced exactly as it comes, and only the best
+//! schedule so far is kept; the search stops once a candidate is within 0.1% of the certified
+//! bound. A synthesized schedule whose verifier state would exceed the verifier's limit is priced
+//! without it, and the answer says so. A candidate is chosen by its step-synchronous time, except
+//! on switched networks, where the event-driven time decides (the step-synchronous model charges
+//! a full path latency through the switches to every step, which no runtime pays: ranks pipeline
+//! their steps; the fat-tree candidates are built for that). The
 //! gap is measured against the certified bandwidth bound plus the latency bound, both re-derived
 //! by the independent checker (`collsched_checker`) from the bound certificate of the instance;
 //! the bound is proven for the step-synchronous model, and on switched networks the event-driven
@@ -27,13 +31,13 @@
 
 use super::steps::{synthesize_steps_with, SynthReport, SynthStatus};
 use super::switched::SwitchedMethod;
-use super::{routing, spreading, switched};
+use super::{routing, spreading, switched, trees};
 use super::{Progress, SynthOptions};
 use crate::algorithms::{torus_all_to_all, torus_all_to_all_shape, torus_mate, torus_ring_collective, RingAlgorithm, Scheduler};
 use crate::bounds::certified::{certified_bounds, q_to_f64};
 use crate::collective::{Collective, CollectiveKind};
 use crate::cost::event_cost;
-use crate::cost::SyncCost;
+use crate::cost::{SyncCost, SyncMeter};
 use crate::error::{Error, Result};
 use crate::export::sccl::{sccl_coordinates, ScclCoordinates};
 use crate::schedule::{Schedule, ScheduleHeader, Step};
@@ -78,6 +82,11 @@ pub enum Candidate {
         /// Steps of the horizon.
         horizon: u32,
     },
+    /// Layered shortest-path trees (all_gather, reduce_scatter, all_reduce).
+    LayeredTrees {
+        /// Pieces per block.
+        pieces: u32,
+    },
     /// Spreading trees (all_gather, reduce_scatter, all_reduce).
     SpreadingTrees {
         /// Pieces per block.
@@ -103,6 +112,7 @@ impl Candidate {
         match self {
             Candidate::FewestSteps => "fewest_steps",
             Candidate::TimeExpandedRouting { .. } => "time_expanded_routing",
+            Candidate::LayeredTrees { .. } => "layered_trees",
             Candidate::SpreadingTrees { .. } => "spreading_trees",
             Candidate::Switched(_) => "switched",
             Candidate::HandWritten(_) => "hand_written",
@@ -115,6 +125,7 @@ impl fmt::Display for Candidate {
         match *self {
             Candidate::FewestSteps => f.write_str("fewest steps"),
             Candidate::TimeExpandedRouting { pieces, horizon } => write!(f, "time-expanded routing ({pieces} piece(s) per block, horizon {horizon})"),
+            Candidate::LayeredTrees { pieces } => write!(f, "layered trees ({pieces} piece(s) per block)"),
             Candidate::SpreadingTrees { pieces, per_transfer: 1 } => write!(f, "spreading trees ({pieces} piece(s) per block)"),
             Candidate::SpreadingTrees { pieces, per_transfer } => write!(f, "spreading trees ({pieces} piece(s) per block, up to {per_transfer} per transfer)"),
             Candidate::Switched(m) => write!(f, "{m}"),
@@ -184,6 +195,9 @@ pub struct Answer {
     /// Whether the time limit stopped a search before it finished (the answer is the best
     /// found; exit code 4).
     pub limit_reached: bool,
+    /// Why the chosen schedule was priced without verification (the verifier declined a state
+    /// that large), if it was; `None` when it was verified (rules 1-5).
+    pub unverified: Option<String>,
 }
 
 impl Answer {
@@ -206,35 +220,137 @@ fn dominates(a: &Entry, b: &Entry) -> bool {
     a.steps <= b.steps && a.rank_ns() <= b.rank_ns() && (a.steps < b.steps || a.rank_ns() < b.rank_ns())
 }
 
-/// Piece counts the time objective tries when the spec leaves `pieces` open.
+/// Piece counts the time objective tries when the spec leaves `pieces` open (time-expanded
+/// routing and spreading; the layered trees derive theirs from the topology,
+/// [`trees::piece_counts`]).
 pub const PIECE_COUNTS: [u32; 4] = [1, 2, 4, 8];
 
 /// Pieces per transfer the spreading trees also try, at the coarsest piece count.
 pub const SPREAD_BATCHES: [usize; 3] = [2, 4, 8];
 
-/// The candidates gathered so far, and what stopped a search early.
-struct Gathered {
-    candidates: Vec<(Candidate, Schedule)>,
+/// Piece-hops (one piece over one hop) beyond which the layered trees do not try a finer piece
+/// count: a schedule holds 16 bytes per piece-hop, and the trees, the verifier and the writer
+/// add as much again. On 16x16x16 the first count (6 pieces, 100M piece-hops for all_gather) is
+/// 0.25% above the certified bound; 12 pieces gained 0.05 points for 7.8 GB and 277 s.
+pub const MAX_TREE_PIECE_HOPS: u64 = 120_000_000;
+
+/// Piece-hops of an instance at one piece per block beyond which, once the layered trees have an
+/// answer, the slower candidates that never beat them there (spreading, rings by dimension) are
+/// left out. 16x16x16 (16.8M for all_gather) is beyond it: there the reduce_scatter's other
+/// candidates took over 18 GB; 8x8x8 (0.26M) is well within.
+pub const SECONDARY_PIECE_HOPS: u64 = 10_000_000;
+
+/// A gap to the certified bound at which the search stops: nothing measurable is left to find.
+pub const GOOD_ENOUGH_GAP: f64 = 0.001;
+
+/// The verified candidates so far, kept as they come: the fastest with its schedule and cost,
+/// an entry for every one, and what stopped a search early. A beaten schedule is dropped at once
+/// (at pod scale one takes gigabytes).
+struct Gathered<'a> {
+    inst: &'a Instance,
+    objective: Objective,
+    /// The certified bandwidth + latency bound, ns, to stop once a candidate is good enough.
+    bound_ns: Option<f64>,
+    best: Option<(Entry, Schedule, SyncCost)>,
+    entries: Vec<Entry>,
     /// A search stopped at the deadline (the answer is the best found; exit 4).
     limit_reached: bool,
     /// Why spreading found nothing, for the error when no other candidate exists either.
     spread_error: Option<Error>,
+    /// Why the chosen candidate was priced without verification, if it was.
+    unverified: Option<String>,
 }
 
-/// Synthesizes for `objective` within `opts.time_limit`: the fewest-steps search gets up to half
-/// of it under the time objective, the other searches run until 80% of it, and the verification
-/// of the candidates and the certified bound (its flow part given a tenth of the limit, at most
-/// 20 s) take the rest.
+impl Gathered<'_> {
+    /// Whether the best candidate is within [`GOOD_ENOUGH_GAP`] of the bound.
+    fn good_enough(&self) -> bool {
+        match (&self.best, self.bound_ns) {
+            (Some((e, _, _)), Some(b)) => self.objective == Objective::Time && e.time_ns <= b * (1.0 + GOOD_ENOUGH_GAP),
+            _ => false,
+        }
+    }
+
+    /// Verifies and prices a candidate (event-driven on switched networks) and keeps it if it
+    /// is the best so far: the time objective keeps the fastest, the steps objective the first
+    /// (the fewest-steps search's). A synthesized schedule too large for the verifier's state is
+    /// priced without it, and the answer says so.
+    fn offer(&mut self, candidate: Candidate, s: Schedule, progress: &mut dyn FnMut(&Progress)) -> Result<()> {
+        let inst = self.inst;
+        // An npu outside the group runs no program, so a candidate that stores and forwards
+        // there cannot be lowered (rule 6); the time objective has others that route through.
+        if self.objective == Objective::Time && relay_outside_group(&s).is_some() {
+            return Ok(());
+        }
+        // A spec that fixes `pieces` is answered in those pieces (hand-written generators choose
+        // their own).
+        if inst.pieces_given && s.header.collective.pieces != inst.collective.pieces {
+            return Ok(());
+        }
+        progress(&Progress::Trying(format!("verifying {candidate}")));
+        let (cost, unverified) = match verify_schedule(&s, &VerifyOptions::default()) {
+            Ok(r) if r.is_valid() => (r.cost.expect("verification computes the cost"), None),
+            Ok(r) if candidate.is_synthesized() => {
+                return Err(Error::internal(format!("synthesis ({candidate}): the schedule fails verification: {:?}", r.findings.failures().first())));
+            }
+            Err(Error::BadInput(why)) if candidate.is_synthesized() => (sync_cost(&s)?, Some(why)),
+            Ok(_) | Err(_) => return Ok(()),
+        };
+        let event_ns = if inst.topology.num_switches() > 0 { Some(event_cost(&s, false)?.time_ns) } else { None };
+        let sccl = sccl_coordinates(&s).ok();
+        let entry = Entry { candidate, pieces: s.header.collective.pieces, steps: s.steps.len(), time_ns: to_f64(&cost.time_ns()), event_ns, sccl };
+        self.entries.push(entry.clone());
+        let better = match &self.best {
+            None => true,
+            Some((b, _, _)) => self.objective == Objective::Time && entry.rank_ns() < b.rank_ns(),
+        };
+        if better {
+            self.best = Some((entry, s, cost));
+            self.unverified = unverified;
+        }
+        Ok(())
+    }
+}
+
+/// The step-synchronous cost of a schedule, without verifying it.
+fn sync_cost(s: &Schedule) -> Result<SyncCost> {
+    let mut meter = SyncMeter::new(&s.header)?;
+    s.steps.iter().for_each(|st| meter.step(st));
+    Ok(meter.finish())
+}
+
+/// Piece-hops of `c` at `pieces` per block if every piece crosses each of its R-1 tree edges
+/// once per half (the gathering and reducing kinds).
+fn tree_piece_hops(c: &Collective, pieces: u32) -> u64 {
+    let r = c.num_ranks() as u64;
+    let halves = if c.kind == CollectiveKind::AllReduce { 2 } else { 1 };
+    r * pieces as u64 * r.saturating_sub(1) * halves
+}
+
+/// Synthesizes for `objective` within `opts.time_limit`: the certified bound first (its flow
+/// part given a tenth of the limit, at most 20 s), then the fewest-steps search (up to half of
+/// the limit under the time objective), then the other searches until 80% of the limit, each
+/// candidate verified as it comes; the rest of the limit is for writing the answer.
 ///
 /// Errors: bad input; [`Error::infeasible`] when the faults cut a rank off or nothing was found.
 pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, progress: &mut dyn FnMut(&Progress)) -> Result<Answer> {
     let started = Instant::now();
-    // The searches stop at 80% of the limit: verifying the candidates and deriving the certified
-    // bound take the rest.
     let deadline = started + opts.time_limit.mul_f64(0.8);
     let (t, c) = (&inst.topology, &inst.collective);
     t.check_connected(&c.ranks).map_err(|e| Error::infeasible(e.message().to_string()))?;
-    let mut found = Gathered { candidates: Vec::new(), limit_reached: false, spread_error: None };
+    progress(&Progress::Trying("certified bounds".into()));
+    let flow_budget = opts.time_limit.mul_f64(0.1).min(Duration::from_secs(20));
+    let bounds = certified_bounds(inst, flow_budget)?;
+    let bound = bounds.bandwidth.as_ref().map(|b| b + &bounds.latency);
+    let mut found = Gathered {
+        inst,
+        objective,
+        bound_ns: bound.as_ref().and_then(q_to_f64),
+        best: None,
+        entries: Vec::new(),
+        limit_reached: false,
+        spread_error: None,
+        unverified: None,
+    };
     let steps_report = if c.kind == CollectiveKind::AllToAll || objective == Objective::Steps {
         Some(fewest_steps(inst, opts, objective, &mut found, progress)?)
     } else {
@@ -244,22 +360,28 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
         let counts: Vec<u32> = if inst.pieces_given { vec![c.pieces] } else { PIECE_COUNTS.to_vec() };
         if c.kind == CollectiveKind::AllToAll {
             time_expanded_routing(t, c, &counts, deadline, &mut found, progress)?;
+        } else if t.num_switches() == 0 {
+            // Through switches every npu is one hop from every other: the layered trees would be
+            // stars, each root's uplink carrying every copy (hundreds of steps on the reference
+            // fat trees); route-and-step is built for those networks.
+            layered_trees(inst, deadline, &mut found, progress)?;
         }
-        hand_written(t, c, &mut found);
-        if c.kind != CollectiveKind::AllToAll {
+        // At pod scale the layered trees leave the gathering and reducing kinds nothing to gain.
+        let large = c.kind != CollectiveKind::AllToAll && found.best.is_some() && tree_piece_hops(c, 1) > SECONDARY_PIECE_HOPS;
+        if !found.good_enough() && !large {
+            hand_written(t, c, &mut found, progress)?;
+        }
+        if c.kind != CollectiveKind::AllToAll && !found.good_enough() && !large {
             spreading_trees(t, c, &counts, deadline, &mut found, progress)?;
         }
-        if t.num_switches() > 0 && !(inst.pieces_given && c.pieces > 1) {
+        if t.num_switches() > 0 && !(inst.pieces_given && c.pieces > 1) && !found.good_enough() {
             route_and_step(t, c, &mut found, progress)?;
         }
     }
-    let Choice { chosen, schedule, cost, entries } = choose(inst, objective, found.candidates, progress)?.ok_or_else(|| {
-        found.spread_error.unwrap_or_else(|| Error::infeasible(format!("no contention-free {} schedule was found for this instance", c.kind)))
-    })?;
-    progress(&Progress::Trying("certified bounds".into()));
-    let flow_budget = opts.time_limit.mul_f64(0.1).min(Duration::from_secs(20));
-    let bounds = certified_bounds(inst, flow_budget)?;
-    let bound = bounds.bandwidth.as_ref().map(|b| b + &bounds.latency);
+    let Gathered { best, mut entries, limit_reached, spread_error, unverified, .. } = found;
+    let (chosen, schedule, cost) =
+        best.ok_or_else(|| spread_error.unwrap_or_else(|| Error::infeasible(format!("no contention-free {} schedule was found for this instance", c.kind))))?;
+    entries.sort_by(|a, b| a.rank_ns().total_cmp(&b.rank_ns()));
     let gap = bound.as_ref().and_then(|b| q_to_f64(&(to_checker(&cost.time_ns()) / b))).map(|r| r - 1.0);
     let bandwidth_optimal = bounds.bandwidth.as_ref().is_some_and(|b| &to_checker(&cost.bandwidth_ns()) == b);
     Ok(Answer {
@@ -272,7 +394,8 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
         event_ns: chosen.event_ns,
         bandwidth_optimal,
         entries,
-        limit_reached: found.limit_reached,
+        limit_reached,
+        unverified,
     })
 }
 
@@ -289,7 +412,7 @@ fn fewest_steps(inst: &Instance, opts: &SynthOptions, objective: Objective, foun
     }
     found.limit_reached |= matches!(report.status, SynthStatus::LimitReached);
     if let Some(s) = report.schedule.clone() {
-        found.candidates.push((Candidate::FewestSteps, s));
+        found.offer(Candidate::FewestSteps, s, progress)?;
     }
     Ok(report)
 }
@@ -304,38 +427,69 @@ fn time_expanded_routing(
     found: &mut Gathered,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<()> {
-    let mut note = |m: &str| progress(&Progress::Trying(m.to_string()));
-    let sweep = routing::candidates(t, c, counts, deadline, &mut note)?;
+    let sweep = {
+        let mut note = |m: &str| progress(&Progress::Trying(m.to_string()));
+        routing::candidates(t, c, counts, deadline, &mut note)?
+    };
     found.limit_reached |= sweep.cut_short;
     for r in sweep.found {
         let candidate = Candidate::TimeExpandedRouting { pieces: r.pieces, horizon: r.params.steps };
-        found.candidates.push((candidate, schedule(t, &r.collective, r.steps, "time-expanded")));
+        found.offer(candidate, schedule(t, &r.collective, r.steps, "time-expanded"), progress)?;
+    }
+    Ok(())
+}
+
+/// The layered trees (all_gather, reduce_scatter, all_reduce) at the piece counts derived from
+/// the topology ([`trees::piece_counts`]) or the spec's, coarsest first, finer ones while the
+/// schedule stays below [`MAX_TREE_PIECE_HOPS`], time remains and the best is not good enough.
+fn layered_trees(inst: &Instance, deadline: Instant, found: &mut Gathered, progress: &mut dyn FnMut(&Progress)) -> Result<()> {
+    let (t, c) = (&inst.topology, &inst.collective);
+    let counts = if inst.pieces_given { vec![c.pieces] } else { trees::piece_counts(t) };
+    for (i, pieces) in counts.into_iter().enumerate() {
+        if i > 0 && (found.good_enough() || tree_piece_hops(c, pieces) > MAX_TREE_PIECE_HOPS) {
+            break;
+        }
+        if Instant::now() >= deadline {
+            found.limit_reached = true;
+            break;
+        }
+        let candidate = Candidate::LayeredTrees { pieces };
+        progress(&Progress::Trying(candidate.to_string()));
+        let cp = Collective::new(c.kind, c.ranks.clone(), c.bytes_per_rank, pieces, None, t)?;
+        match trees::tree_steps(t, &cp, deadline)? {
+            Some(layered) => {
+                found.limit_reached |= layered.cut_short;
+                found.offer(candidate, schedule(t, &cp, layered.steps, "layered trees"), progress)?;
+            }
+            None => found.limit_reached = true,
+        }
     }
     Ok(())
 }
 
 /// The hand-written schedules that fit a torus: HalfRing+DimRotation, MATE and MATEe for
 /// all_to_all; for the other kinds the rings by dimension (folding around a failed cable), the
-/// baseline spreading must beat or match. Those that do not fit the faults are left out.
-fn hand_written(t: &Topology, c: &Collective, found: &mut Gathered) {
-    let mut add = |h: HandWritten, s: Result<Schedule>| {
-        if let Ok(s) = s {
-            found.candidates.push((Candidate::HandWritten(h), s));
-        }
+/// baseline the synthesized ones must beat or match. Those that do not fit the faults are left
+/// out.
+fn hand_written(t: &Topology, c: &Collective, found: &mut Gathered, progress: &mut dyn FnMut(&Progress)) -> Result<()> {
+    let mut add = |h: HandWritten, s: Result<Schedule>| match s {
+        Ok(s) => found.offer(Candidate::HandWritten(h), s, progress),
+        Err(_) => Ok(()),
     };
     if c.kind == CollectiveKind::AllToAll {
         if torus_all_to_all_shape(t, c, "synthesize").is_ok() {
-            add(HandWritten::HalfRingDimRotation, torus_all_to_all(t, c, RingAlgorithm::HalfRing, Scheduler::DimRotation));
+            add(HandWritten::HalfRingDimRotation, torus_all_to_all(t, c, RingAlgorithm::HalfRing, Scheduler::DimRotation))?;
             if !t.down_links().is_empty() {
-                add(HandWritten::Matee, torus_mate(t, c, true));
-                add(HandWritten::Mate, torus_mate(t, c, false));
+                add(HandWritten::Matee, torus_mate(t, c, true))?;
+                add(HandWritten::Mate, torus_mate(t, c, false))?;
             }
         }
     } else if t.torus_shape().is_some() {
         for algorithm in [RingAlgorithm::HalfRing, RingAlgorithm::Ring] {
-            add(HandWritten::RingsByDimension(algorithm), torus_ring_collective(t, c, algorithm));
+            add(HandWritten::RingsByDimension(algorithm), torus_ring_collective(t, c, algorithm))?;
         }
     }
+    Ok(())
 }
 
 /// Spreading trees for the gathering and reducing kinds: finer pieces one per transfer, then the
@@ -347,11 +501,14 @@ fn spreading_trees(t: &Topology, c: &Collective, counts: &[u32], deadline: Insta
             found.limit_reached = true;
             break;
         }
+        if found.good_enough() {
+            break;
+        }
         let candidate = Candidate::SpreadingTrees { pieces, per_transfer };
         progress(&Progress::Trying(candidate.to_string()));
         let cp = Collective::new(c.kind, c.ranks.clone(), c.bytes_per_rank, pieces, c.block_bytes.clone(), t)?;
         match spreading::spread_steps(t, &cp, per_transfer, deadline) {
-            Ok(Some(steps)) => found.candidates.push((candidate, schedule(t, &cp, steps, "spreading"))),
+            Ok(Some(steps)) => found.offer(candidate, schedule(t, &cp, steps, "spreading"), progress)?,
             Ok(None) => found.limit_reached = true,
             Err(e) => {
                 found.spread_error = Some(e);
@@ -366,63 +523,16 @@ fn spreading_trees(t: &Topology, c: &Collective, counts: &[u32], deadline: Insta
 fn route_and_step(t: &Topology, c: &Collective, found: &mut Gathered, progress: &mut dyn FnMut(&Progress)) -> Result<()> {
     progress(&Progress::Trying("fat-tree route-and-step candidates".into()));
     match switched::fat_tree_candidates(t, c) {
-        Ok(list) => found.candidates.extend(list.into_iter().map(|(m, s)| (Candidate::Switched(m), s))),
+        Ok(list) => {
+            for (m, s) in list {
+                found.offer(Candidate::Switched(m), s, progress)?;
+            }
+        }
         // Other candidates may remain; with none, the caller's error says so.
-        Err(e) if found.candidates.is_empty() => return Err(e),
+        Err(e) if found.best.is_none() => return Err(e),
         Err(_) => {}
     }
     Ok(())
-}
-
-/// What [`choose`] keeps: the chosen candidate, its schedule and cost, and every verified entry.
-struct Choice {
-    chosen: Entry,
-    schedule: Schedule,
-    cost: SyncCost,
-    entries: Vec<Entry>,
-}
-
-/// The chosen schedule and every verified candidate, fastest first: each candidate is verified
-/// and priced (event-driven on switched networks); the time objective keeps the fastest, the
-/// steps objective the first (the fewest-steps search's).
-fn choose(inst: &Instance, objective: Objective, candidates: Vec<(Candidate, Schedule)>, progress: &mut dyn FnMut(&Progress)) -> Result<Option<Choice>> {
-    let switched = inst.topology.num_switches() > 0;
-    let mut best: Option<(Entry, Schedule, SyncCost)> = None;
-    let mut entries = Vec::new();
-    for (candidate, s) in candidates {
-        // An npu outside the group runs no program, so a candidate that stores and forwards
-        // there cannot be lowered (rule 6); the time objective has others that route through.
-        if objective == Objective::Time && relay_outside_group(&s).is_some() {
-            continue;
-        }
-        // A spec that fixes `pieces` is answered in those pieces (hand-written generators choose
-        // their own).
-        if inst.pieces_given && s.header.collective.pieces != inst.collective.pieces {
-            continue;
-        }
-        progress(&Progress::Trying(format!("verifying {candidate}")));
-        let r = verify_schedule(&s, &VerifyOptions::default())?;
-        if !r.is_valid() {
-            if candidate.is_synthesized() {
-                return Err(Error::internal(format!("synthesis ({candidate}): the schedule fails verification: {:?}", r.findings.failures().first())));
-            }
-            continue;
-        }
-        let cost = r.cost.expect("verification computes the cost");
-        let event_ns = if switched { Some(event_cost(&s, false)?.time_ns) } else { None };
-        let sccl = sccl_coordinates(&s).ok();
-        let entry = Entry { candidate, pieces: s.header.collective.pieces, steps: s.steps.len(), time_ns: to_f64(&cost.time_ns()), event_ns, sccl };
-        entries.push(entry.clone());
-        let better = match &best {
-            None => true,
-            Some((b, _, _)) => objective == Objective::Time && entry.rank_ns() < b.rank_ns(),
-        };
-        if better {
-            best = Some((entry, s, cost));
-        }
-    }
-    entries.sort_by(|a, b| a.rank_ns().total_cmp(&b.rank_ns()));
-    Ok(best.map(|(chosen, schedule, cost)| Choice { chosen, schedule, cost, entries }))
 }
 
 /// The first npu outside the collective's group that a transfer of `s` starts or ends at: such
