@@ -1,6 +1,6 @@
 //! Benchmark: the layered trees of `synth::trees` for 8 MiB all_gather, reduce_scatter and
 //! all_reduce at 32 GB/s and 100 ns per link, on 4x4x4 and 8x8x8 tori, healthy and with the cable
-//! (0,0,0)-(1,0,0) down, at every piece count the portfolio tries (`trees::piece_counts`).
+//! (0,0,0)-(1,0,0) down, at every piece count the portfolio tries (`collsched::tree_piece_counts`).
 //!
 //! ```text
 //! cargo run --release --example trees_bench -- [DIMS FAULTS KIND]
@@ -15,15 +15,10 @@
 //! the command line instead: `/usr/bin/time -v collsched synthesize --torus 16x16x16 --fail
 //! "(0,0,0)-(1,0,0)" --collective all_reduce --bytes 8MiB --time-limit 280`.
 
-use collsched::bounds::certified::certified_bounds_ns;
-use collsched::collective::{Collective, CollectiveKind};
-use collsched::cost::SyncMeter;
-use collsched::error::{Error, Result};
-use collsched::schedule::{Schedule, ScheduleHeader};
-use collsched::spec::Spec;
-use collsched::synth::trees::{piece_counts, tree_steps};
-use collsched::units::to_f64;
-use collsched::verify::{verify_schedule, VerifyOptions};
+use collsched::{
+    certified_bounds_ns, to_f64, tree_piece_counts as piece_counts, tree_steps, verify_schedule, Collective, CollectiveKind, Error, Result, Schedule,
+    ScheduleHeader, Spec, SyncMeter, VerifyOptions,
+};
 use std::time::{Duration, Instant};
 
 const FAULT: &str = r#"{"cables": [[[0,0,0],[1,0,0]]]}"#;

@@ -78,7 +78,7 @@ pub use bounds::flow::{flow_bound, FlowBound, FlowOptions};
 pub use bounds::{bounds, Bounds};
 pub use cli::{run as run_cli, Cli};
 pub use collective::{Collective, CollectiveKind, PieceId};
-pub use cost::{event_cost, EventCost, SyncCost};
+pub use cost::{event_cost, EventCost, SyncCost, SyncMeter};
 pub use error::{Error, ExitCode, Result};
 pub use export::sccl::{import_sccl, parse_sccl, sccl_algorithm, sccl_coordinates, sccl_json, sccl_problems, ScclAlgorithm};
 pub use export::{chakra_traces, check_reader_rules, check_xml, decode_chakra, import_msccl, msccl_xml, write_chakra, Buffering, MscclOptions, XmlReport};
@@ -91,6 +91,7 @@ pub use sweep::{ClassStatus, FaultFamily, MemberCheck, Plan as SweepPlan, SweepE
 pub use synth::portfolio::{synthesize, Answer, Candidate, HandWritten, Objective};
 pub use synth::spreading::spread_steps;
 pub use synth::switched::fat_tree_candidates;
+pub use synth::trees::{piece_counts as tree_piece_counts, tree_steps, Layered};
 pub use synth::{fewest_steps_exact_with, steps_lower_bound, synthesize_steps, Progress, SynthOptions, SynthReport, SynthStatus};
 pub use topology::astra::parse as parse_astra;
 pub use topology::{custom, fat_tree, shape_json, torus, FatTreeParams, FaultPattern, LinkId, NodeId, Topology, TorusParams};

@@ -125,11 +125,6 @@ pub fn single_hop_distances(t: &Topology, stores: &[bool], from: NodeId) -> Vec<
     dist
 }
 
-/// Shortest latencies (links plus switches) from `from`, as exact rationals.
-pub fn latency_distances(t: &Topology, from: NodeId) -> Vec<Option<Rational>> {
-    LatencyMetric::new(t).distances(t, from)
-}
-
 /// The exact latencies of a topology's links and switches over one common denominator, so that
 /// the shortest-path searches from every rank (which the bounds run) add integers, not fractions.
 pub struct LatencyMetric {
