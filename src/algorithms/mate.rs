@@ -118,7 +118,24 @@ pub fn torus_mate(topology: &Topology, collective: &Collective, enhanced: bool) 
         }
     }
 
-    let rings: Vec<serde_json::Value> = torus
+    let rings = faulty_rings_json(&torus, &choice, q);
+    let meta = serde_json::json!({
+        "algorithm": "halfring",
+        "scheduler": name,
+        "chunks": chunks,
+        "pieces": pieces,
+        "parts_per_chunk": q,
+        "faulty_rings": rings,
+        "acceleration_groups": torus.groups,
+    });
+    Ok(Schedule { header: ScheduleHeader { topology: topology.clone(), collective: coll, meta: Some(meta) }, steps })
+}
+
+/// The schedule's `meta.faulty_rings`: per faulty ring its nodes and failed cables, the share of
+/// parts it keeps on its own ring (and the share the bandwidth terms aim at), and where the
+/// acceleration phases send the rest (folded, over detours through which planes).
+fn faulty_rings_json(torus: &Torus, choice: &Choice, q: usize) -> Vec<serde_json::Value> {
+    torus
         .faulty
         .iter()
         .zip(&choice.splits)
@@ -136,17 +153,7 @@ pub fn torus_mate(topology: &Topology, collective: &Collective, enhanced: bool) 
                 "planes": r.detours.iter().map(|d| serde_json::json!({"dim": d.plane, "up": d.up, "down": d.down})).collect::<Vec<_>>(),
             })
         })
-        .collect();
-    let meta = serde_json::json!({
-        "algorithm": "halfring",
-        "scheduler": name,
-        "chunks": chunks,
-        "pieces": pieces,
-        "parts_per_chunk": q,
-        "faulty_rings": rings,
-        "acceleration_groups": torus.groups,
-    });
-    Ok(Schedule { header: ScheduleHeader { topology: topology.clone(), collective: coll, meta: Some(meta) }, steps })
+        .collect()
 }
 
 /// `table[node * n + d]`: the (source, destination) rank pairs whose pieces sit at `node` and are

@@ -117,8 +117,8 @@ pub enum Command {
         #[arg(short, long, default_value = "out/synthesized.json")]
         output: PathBuf,
         /// `time`: the best step-synchronous time at the spec's size; `steps`: the fewest steps.
-        #[arg(long, default_value = "time", value_parser = ["time", "steps"])]
-        objective: String,
+        #[arg(long, default_value = "time")]
+        objective: crate::synth::portfolio::Objective,
         /// auto, ilp (microlp), smt (z3), or highs (cargo feature `highs`); default the spec's
         /// `method.synthesize.solver` or auto.
         #[arg(long)]
@@ -237,7 +237,7 @@ pub fn run(cli: Cli) -> ExitCode {
         },
         Command::Proof(ProofCommand::Check { paths }) => proof::proof_check(&paths),
         Command::Synthesize { spec, flags, output, objective, solver, time_limit, pareto, json } => match load_spec(spec.as_deref(), &flags) {
-            Ok(Some(spec)) => synth::synthesize(&spec, &output, &objective, solver, time_limit, pareto, json),
+            Ok(Some(spec)) => synth::synthesize(&spec, &output, objective, solver, time_limit, pareto, json),
             Ok(None) => Ok(ExitCode::Ok),
             Err(e) => Err(e),
         },

@@ -41,7 +41,7 @@ pub(super) fn options(spec: &Spec, solver: Option<Solver>, time_limit: Option<f6
 pub fn synthesize(
     spec: &Spec,
     output: &Path,
-    objective: &str,
+    objective: Objective,
     solver: Option<Solver>,
     time_limit: Option<f64>,
     pareto: bool,
@@ -49,7 +49,6 @@ pub fn synthesize(
 ) -> Result<ExitCode> {
     let opts = options(spec, solver, time_limit)?;
     let inst = spec.instance()?;
-    let objective = if objective == "steps" { Objective::Steps } else { Objective::Time };
     let bar = super::progress::Bar::spinner("synthesize");
     let mut progress = |p: &Progress| {
         bar.set_message(match p {
@@ -60,18 +59,11 @@ pub fn synthesize(
     let answer = portfolio::synthesize(&inst, &opts, objective, &mut progress);
     bar.finish();
     let mut answer = answer?;
-    let steps_status = answer.steps_report.as_ref().map(|report| match (&report.status, report.gap()) {
-        (SynthStatus::Optimal { certified: true }, _) => "optimal (certified)".to_string(),
-        (SynthStatus::Optimal { certified: false }, _) => "optimal (solver-attested)".to_string(),
-        (SynthStatus::LimitReached, g) => format!("time limit reached, gap {:.1}%", 100.0 * g.unwrap_or(f64::NAN)),
-        (_, g) => format!("gap {:.1}% to the certified steps bound", 100.0 * g.unwrap_or(f64::NAN)),
-    });
-    let (name, cost, gap, optimal_bw) = (&answer.chosen, &answer.cost, answer.gap, answer.bandwidth_optimal);
+    let steps_status = steps_status(&answer);
     // The schedule moves out of the answer: at pod scale a copy would take gigabytes.
     let steps = std::mem::take(&mut answer.schedule.steps);
     let mut schedule = crate::schedule::Schedule { header: answer.schedule.header.clone(), steps };
-    let note = json!({"objective": if objective == Objective::Time { "time" } else { "steps" }, "chosen": name, "steps_status": steps_status,
-                      "gap_to_certified_bound": gap});
+    let note = json!({"objective": objective.name(), "chosen": answer.chosen, "steps_status": steps_status, "gap_to_certified_bound": answer.gap});
     match schedule.header.meta.as_mut().and_then(|m| m.as_object_mut()) {
         Some(meta) => {
             meta.insert("synthesis".into(), note);
@@ -79,74 +71,103 @@ pub fn synthesize(
         None => schedule.header.meta = Some(json!({ "synthesis": note })),
     }
     crate::schedule::write_schedule_file(output, &schedule)?;
-    let limit = answer.limit_reached;
-    let front = answer.pareto();
     if json_out {
-        let entry = |e: &portfolio::Entry| {
-            let sccl = e.sccl.as_ref().map(|c| json!({"steps": c.steps, "rounds": c.rounds, "chunks": c.chunks}));
-            json!({"name": e.candidate, "method": e.candidate.method(), "pieces": e.pieces, "steps": e.steps, "time_ns": e.time_ns, "event_driven_ns": e.event_ns, "sccl": sccl})
-        };
-        let mut out = json!({"output": output, "chosen": name, "steps": schedule.steps.len(), "pieces": schedule.header.collective.pieces,
-               "steps_lower_bound": answer.steps_report.as_ref().map(|r| r.steps_lower_bound), "steps_status": steps_status,
-               "time_ns": to_f64(&cost.time_ns()), "bandwidth_term_ns": to_f64(&cost.bandwidth_ns()), "event_driven_ns": answer.event_ns,
-               "bound_ns": answer.bound_ns, "gap_to_certified_bound": gap, "bandwidth_optimal_certified": optimal_bw, "limit_reached": limit,
-               "verified": answer.unverified.is_none()});
-        if pareto {
-            out["pareto"] = front.iter().map(|e| entry(e)).collect();
-            out["candidates"] = answer.entries.iter().map(entry).collect();
-        }
-        println!("{out}");
+        print_json(output, &schedule, &answer, steps_status.as_deref(), pareto);
     } else {
-        println!("wrote {}: {name}, {} steps, {} piece(s) per block", output.display(), schedule.steps.len(), schedule.header.collective.pieces);
-        match (&answer.steps_report, &steps_status) {
-            (Some(r), Some(status)) => {
-                let found = r.steps_found.map_or("none".to_string(), |s| s.to_string());
-                println!("fewest steps: bound {} steps, found {found}: {status}", r.steps_lower_bound)
-            }
-            _ => println!(
-                "fewest steps: not searched ({} is synthesized by layered trees, spreading trees and route-and-step candidates)",
-                schedule.header.collective.kind
-            ),
-        }
-        println!(
-            "step-synchronous time {} (bandwidth term {}); {}",
-            format_ns(to_f64(&cost.time_ns())),
-            format_ns(to_f64(&cost.bandwidth_ns())),
-            match (gap, answer.bound_ns) {
-                (Some(g), Some(b)) => format!(
-                    "{:.2}% above the certified bandwidth bound plus the latency bound ({}){}",
-                    100.0 * g,
-                    format_ns(b),
-                    if optimal_bw { " (bandwidth-optimal, certified)" } else { "" }
-                ),
-                _ => "no certified bandwidth bound for this collective kind".into(),
-            }
-        );
-        if let (Some(ev), Some(b)) = (answer.event_ns, answer.bound_ns) {
-            println!(
-                "event-driven time {} (what ranks that pipeline their steps approach; it chose the schedule): {:.2}% above the same bound, which is proven for the step-synchronous model only",
-                format_ns(ev),
-                100.0 * (ev / b - 1.0)
-            );
-        }
-        if let Some(why) = &answer.unverified {
-            println!("not verified before writing ({why}); priced by the step-synchronous cost alone: run `collsched verify` on the file");
-        }
-        if limit {
-            println!("time limit reached before the search finished: the best schedule found is written (exit 4)");
-        }
-        if pareto {
-            println!("steps/time trade-off (verified candidates; * = not beaten in both steps and time):");
-            println!("| steps | pieces per block | step-synchronous time | event-driven time | SCCL (steps, rounds, chunks) | candidate |\n|---:|---:|---:|---:|---:|---|");
-            let mut all: Vec<&portfolio::Entry> = answer.entries.iter().collect();
-            all.sort_by(|a, b| a.steps.cmp(&b.steps).then(a.time_ns.total_cmp(&b.time_ns)));
-            for e in all {
-                let star = if front.contains(&e) { " *" } else { "" };
-                let ev = e.event_ns.map_or("-".to_string(), format_ns);
-                let sccl = e.sccl.as_ref().map_or("-".to_string(), |c| format!("({}, {}, {})", c.steps, c.rounds, c.chunks));
-                println!("| {}{star} | {} | {} | {ev} | {sccl} | {} |", e.steps, e.pieces, format_ns(e.time_ns), e.candidate);
-            }
-        }
+        print_text(output, &schedule, &answer, steps_status.as_deref(), pareto);
     }
-    Ok(if limit { ExitCode::LimitReached } else { ExitCode::Ok })
+    Ok(if answer.limit_reached { ExitCode::LimitReached } else { ExitCode::Ok })
+}
+
+/// The fewest-steps search's answer in words.
+fn steps_status(answer: &portfolio::Answer) -> Option<String> {
+    answer.steps_report.as_ref().map(|report| match (&report.status, report.gap()) {
+        (SynthStatus::Optimal { certified: true }, _) => "optimal (certified)".to_string(),
+        (SynthStatus::Optimal { certified: false }, _) => "optimal (solver-attested)".to_string(),
+        (SynthStatus::LimitReached, g) => format!("time limit reached, gap {:.1}%", 100.0 * g.unwrap_or(f64::NAN)),
+        (_, g) => format!("gap {:.1}% to the certified steps bound", 100.0 * g.unwrap_or(f64::NAN)),
+    })
+}
+
+/// The answer as one JSON object (with `--pareto`, the trade-off and every verified candidate).
+fn print_json(output: &Path, schedule: &crate::schedule::Schedule, answer: &portfolio::Answer, steps_status: Option<&str>, pareto: bool) {
+    let entry = |e: &portfolio::Entry| {
+        let sccl = e.sccl.as_ref().map(|c| json!({"steps": c.steps, "rounds": c.rounds, "chunks": c.chunks}));
+        json!({"name": e.candidate, "method": e.candidate.method(), "pieces": e.pieces, "steps": e.steps, "time_ns": e.time_ns, "event_driven_ns": e.event_ns, "sccl": sccl})
+    };
+    let cost = &answer.cost;
+    let mut out = json!({"output": output, "chosen": answer.chosen, "steps": schedule.steps.len(), "pieces": schedule.header.collective.pieces,
+           "steps_lower_bound": answer.steps_report.as_ref().map(|r| r.steps_lower_bound), "steps_status": steps_status,
+           "time_ns": to_f64(&cost.time_ns()), "bandwidth_term_ns": to_f64(&cost.bandwidth_ns()), "event_driven_ns": answer.event_ns,
+           "bound_ns": answer.bound_ns, "gap_to_certified_bound": answer.gap, "bandwidth_optimal_certified": answer.bandwidth_optimal,
+           "limit_reached": answer.limit_reached, "verified": answer.unverified.is_none()});
+    if pareto {
+        out["pareto"] = answer.pareto().into_iter().map(entry).collect();
+        out["candidates"] = answer.entries.iter().map(entry).collect();
+    }
+    println!("{out}");
+}
+
+/// The answer in words: what was written, the fewest-steps search, the time and its gap, and
+/// with `--pareto` the steps/time trade-off as a table.
+fn print_text(output: &Path, schedule: &crate::schedule::Schedule, answer: &portfolio::Answer, steps_status: Option<&str>, pareto: bool) {
+    let (cost, gap) = (&answer.cost, answer.gap);
+    println!("wrote {}: {}, {} steps, {} piece(s) per block", output.display(), answer.chosen, schedule.steps.len(), schedule.header.collective.pieces);
+    match (&answer.steps_report, steps_status) {
+        (Some(r), Some(status)) => {
+            let found = r.steps_found.map_or("none".to_string(), |s| s.to_string());
+            println!("fewest steps: bound {} steps, found {found}: {status}", r.steps_lower_bound)
+        }
+        _ => println!(
+            "fewest steps: not searched ({} is synthesized by layered trees, spreading trees and route-and-step candidates)",
+            schedule.header.collective.kind
+        ),
+    }
+    println!(
+        "step-synchronous time {} (bandwidth term {}); {}",
+        format_ns(to_f64(&cost.time_ns())),
+        format_ns(to_f64(&cost.bandwidth_ns())),
+        match (gap, answer.bound_ns) {
+            (Some(g), Some(b)) => format!(
+                "{:.2}% above the certified bandwidth bound plus the latency bound ({}){}",
+                100.0 * g,
+                format_ns(b),
+                if answer.bandwidth_optimal { " (bandwidth-optimal, certified)" } else { "" }
+            ),
+            _ => "no certified bandwidth bound for this collective kind".into(),
+        }
+    );
+    if let (Some(ev), Some(b)) = (answer.event_ns, answer.bound_ns) {
+        println!(
+            "event-driven time {} (what ranks that pipeline their steps approach; it chose the schedule): {:.2}% above the same bound, which is proven for the step-synchronous model only",
+            format_ns(ev),
+            100.0 * (ev / b - 1.0)
+        );
+    }
+    if let Some(why) = &answer.unverified {
+        println!("not verified before writing ({why}); priced by the step-synchronous cost alone: run `collsched verify` on the file");
+    }
+    if answer.limit_reached {
+        println!("time limit reached before the search finished: the best schedule found is written (exit 4)");
+    }
+    if pareto {
+        print_pareto(answer);
+    }
+}
+
+/// The steps/time trade-off: every verified candidate, those no other beats in both starred.
+fn print_pareto(answer: &portfolio::Answer) {
+    let front = answer.pareto();
+    println!("steps/time trade-off (verified candidates; * = not beaten in both steps and time):");
+    println!(
+        "| steps | pieces per block | step-synchronous time | event-driven time | SCCL (steps, rounds, chunks) | candidate |\n|---:|---:|---:|---:|---:|---|"
+    );
+    let mut all: Vec<&portfolio::Entry> = answer.entries.iter().collect();
+    all.sort_by(|a, b| a.steps.cmp(&b.steps).then(a.time_ns.total_cmp(&b.time_ns)));
+    for e in all {
+        let star = if front.contains(&e) { " *" } else { "" };
+        let ev = e.event_ns.map_or("-".to_string(), format_ns);
+        let sccl = e.sccl.as_ref().map_or("-".to_string(), |c| format!("({}, {}, {})", c.steps, c.rounds, c.chunks));
+        println!("| {}{star} | {} | {} | {ev} | {sccl} | {} |", e.steps, e.pieces, format_ns(e.time_ns), e.candidate);
+    }
 }

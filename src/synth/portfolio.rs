@@ -57,6 +57,28 @@ pub enum Objective {
     Steps,
 }
 
+impl Objective {
+    /// The objective's name on the command line and in a schedule's `meta.synthesis`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Objective::Time => "time",
+            Objective::Steps => "steps",
+        }
+    }
+}
+
+impl std::str::FromStr for Objective {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "time" => Ok(Objective::Time),
+            "steps" => Ok(Objective::Steps),
+            other => Err(format!("`{other}`: expected time or steps")),
+        }
+    }
+}
+
 /// The hand-written schedules the synthesizer weighs its own against (docs/design/ALGORITHMS.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum HandWritten {

@@ -66,96 +66,129 @@ fn parse_lists(text: &str) -> Result<BTreeMap<String, Vec<String>>> {
 
 /// Parses the text of an analytical network file into a topology.
 pub fn parse(text: &str) -> Result<Topology> {
-    let lists = parse_lists(text)?;
-    for key in lists.keys() {
-        if !["topology", "npus_count", "bandwidth", "latency"].contains(&key.as_str()) {
-            return Err(Error::bad(format!("unknown key `{key}` (expected topology, npus_count, bandwidth, latency)")));
+    let net = Network::read(text)?;
+    if net.kinds.iter().all(|&k| k == AstraDim::Ring) {
+        let n = net.dims.len();
+        return torus(&TorusParams { dims: net.dims, wrap: vec![true; n], bandwidth_gbps: net.bandwidth, latency_ns: net.latency });
+    }
+    net.build()
+}
+
+/// The four lists of a network file, checked: one kind, npu count, bandwidth and latency per
+/// dimension.
+struct Network {
+    kinds: Vec<AstraDim>,
+    dims: Vec<usize>,
+    bandwidth: Vec<f64>,
+    latency: Vec<f64>,
+}
+
+impl Network {
+    /// Reads and checks the lists (every error names the key and the value).
+    fn read(text: &str) -> Result<Network> {
+        let lists = parse_lists(text)?;
+        for key in lists.keys() {
+            if !["topology", "npus_count", "bandwidth", "latency"].contains(&key.as_str()) {
+                return Err(Error::bad(format!("unknown key `{key}` (expected topology, npus_count, bandwidth, latency)")));
+            }
         }
-    }
-    let get = |k: &str| lists.get(k).ok_or_else(|| Error::bad(format!("missing key `{k}`")));
-    let kinds: Vec<AstraDim> = get("topology")?
-        .iter()
-        .map(|s| match s.as_str() {
-            "Ring" => Ok(AstraDim::Ring),
-            "FullyConnected" => Ok(AstraDim::FullyConnected),
-            "Switch" => Ok(AstraDim::Switch),
-            other => Err(Error::bad(format!("topology: `{other}`: expected Ring, FullyConnected or Switch"))),
-        })
-        .collect::<Result<_>>()?;
-    let nums =
-        |k: &str| -> Result<Vec<f64>> { get(k)?.iter().map(|s| s.parse::<f64>().map_err(|_| Error::bad(format!("{k}: `{s}` is not a number")))).collect() };
-    let counts = nums("npus_count")?;
-    let bw = nums("bandwidth")?;
-    let lat = nums("latency")?;
-    let n = kinds.len();
-    if n == 0 {
-        return Err(Error::bad("topology: [] has no dimension"));
-    }
-    for (k, len) in [("npus_count", counts.len()), ("bandwidth", bw.len()), ("latency", lat.len())] {
-        if len != n {
-            return Err(Error::bad(format!("{k} has {len} values but topology has {n}: the lists must have equal length")));
+        let get = |k: &str| lists.get(k).ok_or_else(|| Error::bad(format!("missing key `{k}`")));
+        let kinds: Vec<AstraDim> = get("topology")?
+            .iter()
+            .map(|s| match s.as_str() {
+                "Ring" => Ok(AstraDim::Ring),
+                "FullyConnected" => Ok(AstraDim::FullyConnected),
+                "Switch" => Ok(AstraDim::Switch),
+                other => Err(Error::bad(format!("topology: `{other}`: expected Ring, FullyConnected or Switch"))),
+            })
+            .collect::<Result<_>>()?;
+        let nums =
+            |k: &str| -> Result<Vec<f64>> { get(k)?.iter().map(|s| s.parse::<f64>().map_err(|_| Error::bad(format!("{k}: `{s}` is not a number")))).collect() };
+        let counts = nums("npus_count")?;
+        let bw = nums("bandwidth")?;
+        let lat = nums("latency")?;
+        let n = kinds.len();
+        if n == 0 {
+            return Err(Error::bad("topology: [] has no dimension"));
         }
+        for (k, len) in [("npus_count", counts.len()), ("bandwidth", bw.len()), ("latency", lat.len())] {
+            if len != n {
+                return Err(Error::bad(format!("{k} has {len} values but topology has {n}: the lists must have equal length")));
+            }
+        }
+        let dims: Vec<usize> = counts
+            .iter()
+            .enumerate()
+            .map(
+                |(i, &c)| {
+                    if c >= 1.0 && c.fract() == 0.0 {
+                        Ok(c as usize)
+                    } else {
+                        Err(Error::bad(format!("npus_count[{i}] = {c}: must be a positive integer")))
+                    }
+                },
+            )
+            .collect::<Result<_>>()?;
+        Ok(Network { kinds, dims, bandwidth: bw, latency: lat })
     }
-    let dims: Vec<usize> = counts
-        .iter()
-        .enumerate()
-        .map(
-            |(i, &c)| if c >= 1.0 && c.fract() == 0.0 { Ok(c as usize) } else { Err(Error::bad(format!("npus_count[{i}] = {c}: must be a positive integer"))) },
-        )
-        .collect::<Result<_>>()?;
-    if kinds.iter().all(|&k| k == AstraDim::Ring) {
-        return torus(&TorusParams { dims, wrap: vec![true; n], bandwidth_gbps: bw, latency_ns: lat });
-    }
-    let shape = TorusShape { dims: dims.clone(), wrap: vec![true; n] };
-    let total: usize = dims.iter().product();
-    if total > 1 << 20 {
-        return Err(Error::bad(format!("npus_count = {dims:?}: more than 1048576 npus")));
-    }
-    let mut b = TopologyBuilder::new();
-    for id in 0..total {
-        b.node(NodeKind::Npu, TorusShape::name(&shape.coord(NodeId(id as u32))));
-    }
-    for (dim, &kind) in kinds.iter().enumerate() {
-        let class = |positive| LinkClass::TorusDim { dim: dim as u8, positive };
-        let lines: Vec<NodeId> = (0..total as u32).map(NodeId).filter(|&v| shape.coord_in(v, dim) == 0).collect();
-        for first in lines {
-            let line = shape.line(first, dim);
-            match kind {
-                AstraDim::Ring => {
-                    for &v in &line {
-                        if let Some(w) = shape.neighbor(v, dim, true) {
-                            if shape.coord_in(w, dim) != 0 || line.len() > 2 {
+
+    /// The topology of a network with at least one fully connected or switched dimension: npus
+    /// on the grid of `dims`, each dimension's lines joined as a ring, a full mesh, or through
+    /// one switch per line.
+    fn build(self) -> Result<Topology> {
+        let Network { kinds, dims, bandwidth: bw, latency: lat } = self;
+        let n = dims.len();
+        let shape = TorusShape { dims: dims.clone(), wrap: vec![true; n] };
+        let total: usize = dims.iter().product();
+        if total > 1 << 20 {
+            return Err(Error::bad(format!("npus_count = {dims:?}: more than 1048576 npus")));
+        }
+        let mut b = TopologyBuilder::new();
+        for id in 0..total {
+            b.node(NodeKind::Npu, TorusShape::name(&shape.coord(NodeId(id as u32))));
+        }
+        for (dim, &kind) in kinds.iter().enumerate() {
+            let class = |positive| LinkClass::TorusDim { dim: dim as u8, positive };
+            let lines: Vec<NodeId> = (0..total as u32).map(NodeId).filter(|&v| shape.coord_in(v, dim) == 0).collect();
+            for first in lines {
+                let line = shape.line(first, dim);
+                match kind {
+                    AstraDim::Ring => {
+                        for &v in &line {
+                            if let Some(w) = shape.neighbor(v, dim, true) {
+                                if shape.coord_in(w, dim) != 0 || line.len() > 2 {
+                                    b.cable(v, w, bw[dim], lat[dim], class(true), class(false));
+                                }
+                            }
+                        }
+                    }
+                    AstraDim::FullyConnected => {
+                        for (i, &v) in line.iter().enumerate() {
+                            for &w in &line[i + 1..] {
                                 b.cable(v, w, bw[dim], lat[dim], class(true), class(false));
                             }
                         }
                     }
+                    AstraDim::Switch => {}
                 }
-                AstraDim::FullyConnected => {
-                    for (i, &v) in line.iter().enumerate() {
-                        for &w in &line[i + 1..] {
-                            b.cable(v, w, bw[dim], lat[dim], class(true), class(false));
-                        }
-                    }
-                }
-                AstraDim::Switch => {}
             }
         }
-    }
-    let mut switch_lines = Vec::new();
-    for (dim, &kind) in kinds.iter().enumerate() {
-        if kind == AstraDim::Switch {
-            for first in (0..total as u32).map(NodeId).filter(|&v| shape.coord_in(v, dim) == 0) {
-                let s = b.node(NodeKind::Switch, format!("switch{dim}{}", TorusShape::name(&shape.coord(first))));
-                switch_lines.push((dim, first, s));
+        let mut switch_lines = Vec::new();
+        for (dim, &kind) in kinds.iter().enumerate() {
+            if kind == AstraDim::Switch {
+                for first in (0..total as u32).map(NodeId).filter(|&v| shape.coord_in(v, dim) == 0) {
+                    let s = b.node(NodeKind::Switch, format!("switch{dim}{}", TorusShape::name(&shape.coord(first))));
+                    switch_lines.push((dim, first, s));
+                }
             }
         }
-    }
-    for (dim, first, s) in switch_lines {
-        for v in shape.line(first, dim) {
-            b.cable(v, s, bw[dim], lat[dim], LinkClass::Tier { tier: dim as u8, up: true }, LinkClass::Tier { tier: dim as u8, up: false });
+        for (dim, first, s) in switch_lines {
+            for v in shape.line(first, dim) {
+                b.cable(v, s, bw[dim], lat[dim], LinkClass::Tier { tier: dim as u8, up: true }, LinkClass::Tier { tier: dim as u8, up: false });
+            }
         }
+        b.build(Shape::Custom, 0.0)
     }
-    b.build(Shape::Custom, 0.0)
 }
 
 /// Loads an analytical network file.
