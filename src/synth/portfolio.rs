@@ -30,10 +30,10 @@ use super::switched::SwitchedMethod;
 use super::{routing, spreading, switched};
 use super::{Progress, SynthOptions};
 use crate::algorithms::{torus_all_to_all, torus_all_to_all_shape, torus_mate, torus_ring_collective, RingAlgorithm, Scheduler};
-use crate::bounds::certified::{certified_bounds, q_to_f64};
+use crate::bounds::certified::{certified_bounds, q_to_f64, CertifiedBounds};
 use crate::collective::{Collective, CollectiveKind};
 use crate::cost::event_cost;
-use crate::cost::SyncCost;
+use crate::cost::{SyncCost, SyncMeter};
 use crate::error::{Error, Result};
 use crate::export::sccl::{sccl_coordinates, ScclCoordinates};
 use crate::schedule::{Schedule, ScheduleHeader, Step};
@@ -223,8 +223,8 @@ struct Gathered {
 
 /// Synthesizes for `objective` within `opts.time_limit`: the fewest-steps search gets up to half
 /// of it under the time objective, the other searches run until 80% of it, and the verification
-/// of the candidates and the certified bound (its flow part given a tenth of the limit, at most
-/// 20 s) take the rest.
+/// of the candidates takes the rest; the certified bound (its flow part given a tenth of the
+/// limit, at most 20 s) is derived on a second thread meanwhile.
 ///
 /// Errors: bad input; [`Error::infeasible`] when the faults cut a rank off or nothing was found.
 pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, progress: &mut dyn FnMut(&Progress)) -> Result<Answer> {
@@ -234,6 +234,49 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
     let deadline = started + opts.time_limit.mul_f64(0.8);
     let (t, c) = (&inst.topology, &inst.collective);
     t.check_connected(&c.ranks).map_err(|e| Error::infeasible(e.message().to_string()))?;
+    // The certified bounds depend on the instance alone: derived beside the searches (on an 8x8x8
+    // torus with a failed cable they take 13 s of a 60 s limit).
+    let flow_budget = opts.time_limit.mul_f64(0.1).min(Duration::from_secs(20));
+    std::thread::scope(|scope| {
+        let bounds = scope.spawn(|| certified_bounds(inst, flow_budget));
+        let answer = search_and_choose(inst, opts, objective, deadline, progress)?;
+        let bounds = bounds.join().map_err(|_| Error::internal("the certified bounds panicked"))??;
+        Ok(answer.priced(&bounds))
+    })
+}
+
+/// What the searches found and [`choose`] kept, before it is priced against the certified bounds.
+struct Searched {
+    steps_report: Option<SynthReport>,
+    choice: Choice,
+    limit_reached: bool,
+}
+
+impl Searched {
+    /// The answer, with its gap to `bounds` (bandwidth plus latency).
+    fn priced(self, bounds: &CertifiedBounds) -> Answer {
+        let Choice { chosen, schedule, cost, entries, .. } = self.choice;
+        let bound = bounds.bandwidth.as_ref().map(|b| b + &bounds.latency);
+        let gap = bound.as_ref().and_then(|b| q_to_f64(&(to_checker(&cost.time_ns()) / b))).map(|r| r - 1.0);
+        let bandwidth_optimal = bounds.bandwidth.as_ref().is_some_and(|b| &to_checker(&cost.bandwidth_ns()) == b);
+        Answer {
+            steps_report: self.steps_report,
+            chosen: chosen.candidate,
+            schedule,
+            cost,
+            bound_ns: bound.as_ref().and_then(q_to_f64),
+            gap,
+            event_ns: chosen.event_ns,
+            bandwidth_optimal,
+            entries,
+            limit_reached: self.limit_reached,
+        }
+    }
+}
+
+/// Every search the instance admits, then the choice among their verified candidates.
+fn search_and_choose(inst: &Instance, opts: &SynthOptions, objective: Objective, deadline: Instant, progress: &mut dyn FnMut(&Progress)) -> Result<Searched> {
+    let (t, c) = (&inst.topology, &inst.collective);
     let mut found = Gathered { candidates: Vec::new(), limit_reached: false, spread_error: None };
     let steps_report = if c.kind == CollectiveKind::AllToAll || objective == Objective::Steps {
         Some(fewest_steps(inst, opts, objective, &mut found, progress)?)
@@ -242,10 +285,15 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
     };
     if objective == Objective::Time {
         let counts: Vec<u32> = if inst.pieces_given { vec![c.pieces] } else { PIECE_COUNTS.to_vec() };
+        // The hand-written schedules are built first, so that the routing's deadline covers
+        // their time too, and listed after the routing's (the order breaks ties in [`choose`]).
+        let before = found.candidates.len();
+        hand_written(t, c, &mut found);
+        let hand: Vec<_> = found.candidates.drain(before..).collect();
         if c.kind == CollectiveKind::AllToAll {
             time_expanded_routing(t, c, &counts, deadline, &mut found, progress)?;
         }
-        hand_written(t, c, &mut found);
+        found.candidates.extend(hand);
         if c.kind != CollectiveKind::AllToAll {
             spreading_trees(t, c, &counts, deadline, &mut found, progress)?;
         }
@@ -253,27 +301,11 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
             route_and_step(t, c, &mut found, progress)?;
         }
     }
-    let Choice { chosen, schedule, cost, entries } = choose(inst, objective, found.candidates, progress)?.ok_or_else(|| {
+    let choice = choose(inst, objective, found.candidates, deadline, progress)?.ok_or_else(|| {
         found.spread_error.unwrap_or_else(|| Error::infeasible(format!("no contention-free {} schedule was found for this instance", c.kind)))
     })?;
     progress(&Progress::Trying("certified bounds".into()));
-    let flow_budget = opts.time_limit.mul_f64(0.1).min(Duration::from_secs(20));
-    let bounds = certified_bounds(inst, flow_budget)?;
-    let bound = bounds.bandwidth.as_ref().map(|b| b + &bounds.latency);
-    let gap = bound.as_ref().and_then(|b| q_to_f64(&(to_checker(&cost.time_ns()) / b))).map(|r| r - 1.0);
-    let bandwidth_optimal = bounds.bandwidth.as_ref().is_some_and(|b| &to_checker(&cost.bandwidth_ns()) == b);
-    Ok(Answer {
-        steps_report,
-        chosen: chosen.candidate,
-        schedule,
-        cost,
-        bound_ns: bound.as_ref().and_then(q_to_f64),
-        gap,
-        event_ns: chosen.event_ns,
-        bandwidth_optimal,
-        entries,
-        limit_reached: found.limit_reached,
-    })
+    Ok(Searched { steps_report, limit_reached: found.limit_reached || choice.skipped, choice })
 }
 
 /// The fewest-steps search (all_to_all, and every kind under the steps objective): half the limit
@@ -380,16 +412,45 @@ struct Choice {
     schedule: Schedule,
     cost: SyncCost,
     entries: Vec<Entry>,
+    /// Candidates left unverified because the deadline had passed and they could not win.
+    skipped: bool,
 }
 
 /// The chosen schedule and every verified candidate, fastest first: each candidate is verified
 /// and priced (event-driven on switched networks); the time objective keeps the fastest, the
 /// steps objective the first (the fewest-steps search's).
-fn choose(inst: &Instance, objective: Objective, candidates: Vec<(Candidate, Schedule)>, progress: &mut dyn FnMut(&Progress)) -> Result<Option<Choice>> {
+///
+/// Under the time objective without switches the rank is the step-synchronous time, which a pass
+/// over the transfers gives without verifying (verifying an 8x8x8 MATEe takes 10 s): the
+/// candidates are verified cheapest first, and once `deadline` has passed, those that cannot beat
+/// the best verified one are left out (`skipped`), so a run near its limit verifies what it
+/// returns and little else.
+fn choose(
+    inst: &Instance,
+    objective: Objective,
+    mut candidates: Vec<(Candidate, Schedule)>,
+    deadline: Instant,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<Option<Choice>> {
     let switched = inst.topology.num_switches() > 0;
+    let by_sync_time = objective == Objective::Time && !switched;
+    let mut cheap: Vec<Option<f64>> = Vec::new();
+    if by_sync_time {
+        let mut priced: Vec<(Option<f64>, (Candidate, Schedule))> = candidates.into_iter().map(|cs| (sync_time_ns(&cs.1), cs)).collect();
+        // Stable: equal times keep the search's order, so the same candidate wins ties as before.
+        priced.sort_by(|a, b| a.0.unwrap_or(f64::INFINITY).total_cmp(&b.0.unwrap_or(f64::INFINITY)));
+        (cheap, candidates) = priced.into_iter().unzip();
+    }
     let mut best: Option<(Entry, Schedule, SyncCost)> = None;
     let mut entries = Vec::new();
-    for (candidate, s) in candidates {
+    let mut skipped = false;
+    for (i, (candidate, s)) in candidates.into_iter().enumerate() {
+        if let (Some(Some(time)), Some((b, _, _))) = (cheap.get(i), &best) {
+            if *time >= b.rank_ns() && Instant::now() >= deadline {
+                skipped = true;
+                continue;
+            }
+        }
         // An npu outside the group runs no program, so a candidate that stores and forwards
         // there cannot be lowered (rule 6); the time objective has others that route through.
         if objective == Objective::Time && relay_outside_group(&s).is_some() {
@@ -422,7 +483,17 @@ fn choose(inst: &Instance, objective: Objective, candidates: Vec<(Candidate, Sch
         }
     }
     entries.sort_by(|a, b| a.rank_ns().total_cmp(&b.rank_ns()));
-    Ok(best.map(|(chosen, schedule, cost)| Choice { chosen, schedule, cost, entries }))
+    Ok(best.map(|(chosen, schedule, cost)| Choice { chosen, schedule, cost, entries, skipped }))
+}
+
+/// The step-synchronous time of a schedule in ns, without verifying it (`None` when its header
+/// does not describe a collective the meter can price).
+fn sync_time_ns(s: &Schedule) -> Option<f64> {
+    let mut meter = SyncMeter::new(&s.header).ok()?;
+    for step in &s.steps {
+        meter.step(step);
+    }
+    Some(to_f64(&meter.finish().time_ns()))
 }
 
 /// The first npu outside the collective's group that a transfer of `s` starts or ends at: such
