@@ -179,7 +179,7 @@ fn search_table(limit: Duration, filter: &str) {
     for (name, t, kind, ranks) in search_instances().into_iter().filter(|(name, ..)| name.contains(filter)) {
         let c = Collective::new(kind, ranks, 1 << 20, 1, None, &t).expect("a collective");
         let started = Instant::now();
-        let r = synthesize_steps(&t, &c, &SynthOptions { solver: Solver::Auto, time_limit: limit, max_steps: None }).expect("the search runs");
+        let r = synthesize_steps(&t, &c, &SynthOptions { solver: Solver::Auto, time_limit: limit, ..SynthOptions::default() }).expect("the search runs");
         let seconds = started.elapsed().as_secs_f64();
         let status = match &r.status {
             SynthStatus::Optimal { certified: true } => "optimal (certified)".to_string(),

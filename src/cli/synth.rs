@@ -34,7 +34,7 @@ pub(super) fn options(spec: &Spec, solver: Option<Solver>, time_limit: Option<f6
     if !(secs.is_finite() && secs > 0.0) {
         return Err(Error::bad(format!("{field} = {secs}: must be a positive number of seconds")));
     }
-    Ok(SynthOptions { solver, time_limit: Duration::from_secs_f64(secs), max_steps: None })
+    Ok(SynthOptions { solver, time_limit: Duration::from_secs_f64(secs), max_steps: None, verify_every_candidate: false })
 }
 
 /// Runs the synthesis.
@@ -47,7 +47,7 @@ pub fn synthesize(
     pareto: bool,
     json_out: bool,
 ) -> Result<ExitCode> {
-    let opts = options(spec, solver, time_limit)?;
+    let opts = SynthOptions { verify_every_candidate: pareto, ..options(spec, solver, time_limit)? };
     let inst = spec.instance()?;
     let bar = super::progress::Bar::spinner("synthesize");
     let mut progress = |p: &Progress| {

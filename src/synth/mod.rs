@@ -40,11 +40,15 @@ pub struct SynthOptions {
     pub time_limit: Duration,
     /// Do not return schedules with more steps than this.
     pub max_steps: Option<u32>,
+    /// Verify and list every candidate even once the search's deadline has passed (what the
+    /// steps/time trade-off of `--pareto` needs); otherwise, past the deadline, candidates that
+    /// cannot beat the best verified one are left out.
+    pub verify_every_candidate: bool,
 }
 
 impl Default for SynthOptions {
     fn default() -> Self {
-        SynthOptions { solver: Solver::Auto, time_limit: Duration::from_secs(60), max_steps: None }
+        SynthOptions { solver: Solver::Auto, time_limit: Duration::from_secs(60), max_steps: None, verify_every_candidate: false }
     }
 }
 

@@ -210,7 +210,7 @@ fn a_line_needs_the_solver_or_the_cut() {
     let t = torus_of(&[4], true);
     let c = a2a(&t, 1);
     for solver in exact_solvers() {
-        let r = synthesize_steps(&t, &c, &SynthOptions { solver, time_limit: TEST_LIMIT, max_steps: None }).unwrap();
+        let r = synthesize_steps(&t, &c, &SynthOptions { solver, time_limit: TEST_LIMIT, ..SynthOptions::default() }).unwrap();
         assert_eq!(r.steps_found, Some(4), "{solver:?}");
         assert!(matches!(r.status, SynthStatus::Optimal { .. }));
     }
