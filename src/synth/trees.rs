@@ -26,7 +26,17 @@
 //! (all_reduce, a hop's load counted per direction). A rank with fewer links (at a failed cable)
 //! sends every one of its contributions within the reduce-scatter's steps, so there it is the
 //! bottleneck of both halves of an all_reduce: such instances are near the cut bound of that rank,
-//! not the transmission bound.
+//! not the transmission bound (4x4x4 with a failed cable: 104.6 us, 20.2% above it).
+//!
+//! Two ways out that do not work here (measured on that instance, 24 pieces per block):
+//! pipelining the halves over groups of pieces (the all-gather of one group in the steps of the
+//! next group's reduce-scatter) puts a reduce and a copy on one link in one step, which rule 2 of
+//! docs/design/MODEL.md section 4 forbids (a transfer has one op); splitting those steps took
+//! 229 us. Rooting more pieces at such a rank (its share of the reduce-scatter's sends made equal
+//! per link: about 17.5% of all trees at each of the two ranks) took 224 us: in a shortest-path
+//! tree every neighbour of the root sends to it, so each of its in-links carries every piece it
+//! roots (about 270, more than the 253 per link of a whole balanced half). Either needs trees that are
+//! not shortest-path trees, or transfers that mix ops.
 
 use super::hops::HopGraph;
 use crate::collective::{Collective, CollectiveKind, PieceId};
