@@ -391,14 +391,18 @@ fn base_strategy() -> impl Strategy<Value = Base> {
     ]
 }
 
+/// A runner of `cases` cases and a generator for the mutations, both seeded the same way every
+/// run, so that the tally is the same every time.
+fn seeded(cases: u32) -> (TestRunner, TestRng) {
+    let config = Config { cases, failure_persistence: None, ..Config::default() };
+    let rng = || TestRng::deterministic_rng(proptest::test_runner::RngAlgorithm::ChaCha);
+    (TestRunner::new_with_rng(config, rng()), rng())
+}
+
 #[test]
 fn every_mutant_is_killed_by_its_rule() {
     let tally: RefCell<BTreeMap<Defect, (usize, usize)>> = RefCell::new(BTreeMap::new());
-    let mut runner = TestRunner::new_with_rng(
-        Config { cases: 96, failure_persistence: None, ..Config::default() },
-        TestRng::deterministic_rng(proptest::test_runner::RngAlgorithm::ChaCha),
-    );
-    let mut rng = TestRng::deterministic_rng(proptest::test_runner::RngAlgorithm::ChaCha);
+    let (mut runner, mut rng) = seeded(96);
     let rng_cell = RefCell::new(&mut rng);
     runner
         .run(&base_strategy(), |base| {
@@ -531,11 +535,7 @@ fn mutate_programs(base: &Programs, defect: ProgramDefect, rng: &mut TestRng) ->
 #[test]
 fn every_program_mutant_is_caught_by_rule_6() {
     let tally: RefCell<BTreeMap<ProgramDefect, (usize, usize)>> = RefCell::new(BTreeMap::new());
-    let mut runner = TestRunner::new_with_rng(
-        Config { cases: 64, failure_persistence: None, ..Config::default() },
-        TestRng::deterministic_rng(proptest::test_runner::RngAlgorithm::ChaCha),
-    );
-    let mut rng = TestRng::deterministic_rng(proptest::test_runner::RngAlgorithm::ChaCha);
+    let (mut runner, mut rng) = seeded(64);
     let rng_cell = RefCell::new(&mut rng);
     runner
         .run(&base_strategy(), |base| {
