@@ -343,13 +343,19 @@ impl Gathered<'_> {
 }
 
 impl Gathered<'_> {
+    /// Whether the searches' deadline has passed and candidates may be left out
+    /// ([`SynthOptions::verify_every_candidate`] keeps them all).
+    fn past_deadline(&self) -> bool {
+        !self.verify_every && Instant::now() >= self.deadline
+    }
+
     /// Whether the deadline has passed and `s` cannot beat the best verified candidate. Under the
     /// time objective without switches the rank is the step-synchronous time, which one pass over
     /// the transfers gives without verifying (verifying an 8x8x8 MATEe takes 10 s).
     fn cannot_win_past_deadline(&self, s: &Schedule) -> bool {
         let by_sync_time = self.objective == Objective::Time && self.inst.topology.num_switches() == 0;
         let Some((best, _, _)) = &self.best else { return false };
-        if self.verify_every || !by_sync_time || Instant::now() < self.deadline {
+        if !by_sync_time || !self.past_deadline() {
             return false;
         }
         sync_cost(s).is_ok_and(|c| to_f64(&c.time_ns()) >= best.rank_ns())
@@ -521,7 +527,7 @@ fn layered_trees(inst: &Instance, deadline: Instant, found: &mut Gathered, progr
 fn hand_written(t: &Topology, c: &Collective, found: &mut Gathered, progress: &mut dyn FnMut(&Progress)) -> Result<()> {
     // Past the deadline with an answer in hand, the baselines are not even built (MATEe alone
     // takes tens of seconds on 8x8x8, and the searches' candidates beat it there).
-    if found.best.is_some() && !found.verify_every && Instant::now() >= found.deadline {
+    if found.best.is_some() && found.past_deadline() {
         found.limit_reached = true;
         return Ok(());
     }
