@@ -1,8 +1,10 @@
 //! Schedules: ordered steps of transfers (docs/design/MODEL.md section 3) and the schedule file v1
 //! (docs/design/FORMATS.md), read and written by streaming.
 
+mod fast_step;
 mod read;
 pub mod reverse;
+mod scan;
 mod write;
 
 pub use read::{read_schedule, read_schedule_file, stream_schedule, stream_schedule_file, StepSink};

@@ -1,20 +1,23 @@
 //! The streaming schedule reader.
 //!
-//! The file is parsed straight from a buffered reader; steps are handed to a [`StepSink`] one at
-//! a time as they are parsed, so memory stays proportional to one step plus what the sink keeps.
+//! The file is read through a buffer; each member of its top-level object, and each step, is cut
+//! out as text (`scan`) and parsed from memory. Steps are handed to a [`StepSink`] one at a time
+//! as they are parsed, so memory stays proportional to a few steps plus what the sink keeps.
 //! The header (format, version, topology, collective, meta) normally comes before the steps, as
 //! the writer puts it; a file whose keys come in another order (for example sorted, which puts
 //! `steps` before `topology`) is still read, by holding its steps until the header is complete.
 
+use super::fast_step::parse_step;
+use super::scan::{Pos, ScanError, Scanner};
 use super::{Op, Schedule, ScheduleHeader, Step, Transfer};
 use crate::collective::{Collective, CollectiveKind, PieceId};
 use crate::error::{Error, Result};
 use crate::topology::custom::{custom, CustomLink, CustomNode};
 use crate::topology::{LinkId, NodeId};
-use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::Deserialize;
 use std::fmt;
-use std::io::Read;
+use std::io::{BufRead, Read};
 use std::path::Path;
 
 /// Receives a schedule as it is read: the header once, then every step in order.
@@ -114,32 +117,6 @@ impl<'de> Deserialize<'de> for Step {
 
 const FIELDS: &[&str] = &["format", "version", "topology", "collective", "meta", "steps"];
 
-/// What the reader learns along the way, kept outside serde so that a sink's own error (which
-/// serde can only carry as text) comes back with its kind, and parse errors can name the step.
-struct ReadState<'a> {
-    sink: &'a mut dyn StepSink,
-    failure: Option<Error>,
-    steps_seen: usize,
-    in_steps: bool,
-    header: Option<ScheduleHeader>,
-}
-
-impl ReadState<'_> {
-    fn fail<E: de::Error>(&mut self, e: Error) -> E {
-        let msg = e.to_string();
-        self.failure = Some(e);
-        E::custom(msg)
-    }
-
-    fn deliver<E: de::Error>(&mut self, step: Step) -> std::result::Result<(), E> {
-        let index = self.steps_seen;
-        self.steps_seen += 1;
-        self.sink.step(index, step).map_err(|e| self.fail(e))
-    }
-}
-
-struct FileSeed<'s, 'a>(&'s mut ReadState<'a>);
-
 #[derive(Default)]
 struct Parts {
     format: Option<String>,
@@ -183,109 +160,233 @@ fn build_header(parts: &mut Parts) -> Result<ScheduleHeader> {
     Ok(ScheduleHeader { topology, collective, meta })
 }
 
-impl<'de> DeserializeSeed<'de> for FileSeed<'_, '_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
-        d.deserialize_map(self)
-    }
+/// Parses the file's top-level object member by member; each value is cut out by the scanner and
+/// parsed from memory, the steps one at a time.
+struct TopLevel<'a, R> {
+    scan: Scanner<R>,
+    source: &'a str,
+    /// The text of the value being parsed.
+    text: Vec<u8>,
+    /// How many steps were handed on (for "in steps[i]" in errors).
+    steps_seen: usize,
 }
 
-impl<'de> Visitor<'de> for FileSeed<'_, '_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a collsched schedule object")
+impl<R: BufRead> TopLevel<'_, R> {
+    /// An error at a place of the file, worded as serde_json words its own.
+    fn syntax(&self, at: Pos, what: &str) -> Error {
+        Error::bad(format!("{}: {what} at {at}", self.source))
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<(), A::Error> {
-        let state = self.0;
+    fn scanned<T>(&self, r: std::result::Result<T, ScanError>) -> Result<T> {
+        r.map_err(|e| match e {
+            ScanError::Io(e) => Error::bad(format!("{}: cannot read: {e}", self.source)),
+            ScanError::Eof(at) => self.syntax(at, "EOF while parsing a value"),
+        })
+    }
+
+    fn peek(&mut self) -> Result<Option<u8>> {
+        let r = self.scan.peek();
+        self.scanned(r)
+    }
+
+    /// Consumes `byte` (after white space) or fails naming what was expected.
+    fn expect(&mut self, byte: u8, what: &str) -> Result<()> {
+        match self.peek()? {
+            Some(b) if b == byte => {
+                self.scan.bump();
+                Ok(())
+            }
+            Some(_) => Err(self.syntax(self.scan.pos(), &format!("expected {what}"))),
+            None => Err(self.syntax(self.scan.pos(), &format!("EOF while expecting {what}"))),
+        }
+    }
+
+    /// The next value, parsed as a `T`; `place` names it in errors (" (in steps[3])").
+    fn value<T: serde::de::DeserializeOwned>(&mut self, place: &dyn Fn() -> String) -> Result<T> {
+        let r = self.scan.value(&mut self.text);
+        let at = self.scanned(r)?;
+        self.parse_text(at, place)
+    }
+
+    /// The next value, a step: by the fast path where it is sure, else by serde.
+    fn step(&mut self, index: usize) -> Result<Step> {
+        let r = self.scan.value(&mut self.text);
+        let at = self.scanned(r)?;
+        match parse_step(&self.text) {
+            Some(step) => Ok(step),
+            None => self.parse_text(at, &|| format!(" (in steps[{index}])")),
+        }
+    }
+
+    /// The value cut out at `at`, parsed by serde; its errors placed in the file.
+    fn parse_text<T: serde::de::DeserializeOwned>(&self, at: Pos, place: &dyn Fn() -> String) -> Result<T> {
+        serde_json::from_slice(&self.text).map_err(|e| {
+            let shown = e.to_string();
+            let message = shown.rsplit_once(" at line ").map_or(shown.as_str(), |(m, _)| m);
+            let at = if e.line() == 0 { at } else { at.within(e.line(), e.column()) };
+            Error::bad(format!("{}: {message} at {at}{}", self.source, place()))
+        })
+    }
+
+    /// The steps array, each step handed to `sink` as soon as it is parsed.
+    fn steps(&mut self, sink: &mut dyn StepSink) -> Result<()> {
+        self.expect(b'[', "`[` (a list of steps)")?;
+        if self.peek()? == Some(b']') {
+            self.scan.bump();
+            return Ok(());
+        }
+        loop {
+            let index = self.steps_seen;
+            let step = self.step(index)?;
+            self.steps_seen += 1;
+            sink.step(index, step).map_err(|e| e.context(self.source))?;
+            match self.peek()? {
+                Some(b',') => self.scan.bump(),
+                Some(b']') => {
+                    self.scan.bump();
+                    return Ok(());
+                }
+                _ => return Err(self.syntax(self.scan.pos(), &format!("expected `,` or `]` after steps[{index}]"))),
+            }
+        }
+    }
+
+    /// The whole document; returns the header.
+    fn document(&mut self, sink: &mut dyn StepSink) -> Result<ScheduleHeader> {
+        let nowhere = || String::new();
+        self.expect(b'{', "`{` (a collsched schedule object)")?;
         let mut parts = Parts::default();
+        let mut header: Option<ScheduleHeader> = None;
         let mut held_steps: Option<Vec<Step>> = None;
         let mut seen_steps = false;
-        while let Some(key) = map.next_key::<String>()? {
-            let dup = || de::Error::custom(format!("duplicate field `{key}`"));
+        let mut first = true;
+        loop {
+            match self.peek()? {
+                Some(b'}') if first => {
+                    self.scan.bump();
+                    break;
+                }
+                Some(b'"') => {}
+                _ => return Err(self.syntax(self.scan.pos(), "expected a field name")),
+            }
+            first = false;
+            let key_at = self.scan.pos();
+            let key: String = self.value(&nowhere)?;
+            self.expect(b':', "`:`")?;
             match key.as_str() {
-                "format" if parts.format.is_none() => parts.format = Some(map.next_value()?),
-                "version" if parts.version.is_none() => parts.version = Some(map.next_value()?),
-                "topology" if parts.topology.is_none() => parts.topology = Some(map.next_value()?),
-                "collective" if parts.collective.is_none() => parts.collective = Some(map.next_value()?),
-                "meta" if parts.meta.is_none() => parts.meta = Some(map.next_value()?),
+                "format" if parts.format.is_none() => parts.format = Some(self.value(&nowhere)?),
+                "version" if parts.version.is_none() => parts.version = Some(self.value(&nowhere)?),
+                "topology" if parts.topology.is_none() => parts.topology = Some(self.value(&nowhere)?),
+                "collective" if parts.collective.is_none() => parts.collective = Some(self.value(&nowhere)?),
+                "meta" if parts.meta.is_none() => parts.meta = Some(self.value(&nowhere)?),
                 "steps" if !seen_steps => {
                     seen_steps = true;
                     let complete = parts.format.is_some() && parts.version.is_some() && parts.topology.is_some() && parts.collective.is_some();
                     if complete {
-                        let header = build_header(&mut parts).map_err(|e| state.fail(e))?;
-                        state.sink.begin(&header).map_err(|e| state.fail(e))?;
-                        state.header = Some(header);
-                        state.in_steps = true;
-                        map.next_value_seed(StepsSeed(&mut *state))?;
-                        state.in_steps = false;
+                        let h = build_header(&mut parts).map_err(|e| e.context(self.source))?;
+                        sink.begin(&h).map_err(|e| e.context(self.source))?;
+                        header = Some(h);
+                        self.steps(sink)?;
                     } else {
-                        held_steps = Some(map.next_value()?);
+                        held_steps = Some(self.value(&nowhere)?);
                     }
                 }
-                "format" | "version" | "topology" | "collective" | "meta" | "steps" => return Err(dup()),
-                other => return Err(de::Error::unknown_field(other, FIELDS)),
+                "format" | "version" | "topology" | "collective" | "meta" | "steps" => {
+                    return Err(self.syntax(key_at, &format!("duplicate field `{key}`")));
+                }
+                other => {
+                    let expected = FIELDS.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", ");
+                    return Err(self.syntax(key_at, &format!("unknown field `{other}`, expected one of {expected}")));
+                }
             }
+            match self.peek()? {
+                Some(b',') => self.scan.bump(),
+                Some(b'}') => {
+                    self.scan.bump();
+                    break;
+                }
+                _ => return Err(self.syntax(self.scan.pos(), "expected `,` or `}`")),
+            }
+        }
+        if self.peek()?.is_some() {
+            return Err(self.syntax(self.scan.pos(), "trailing characters"));
         }
         if !seen_steps {
-            return Err(de::Error::missing_field("steps"));
+            return Err(self.syntax(self.scan.pos(), "missing field `steps`"));
         }
-        if state.header.is_none() {
-            let header = build_header(&mut parts).map_err(|e| state.fail(e))?;
-            state.sink.begin(&header).map_err(|e| state.fail(e))?;
-            state.header = Some(header);
-            for step in held_steps.take().unwrap_or_default() {
-                state.deliver(step)?;
+        match header {
+            Some(h) => Ok(h),
+            None => {
+                let h = build_header(&mut parts).map_err(|e| e.context(self.source))?;
+                sink.begin(&h).map_err(|e| e.context(self.source))?;
+                for (index, step) in held_steps.take().unwrap_or_default().into_iter().enumerate() {
+                    sink.step(index, step).map_err(|e| e.context(self.source))?;
+                }
+                Ok(h)
             }
         }
-        Ok(())
     }
 }
 
-struct StepsSeed<'s, 'a>(&'s mut ReadState<'a>);
-
-impl<'de> DeserializeSeed<'de> for StepsSeed<'_, '_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
-        d.deserialize_seq(self)
-    }
-}
-
-impl<'de> Visitor<'de> for StepsSeed<'_, '_> {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a list of steps")
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
-        while let Some(step) = seq.next_element::<Step>()? {
-            self.0.deliver(step)?;
-        }
-        Ok(())
-    }
+/// Reads a schedule from `reader` on the calling thread (the reader of [`stream_schedule`]).
+fn parse_schedule<R: Read>(reader: R, source: &str, sink: &mut dyn StepSink) -> Result<ScheduleHeader> {
+    let scan = Scanner::new(std::io::BufReader::with_capacity(1 << 16, reader));
+    TopLevel { scan, source, text: Vec::new(), steps_seen: 0 }.document(sink)
 }
 
 /// Reads a schedule from `reader`, handing each step to `sink` as soon as it is parsed. `source`
 /// names the input in error messages (a file name). Returns the header.
-pub fn stream_schedule<R: Read>(reader: R, source: &str, sink: &mut dyn StepSink) -> Result<ScheduleHeader> {
-    let mut state = ReadState { sink, failure: None, steps_seen: 0, in_steps: false, header: None };
-    let mut de = serde_json::Deserializer::from_reader(reader);
-    let parsed = FileSeed(&mut state).deserialize(&mut de).and_then(|()| de.end());
-    match parsed {
-        Ok(()) => Ok(state.header.expect("a parsed file has a header")),
-        Err(e) => {
-            if let Some(f) = state.failure.take() {
-                return Err(f.context(source));
+///
+/// The text is read and parsed on a thread of its own while the sink works on the steps already
+/// read (a queue of a few steps between them), so on a large file reading costs no time beyond
+/// the sink's own when there are two cores. Errors are those of a reading on one thread: the
+/// first, in file order, of a parse error and the sink's own.
+pub fn stream_schedule<R: Read + Send>(reader: R, source: &str, sink: &mut dyn StepSink) -> Result<ScheduleHeader> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(QUEUED_STEPS);
+    std::thread::scope(|scope| {
+        let parser = scope.spawn(|| parse_schedule(reader, source, &mut Forward(tx)));
+        let mut own: Result<()> = Ok(());
+        for message in rx.iter() {
+            own = match message {
+                Message::Begin(header) => sink.begin(&header),
+                Message::Step(index, step) => sink.step(index, step),
+            };
+            if own.is_err() {
+                // Dropping the queue's end stops the parser at its next step.
+                break;
             }
-            let place = if state.in_steps { format!(" (in steps[{}])", state.steps_seen) } else { String::new() };
-            Err(Error::bad(format!("{source}: {e}{place}")))
         }
-    }
+        drop(rx);
+        let parsed = parser.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        own.map_err(|e| e.context(source)).and(parsed)
+    })
 }
 
 /// Streams a schedule file into a sink (a `.json.zst` file is decompressed as it is read).
 pub fn stream_schedule_file(path: &Path, sink: &mut dyn StepSink) -> Result<ScheduleHeader> {
     stream_schedule(crate::io::open_decoded(path)?, &path.display().to_string(), sink)
+}
+
+/// Steps read ahead of the sink: enough to keep both threads busy, few enough that memory stays
+/// at a few steps.
+const QUEUED_STEPS: usize = 2;
+
+/// What the parsing thread hands over.
+enum Message {
+    Begin(Box<ScheduleHeader>),
+    Step(usize, Step),
+}
+
+/// The parsing thread's sink: forwards to the queue; fails once the receiving sink has stopped.
+struct Forward(std::sync::mpsc::SyncSender<Message>);
+
+impl StepSink for Forward {
+    fn begin(&mut self, header: &ScheduleHeader) -> Result<()> {
+        self.0.send(Message::Begin(Box::new(header.clone()))).map_err(|_| Error::bad("the reader was stopped"))
+    }
+    fn step(&mut self, index: usize, step: Step) -> Result<()> {
+        self.0.send(Message::Step(index, step)).map_err(|_| Error::bad("the reader was stopped"))
+    }
 }
 
 struct Collect(Vec<Step>);
@@ -303,7 +404,7 @@ impl StepSink for Collect {
 /// Reads a whole schedule into memory.
 pub fn read_schedule<R: Read>(reader: R, source: &str) -> Result<Schedule> {
     let mut c = Collect(Vec::new());
-    let header = stream_schedule(reader, source, &mut c)?;
+    let header = parse_schedule(reader, source, &mut c)?;
     Ok(Schedule { header, steps: c.0 })
 }
 

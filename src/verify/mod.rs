@@ -8,6 +8,7 @@
 mod conformance;
 mod deadlock;
 mod diagnostic;
+mod fast_hash;
 mod presence;
 mod routing;
 mod rules;

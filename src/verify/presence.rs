@@ -2,10 +2,13 @@
 //! when that fits, else the holders of every piece as short lists, since a piece of an all-to-all
 //! visits a few npus of many (on a 16x16x16 torus at most 25 of 4,096).
 //!
-//! The lists live in fixed chunks of 32 bytes linked newest first, so memory follows the
-//! holdings: about 40 bytes per piece of a pod-scale all-to-all, against 512 bytes of bits.
+//! A piece's first holders sit in a row of 32 bytes of its own (16 npu ids, or 8 past 65,535
+//! npus), so that asking whether an npu holds it reads one cache line; the few pieces with more
+//! holders keep the rest in a set of (piece, npu) pairs. That is 32 bytes per piece of a pod-scale
+//! all-to-all, against 512 bytes of bits.
 
-const NONE: u32 = u32::MAX;
+use super::fast_hash::FastHash;
+use std::collections::HashSet;
 
 /// Presence of pieces at npus (module docs).
 pub(super) enum Presence {
@@ -40,6 +43,18 @@ impl Presence {
         }
     }
 
+    /// Loads the memory that [`Presence::holds`] and [`Presence::insert`] read for `piece` at
+    /// `node`. Called over a batch of pieces before they are looked at one by one, its loads do
+    /// not wait for each other, so the batch pays about one memory latency instead of one per
+    /// piece (the pieces of a pod-scale all-to-all are spread over gigabytes).
+    pub fn warm(&self, piece: usize, node: usize) -> u64 {
+        match self {
+            Presence::Dense { words, bits } => bits[piece * words + node / 64],
+            Presence::Narrow(h) => h.rows[piece][0] as u64,
+            Presence::Wide(h) => h.rows[piece][0] as u64,
+        }
+    }
+
     /// Records that `node` holds `piece`; false if it already did.
     pub fn insert(&mut self, piece: usize, node: usize) -> bool {
         match self {
@@ -56,7 +71,7 @@ impl Presence {
 }
 
 /// A node id slot of a holder list; `EMPTY` marks a free slot.
-pub(super) trait Slot: Copy + Eq {
+pub(super) trait Slot: Copy + Eq + Into<u64> {
     const EMPTY: Self;
 }
 
@@ -68,54 +83,42 @@ impl Slot for u32 {
     const EMPTY: u32 = u32::MAX;
 }
 
-/// The holders of every piece: chunks of `N` slots, each piece's chunks linked newest first.
+/// The holders of every piece: the first `N` in the piece's row, in order of arrival, the rest
+/// (of pieces whose row is full) in `more`.
 pub(super) struct Holders<T, const N: usize> {
-    /// Per piece: its newest chunk, or `NONE`.
-    head: Vec<u32>,
-    chunks: Vec<[T; N]>,
-    /// Per chunk: the piece's previous chunk, or `NONE`.
-    prev: Vec<u32>,
+    rows: Vec<[T; N]>,
+    more: HashSet<u64, FastHash>,
 }
 
 impl<T: Slot, const N: usize> Holders<T, N> {
     fn new(pieces: usize) -> Self {
-        Holders { head: vec![NONE; pieces], chunks: Vec::new(), prev: Vec::new() }
+        Holders { rows: vec![[T::EMPTY; N]; pieces], more: HashSet::default() }
+    }
+
+    fn key(piece: usize, node: T) -> u64 {
+        ((piece as u64) << 32) | node.into()
     }
 
     fn contains(&self, piece: usize, node: T) -> bool {
-        let mut c = self.head[piece];
-        while c != NONE {
-            for &x in &self.chunks[c as usize] {
-                if x == node {
-                    return true;
-                }
-                if x == T::EMPTY {
-                    break;
-                }
-            }
-            c = self.prev[c as usize];
+        let row = &self.rows[piece];
+        if row.contains(&node) {
+            return true;
         }
-        false
+        row[N - 1] != T::EMPTY && self.more.contains(&Self::key(piece, node))
     }
 
     fn insert(&mut self, piece: usize, node: T) -> bool {
-        if self.contains(piece, node) {
-            return false;
-        }
-        let c = self.head[piece];
-        if c != NONE {
-            if let Some(free) = self.chunks[c as usize].iter_mut().find(|x| **x == T::EMPTY) {
-                *free = node;
+        let row = &mut self.rows[piece];
+        for slot in row.iter_mut() {
+            if *slot == node {
+                return false;
+            }
+            if *slot == T::EMPTY {
+                *slot = node;
                 return true;
             }
         }
-        let mut chunk = [T::EMPTY; N];
-        chunk[0] = node;
-        let id = u32::try_from(self.chunks.len()).ok().filter(|&i| i != NONE).expect("fewer than 4 billion chunks of holders");
-        self.chunks.push(chunk);
-        self.prev.push(c);
-        self.head[piece] = id;
-        true
+        self.more.insert(Self::key(piece, node))
     }
 }
 

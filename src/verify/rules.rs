@@ -7,6 +7,7 @@
 //! step read the state at the start of the step; their deliveries are collected and applied at
 //! the end of the step (docs/design/MODEL.md section 3).
 
+use super::fast_hash::FastHash;
 use super::presence::Presence;
 use super::{Diagnostic, Findings, Rule, Stats, VerifyOptions};
 use crate::collective::{Collective, CollectiveKind};
@@ -19,32 +20,13 @@ const NONE: u32 = u32::MAX;
 /// beyond (docs: `presence`).
 const PIECE_BITS_LIMIT: u128 = 1 << 30;
 const SLOTS: usize = 4;
+/// Deliveries whose presence is loaded together (`Presence::warm`): enough loads in flight to
+/// hide memory latency, few enough to stay in the first-level cache.
+const WARM_BATCH: usize = 64;
 
 fn key(piece: usize, node: usize) -> u64 {
     ((piece as u64) << 32) | node as u64
 }
-
-/// A multiplicative hasher for the (piece, node) keys of the relay map: the keys are not chosen
-/// by an adversary, and SipHash would dominate the verifier's time.
-#[derive(Clone, Copy, Default)]
-struct FastHasher(u64);
-
-impl std::hash::Hasher for FastHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-        }
-    }
-    fn write_u64(&mut self, x: u64) {
-        self.0 = (x ^ (x >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        self.0 ^= self.0 >> 32;
-    }
-}
-
-type FastHash = std::hash::BuildHasherDefault<FastHasher>;
 
 struct Delivery {
     node: u32,
@@ -208,6 +190,8 @@ pub(super) struct CoreRules {
     carried: Vec<u64>,
     scratch: Vec<u64>,
     deliveries: Vec<Delivery>,
+    /// The piece index of each piece of the transfer at hand (`NONE` for an invalid id).
+    piece_ix: Vec<u32>,
     relays: Relays,
     stats: Stats,
 }
@@ -298,6 +282,7 @@ impl CoreRules {
             carried: Vec::new(),
             scratch: vec![0; rwords],
             deliveries: Vec::new(),
+            piece_ix: Vec::new(),
             relays,
             stats: Stats::default(),
         }
@@ -435,8 +420,14 @@ impl CoreRules {
                 (Some(a), Some(b)) if ends_ok => Some((a, b)),
                 _ => None,
             };
-            for p in &tr.pieces {
-                let Some(pi) = self.collective.piece_index(p) else {
+            self.piece_ix.clear();
+            self.piece_ix.extend(tr.pieces.iter().map(|p| self.collective.piece_index(p).map_or(NONE, |i| i as u32)));
+            if let (Some((a, _)), false) = (endpoints, self.reducing) {
+                let warm = self.piece_ix.iter().filter(|&&i| i != NONE).fold(0, |acc, &i| acc ^ self.presence.warm(i as usize, a as usize));
+                std::hint::black_box(warm);
+            }
+            for (p, &pi) in tr.pieces.iter().zip(&self.piece_ix) {
+                let Some(pi) = (pi != NONE).then_some(pi as usize) else {
                     let why = self.collective.piece_error(p).unwrap_or_default();
                     out.fail(diag(Rule::Structure, Some(format!("piece {p}")), why));
                     continue;
@@ -475,12 +466,16 @@ impl CoreRules {
 
     fn apply_copies(&mut self, s: usize) {
         let deliveries = std::mem::take(&mut self.deliveries);
-        for d in &deliveries {
-            let (pi, node) = (d.piece as usize, d.node as usize);
-            if !self.presence.insert(pi, node) {
-                self.stats.wasted_copies += 1;
-            } else if !self.is_destination(pi, node) {
-                self.relays.hold(pi, node, s as u32 + 1);
+        for batch in deliveries.chunks(WARM_BATCH) {
+            let warm = batch.iter().fold(0, |acc, d| acc ^ self.presence.warm(d.piece as usize, d.node as usize));
+            std::hint::black_box(warm);
+            for d in batch {
+                let (pi, node) = (d.piece as usize, d.node as usize);
+                if !self.presence.insert(pi, node) {
+                    self.stats.wasted_copies += 1;
+                } else if !self.is_destination(pi, node) {
+                    self.relays.hold(pi, node, s as u32 + 1);
+                }
             }
         }
         self.deliveries = deliveries;
