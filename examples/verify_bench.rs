@@ -28,7 +28,7 @@
 //! cargo run --release --example verify_bench -- 8x8x8 --zst --stream
 //! # default verify at most 2x rules 1-5 on 6x6x6: compare the two lines
 //! cargo run --release --example verify_bench -- 6x6x6
-//! # 16x16x16 (1.4 G piece-hops): generate, then verify with every rule, each < 5 min, < 8 GB
+//! # 16x16x16 (1.2 G piece-hops): generate, then verify with every rule, each < 5 min, < 8 GB
 //! COLLSCHED_BENCH_DIR=/big/disk cargo run --release --example verify_bench -- 16x16x16 --zst --stream
 //! # event-driven cost of the synthesized 8x8x8 all-gather: < 5 s
 //! cargo run --release --example verify_bench -- --event-cost 8x8x8
