@@ -287,8 +287,12 @@ pub fn forest(t: &Topology, c: &Collective, g: &TreeGraph, deadline: Instant) ->
     let levels = shapes.height.iter().copied().max().unwrap_or(0) as usize;
     let fixed =
         Plan { options: (0..r as u32).map(|v| vec![v]).collect(), root: (0..(r * p) as u32).map(|q| q / p as u32).collect(), levels, shapes, spread: false };
+    let started = Instant::now();
     let Some(best) = balance(g, fixed, p, ndims, deadline) else { return Ok(None) };
-    let other = free.and_then(|plan| balance(g, plan, p, ndims, deadline));
+    // The second plan takes about as long as the first: tried only when that much time is left,
+    // so that it does not eat the time the portfolio has for finer pieces.
+    let time_left = deadline.saturating_duration_since(Instant::now());
+    let other = free.filter(|_| started.elapsed() < time_left).and_then(|plan| balance(g, plan, p, ndims, deadline));
     let faster = other.filter(|f| estimate_ns(t, c, g, f) < estimate_ns(t, c, g, &best));
     Ok(Some(faster.unwrap_or(best).0))
 }
