@@ -1,5 +1,5 @@
 //! Layered trees: all_gather, reduce_scatter and all_reduce on any topology and fault pattern
-//! as one shortest-path tree per piece, the trees chosen so that every step loads every link
+//! as one tree per piece (a shortest-path tree, but see free roots below), the trees chosen so that every step loads every link
 //! alike; on a healthy torus this meets the bandwidth bound and the latency bound exactly.
 //!
 //! **The schedule.** Every piece travels down (all_gather) or up (reduce_scatter) its tree one
@@ -11,7 +11,8 @@
 //! tree (the diameter on a torus), each paying one hop latency: the latency bound.
 //!
 //! **The trees.** A piece's tree is a shortest-path tree over the single hops between ranks,
-//! rooted at its source (all_gather) or at its block's rank (reducing kinds); over the reverse
+//! rooted at its source (all_gather) or at its block's rank (reducing kinds; all_reduce may
+//! move it, below); over the reverse
 //! hops too for all_reduce (so both must be up). Since a step moves the edges of one depth, a
 //! step's time is its busiest hop's count of pieces at that depth: the trees balance the count
 //! per hop *and depth*. The first choice of a rank's parent follows the dimension order of the
@@ -23,20 +24,41 @@
 //! Around a failed cable the shortest paths bend and the passes spread what they carry.
 //!
 //! The reducing kinds' trees use the same balance for their one half (reduce_scatter) or both
-//! (all_reduce, a hop's load counted per direction). A rank with fewer links (at a failed cable)
-//! sends every one of its contributions within the reduce-scatter's steps, so there it is the
-//! bottleneck of both halves of an all_reduce: such instances are near the cut bound of that rank,
-//! not the transmission bound (4x4x4 with a failed cable: 104.6 us, 20.2% above it).
+//! (all_reduce: its all-gather mirrors its reduce-scatter, so one half's loads price both). A
+//! rank with fewer links (at a failed cable) sends each contribution it does not root once in
+//! the reduce-scatter's steps, at the depth it has in that tree, so with roots at the blocks'
+//! ranks it carries 6/5 of a healthy rank's load at every level of both halves (4x4x4 with a
+//! failed cable, 24 pieces per block: 303 pieces per half on its busiest links against 253 for a
+//! balanced half; 104.6 us, 20.2% above the bound).
 //!
-//! Two ways out that do not work here (measured on that instance, 24 pieces per block):
-//! pipelining the halves over groups of pieces (the all-gather of one group in the steps of the
-//! next group's reduce-scatter) puts a reduce and a copy on one link in one step, which rule 2 of
+//! **Free roots (all_reduce).** An all_reduce may complete a piece's reduction at any rank, so
+//! where ranks have unequal numbers of hops a second plan roots at each rank the share of the
+//! trees that makes its reduce-scatter sends proportional to its hops (about 17.5% of all trees
+//! at each rank of a failed cable on 4x4x4, two thirds of a block at the others). A rank with
+//! fewer hops roots trees of a *single child* each, rotating over its neighbours (the tree below
+//! the child is that child's shortest-path tree over the ranks without the root), so each in-hop
+//! carries a fifth of its roots' edges, not all of them. All edges into roots at one level would
+//! still make that level heavy (about 54 pieces per in-hop against 24), so the plan gives a half
+//! twice the diameter more levels and every root's trees take the shifts their height leaves in
+//! turn (a tree shifted by s has its edges at depth d in level d - 1 + s): per-hop totals then
+//! balance (within 1.5% at 96 pieces per block) and the levels' busiest hops sum to 285 pieces per half (levels 16 and
+//! 25: 288 and 284; 8 and 13: 377 and 297), at 38 steps' latency instead of 12. The forest keeps
+//! whichever plan's estimated time is lower: 4x4x4 101.1 us (16.1%), 3x3x3 100.7 us (17.8%,
+//! from 21.8%); on 5x5x5 and 8x8x8 the fixed roots stay faster (8x8x8 free roots 113.3 us at
+//! best, against 107.3). What remains is the first and last levels, where only the least or most
+//! shifted trees move and their edges fall on few hops; finer pieces shrink it (4x4x4 at 48 and
+//! 96 pieces per block: 98.7 and 97.6 us).
+//!
+//! Ways out that did not work (4x4x4, one failed cable, 24 pieces per block): pipelining the
+//! halves over groups of pieces (the all-gather of one group in the steps of the next group's
+//! reduce-scatter) puts a reduce and a copy on one link in one step, which rule 2 of
 //! docs/design/MODEL.md section 4 forbids (a transfer has one op); splitting those steps took
-//! 229 us. Rooting more pieces at such a rank (its share of the reduce-scatter's sends made equal
-//! per link: about 17.5% of all trees at each of the two ranks) took 224 us: in a shortest-path
-//! tree every neighbour of the root sends to it, so each of its in-links carries every piece it
-//! roots (about 270, more than the 253 per link of a whole balanced half). Either needs trees that are
-//! not shortest-path trees, or transfers that mix ops.
+//! 229 us. Free roots with shortest-path trees at the rank (every neighbour of the root sends to
+//! it: about 270 pieces on each in-link, more than a balanced half's 253) took 224 us; with
+//! single-child trees but no extra levels 153 us (7 levels), with one 130 us (8). Choosing each tree's
+//! shift greedily (fewest levels whose busiest hop it raises, then least load) balanced worse
+//! than taking them in turn: 120 us at 8 levels, 103.5 us at 19 when only the later passes chose.
+//! Rooting half or 1.25 times the share at the ranks of the cable: 102.8 and 103.1 us.
 
 use super::hops::HopGraph;
 use crate::collective::{Collective, CollectiveKind, PieceId};
@@ -44,6 +66,7 @@ use crate::error::{Error, Result};
 use crate::schedule::reverse::reverse_links;
 use crate::schedule::{Op, Step, Transfer};
 use crate::topology::{LinkClass, LinkId, NodeId, Topology};
+use crate::units::to_f64;
 use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
@@ -123,8 +146,9 @@ impl TreeGraph {
         &self.cand[self.cand_start[v] as usize..self.cand_start[v + 1] as usize]
     }
 
-    /// Hop distances between `root` and every rank (to the root for the reducing kinds).
-    fn distances(&self, root: usize) -> Vec<u16> {
+    /// Hop distances between `root` and every rank (to the root for the reducing kinds); with
+    /// `only`, the root's single neighbour in the tree, and the others' distances avoid the root.
+    fn distances(&self, root: usize, only: Option<usize>) -> Vec<u16> {
         let mut dist = vec![FAR; self.nodes.len()];
         dist[root] = 0;
         let mut queue = VecDeque::from([root]);
@@ -137,7 +161,7 @@ impl TreeGraph {
                 }
                 let hop = &self.hops.hops[h];
                 let y = self.rank_of[if self.towards_root { hop.from } else { hop.to }.index()] as usize;
-                if dist[y] == FAR {
+                if dist[y] == FAR && (x != root || only.is_none_or(|o| o == y)) {
                     dist[y] = dist[x] + 1;
                     queue.push_back(y);
                 }
@@ -147,28 +171,63 @@ impl TreeGraph {
     }
 }
 
-/// One shortest-path tree per piece.
+/// The shapes a tree may take: a root and every rank's depth below it.
+#[derive(Clone)]
+struct Shapes {
+    ranks: usize,
+    /// Per shape, the depth of every rank.
+    rows: Vec<u16>,
+    /// Per shape, its root.
+    root: Vec<u32>,
+    /// Per shape, its deepest rank's depth.
+    height: Vec<u16>,
+}
+
+impl Shapes {
+    fn new(ranks: usize) -> Self {
+        Shapes { ranks, rows: Vec::new(), root: Vec::new(), height: Vec::new() }
+    }
+
+    /// Adds the shape of `row` rooted at `root`; `None` when some rank is not reached.
+    fn add(&mut self, root: usize, row: Vec<u16>) -> Option<u32> {
+        let height = *row.iter().max()?;
+        if height == FAR {
+            return None;
+        }
+        self.rows.extend(row);
+        self.root.push(root as u32);
+        self.height.push(height);
+        Some(self.root.len() as u32 - 1)
+    }
+}
+
+/// One tree per piece.
 pub struct Forest {
     ranks: usize,
     pieces: usize,
     /// Per piece and rank: the index, among the rank's candidate hops, of the one that joins it to
     /// its parent (unused at the root).
     parent: Vec<u16>,
-    /// Per root and rank: the hop distance, which is the rank's depth in every tree of that root.
-    dist: Vec<u16>,
-    /// The deepest rank of any tree.
-    max_depth: usize,
+    shapes: Shapes,
+    /// Per piece, its tree's shape.
+    shape: Vec<u32>,
+    /// Per piece, the levels its tree is moved by (0: its root's edges in the first level).
+    shift: Vec<u16>,
+    /// The levels (steps of one half).
+    levels: usize,
     /// Whether the deadline stopped the balancing passes (the trees are whole, less balanced).
     cut_short: bool,
 }
 
 impl Forest {
     fn root(&self, q: usize) -> usize {
-        q / self.pieces
+        self.shapes.root[self.shape[q] as usize] as usize
     }
 
-    fn depth(&self, q: usize, v: usize) -> usize {
-        self.dist[self.root(q) * self.ranks + v] as usize
+    /// The level of the edge joining rank `v` to its parent in tree `q`: its depth less one,
+    /// plus the tree's shift.
+    fn level(&self, q: usize, v: usize) -> usize {
+        self.shapes.rows[self.shape[q] as usize * self.ranks + v] as usize - 1 + self.shift[q] as usize
     }
 
     /// The hop joining rank `v` to its parent in tree `q` (towards the root for the reducing
@@ -208,9 +267,9 @@ pub fn forest(t: &Topology, c: &Collective, g: &TreeGraph, deadline: Instant) ->
     if let Some(v) = (0..r).find(|&v| g.candidates(v).len() > u16::MAX as usize) {
         return Err(Error::bad(format!("layered trees: rank {v} has more than {} hops", u16::MAX)));
     }
-    let mut dist = Vec::with_capacity(r * r);
+    let mut shapes = Shapes::new(r);
     for root in 0..r {
-        let row = g.distances(root);
+        let row = g.distances(root, None);
         if let Some(v) = row.iter().position(|&d| d == FAR) {
             let (from, to) = if g.towards_root { (v, root) } else { (root, v) };
             return Err(Error::infeasible(format!(
@@ -220,101 +279,224 @@ pub fn forest(t: &Topology, c: &Collective, g: &TreeGraph, deadline: Instant) ->
                 if g.towards_root { " in both directions" } else { "" }
             )));
         }
-        dist.extend(row);
+        shapes.add(root, row);
     }
-    let max_depth = dist.iter().copied().max().unwrap_or(0) as usize;
-    let mut f = Forest { ranks: r, pieces: p, parent: vec![0; r * r * p], dist, max_depth, cut_short: false };
-    let mut loads = Loads::new(g, max_depth, c.kind == CollectiveKind::AllReduce);
     let ndims = t.torus_shape().map_or(1, |s| s.ndims()).max(1);
+    // all_reduce's second plan (roots by hops, more levels) is kept where it is faster.
+    let free = if c.kind == CollectiveKind::AllReduce { free_root_plan(g, &shapes, p) } else { None };
+    let levels = shapes.height.iter().copied().max().unwrap_or(0) as usize;
+    let fixed =
+        Plan { options: (0..r as u32).map(|v| vec![v]).collect(), root: (0..(r * p) as u32).map(|q| q / p as u32).collect(), levels, shapes, spread: false };
+    let started = Instant::now();
+    let Some(best) = balance(g, fixed, p, ndims, deadline) else { return Ok(None) };
+    // The second plan takes about as long as the first: tried only when that much time is left,
+    // so that it does not eat the time the portfolio has for finer pieces.
+    let time_left = deadline.saturating_duration_since(Instant::now());
+    let other = free.filter(|_| started.elapsed() < time_left).and_then(|plan| balance(g, plan, p, ndims, deadline));
+    let faster = other.filter(|f| estimate_ns(t, c, g, f) < estimate_ns(t, c, g, &best));
+    Ok(Some(faster.unwrap_or(best).0))
+}
+
+/// The step-synchronous time of a balanced forest, roughly: its busiest hops' pieces at the
+/// slowest hop's bandwidth, plus one slowest hop latency per step.
+fn estimate_ns(t: &Topology, c: &Collective, g: &TreeGraph, (f, cost): &(Forest, u64)) -> f64 {
+    let first = |h: &super::hops::Hop| t.link(h.path[0]);
+    let gbps = g.hops.hops.iter().map(|h| first(h).bandwidth_gbps).fold(f64::INFINITY, f64::min);
+    let latency = g.hops.hops.iter().map(|h| t.path_latency_ns(&h.path)).fold(0.0, f64::max);
+    let halves = if c.kind == CollectiveKind::AllReduce { 2.0 } else { 1.0 };
+    halves * (*cost as f64 * to_f64(&c.piece_size_at(0)) / gbps + f.levels as f64 * latency)
+}
+
+/// Where a forest's trees are rooted and which shapes they may take.
+struct Plan {
+    shapes: Shapes,
+    /// Per rank, the shapes its trees may take.
+    options: Vec<Vec<u32>>,
+    /// Per piece, its tree's root.
+    root: Vec<u32>,
+    /// The levels of a half.
+    levels: usize,
+    /// Whether a tree shallower than the levels moves by a shift (otherwise its root's edges are
+    /// in the first level).
+    spread: bool,
+}
+
+/// all_reduce may root a piece anywhere. When ranks have unequal numbers of hops (a failed
+/// cable), each rank roots the share of the trees that makes its sends in the reduce-scatter
+/// proportional to its hops; a rank with fewer hops than the most roots trees with a single
+/// child (a shape per child, the tree below it a shortest-path tree of the ranks without the
+/// root), so that each in-hop carries a share of its roots' edges, not all of them. The root
+/// edges are spread over twice the diameter more levels than the deepest shape, every root's
+/// trees taking the shifts in turn (see [`place`]). `None` when the ranks' hops are equal.
+fn free_root_plan(g: &TreeGraph, standard: &Shapes, pieces: usize) -> Option<Plan> {
+    let r = standard.ranks;
+    let hops: Vec<usize> = (0..r).map(|v| g.candidates(v).len()).collect();
+    let most = hops.iter().copied().max().unwrap_or(0);
+    if r < 3 || hops.iter().all(|&h| h == most) {
+        return None;
+    }
+    let trees = r * pieces;
+    let total: usize = hops.iter().sum();
+    let share: Vec<f64> = hops.iter().map(|&h| (trees as f64 * (1.0 - (h * (r - 1)) as f64 / total as f64)).max(0.0)).collect();
+    let counts = largest_remainder(&share, trees);
+    let mut shapes = standard.clone();
+    let mut options: Vec<Vec<u32>> = (0..r as u32).map(|v| vec![v]).collect();
+    for v in (0..r).filter(|&v| hops[v] < most) {
+        let single: Vec<u32> = g.candidates(v).iter().filter_map(|&(_, w, _)| shapes.add(v, g.distances(v, Some(w as usize)))).collect();
+        if !single.is_empty() {
+            options[v] = single;
+        }
+    }
+    // A block's first pieces stay at its rank; the rest go to the ranks that root more.
+    let mut root = vec![NONE; trees];
+    let mut spare = Vec::new();
+    for q in 0..trees {
+        if q % pieces < counts[q / pieces] {
+            root[q] = (q / pieces) as u32;
+        } else {
+            spare.push(q);
+        }
+    }
+    let mut takers = (0..r).flat_map(|v| std::iter::repeat_n(v as u32, counts[v].saturating_sub(pieces)));
+    for q in spare {
+        root[q] = takers.next().expect("the shares sum to the trees");
+    }
+    let deepest = options.iter().flatten().map(|&s| shapes.height[s as usize]).max().unwrap_or(0) as usize;
+    let healthy = standard.height.iter().copied().max().unwrap_or(0) as usize;
+    Some(Plan { shapes, options, root, levels: deepest + 2 * healthy, spread: true })
+}
+
+/// Whole numbers summing to `total` in proportion to `share` (largest remainders).
+fn largest_remainder(share: &[f64], total: usize) -> Vec<usize> {
+    let sum: f64 = share.iter().sum();
+    let exact: Vec<f64> = share.iter().map(|s| s * total as f64 / sum).collect();
+    let mut counts: Vec<usize> = exact.iter().map(|e| e.floor() as usize).collect();
+    let mut by_remainder: Vec<usize> = (0..share.len()).collect();
+    by_remainder.sort_by(|&a, &b| (exact[b] - counts[b] as f64).total_cmp(&(exact[a] - counts[a] as f64)));
+    let short = total - counts.iter().sum::<usize>();
+    by_remainder.into_iter().take(short).for_each(|i| counts[i] += 1);
+    counts
+}
+
+/// Places and grows every tree of `plan`, then re-chooses its parents by load until a pass gains
+/// less than 0.2%; with the busiest hops' sum of the result. `None` when `deadline`
+/// passed in the first pass.
+fn balance(g: &TreeGraph, plan: Plan, pieces: usize, ndims: usize, deadline: Instant) -> Option<(Forest, u64)> {
+    let r = plan.options.len();
+    let trees = plan.root.len();
+    let shape = plan.root.iter().map(|&v| plan.options[v as usize][0]).collect();
+    let mut f =
+        Forest { ranks: r, pieces, parent: vec![0; trees * r], shapes: plan.shapes, shape, shift: vec![0; trees], levels: plan.levels, cut_short: false };
+    let mut loads = Loads::new(g.hops.hops.len(), plan.levels);
     let mut cost = u64::MAX;
+    let mut nth = vec![0u32; r];
     for pass in 0..=MAX_PASSES {
-        for q in 0..r * p {
+        for q in 0..trees {
             if Instant::now() >= deadline {
                 if pass == 0 {
-                    return Ok(None);
+                    return None;
                 }
                 f.cut_short = true;
-                return Ok(Some(f));
+                return Some((f, loads.cost()));
             }
-            let (root, k) = (q / p, q % p);
+            if pass > 0 {
+                (0..r).for_each(|v| {
+                    if let Some(h) = f.hop(g, q, v) {
+                        loads.add(h, f.level(q, v), -1);
+                    }
+                });
+            }
+            let root = plan.root[q] as usize;
+            if pass == 0 {
+                place(&mut f, &plan.options[root], plan.spread, q, nth[root] as usize);
+                nth[root] += 1;
+            }
             // The chunk's dimension order: rotate by k (and by the root when P < dimensions).
-            let first = (k + if p < ndims { root } else { 0 }) % ndims;
-            let dist = &f.dist[root * r..(root + 1) * r];
-            for v in (0..r).filter(|&v| v != root) {
-                let d = dist[v] as usize;
-                let cands = g.candidates(v);
-                if pass > 0 {
-                    loads.add(g, cands[f.parent[q * r + v] as usize].0 as usize, d, -1);
-                }
-                let mut best: Option<((u32, u32), usize)> = None;
-                for (i, &(h, w, dim)) in cands.iter().enumerate() {
-                    if dist[w as usize] as usize + 1 != d {
-                        continue;
-                    }
-                    let pref = if dim == u8::MAX { 0 } else { ((dim as usize + ndims - first) % ndims) as u32 };
-                    let load = loads.get(g, h as usize, d);
-                    let key = if pass == 0 { (pref, load) } else { (load, pref) };
-                    if best.is_none_or(|(b, _)| key < b) {
-                        best = Some((key, i));
-                    }
-                }
-                let (_, i) = best.expect("a rank at depth d > 0 has a neighbour at depth d - 1");
-                f.parent[q * r + v] = i as u16;
-                loads.add(g, cands[i].0 as usize, d, 1);
-            }
+            let k = q % pieces;
+            let first = (k + if pieces < ndims { root } else { 0 }) % ndims;
+            grow(g, &mut f, &mut loads, (q, first, ndims), pass == 0);
         }
         // Stop when a pass lowers the busiest hops' sum by less than 0.2%.
-        let now = loads.cost(g);
+        let now = loads.cost();
         if now.saturating_add(now / 500) >= cost {
             break;
         }
         cost = now;
     }
-    Ok(Some(f))
+    let cost = loads.cost();
+    Some((f, cost))
 }
 
-/// Pieces per hop and depth: those of the first half (all_gather, or the reduce-scatter up the
-/// trees) and, for all_reduce, of the all-gather back down the reverse hops.
+/// Sets tree `q`, its root's `nth`, to the root's shapes (`options`) in turn and, when `spread`,
+/// to the shifts its shape leaves in turn, so that every root's trees load the levels alike
+/// (a greedy choice per tree balanced worse, see the module docs).
+fn place(f: &mut Forest, options: &[u32], spread: bool, q: usize, nth: usize) {
+    let s = options[nth % options.len()];
+    let spare = if spread { f.levels - f.shapes.height[s as usize] as usize } else { 0 };
+    (f.shape[q], f.shift[q]) = (s, ((nth / options.len()) % (spare + 1)) as u16);
+}
+
+/// Joins every rank but the root of tree `q` to a parent one level up its shape: first by the
+/// chunk's dimension order from `first`, then by load (`by_order`), or the other way round.
+fn grow(g: &TreeGraph, f: &mut Forest, loads: &mut Loads, (q, first, ndims): (usize, usize, usize), by_order: bool) {
+    let r = f.ranks;
+    let s = f.shape[q] as usize;
+    let shift = f.shift[q] as usize;
+    for v in 0..r {
+        let d = f.shapes.rows[s * r + v];
+        if d == 0 {
+            continue;
+        }
+        let level = d as usize - 1 + shift;
+        let mut best: Option<((u32, u32), usize)> = None;
+        for (i, &(h, w, dim)) in g.candidates(v).iter().enumerate() {
+            if f.shapes.rows[s * r + w as usize] + 1 != d {
+                continue;
+            }
+            let pref = if dim == u8::MAX { 0 } else { ((dim as usize + ndims - first) % ndims) as u32 };
+            let load = loads.get(h as usize, level);
+            let key = if by_order { (pref, load) } else { (load, pref) };
+            if best.is_none_or(|(b, _)| key < b) {
+                best = Some((key, i));
+            }
+        }
+        let (_, i) = best.expect("a rank at depth d > 0 has a neighbour at depth d - 1");
+        f.parent[q * r + v] = i as u16;
+        loads.add(g.candidates(v)[i].0 as usize, level, 1);
+    }
+}
+
+/// Pieces per hop and level.
 struct Loads {
-    depths: usize,
-    up: Vec<u32>,
-    down: Vec<u32>,
+    levels: usize,
+    load: Vec<u32>,
 }
 
 impl Loads {
-    fn new(g: &TreeGraph, max_depth: usize, both: bool) -> Self {
-        let depths = max_depth + 1;
-        let n = g.hops.hops.len() * depths;
-        Loads { depths, up: vec![0; n], down: if both { vec![0; n] } else { Vec::new() } }
+    fn new(hops: usize, levels: usize) -> Self {
+        Loads { levels, load: vec![0; hops * levels] }
     }
 
-    fn get(&self, g: &TreeGraph, h: usize, d: usize) -> u32 {
-        let up = self.up[h * self.depths + d];
-        if self.down.is_empty() {
-            up
-        } else {
-            up.max(self.down[g.reverse[h] as usize * self.depths + d])
-        }
+    fn get(&self, h: usize, level: usize) -> u32 {
+        self.load[h * self.levels + level]
     }
 
-    /// The sum over levels of the busiest hop's pieces: the schedule's bandwidth term in pieces.
-    fn cost(&self, g: &TreeGraph) -> u64 {
-        (0..self.depths).map(|d| (0..g.hops.hops.len()).map(|h| self.get(g, h, d)).max().unwrap_or(0) as u64).sum()
+    /// The sum over levels of the busiest hop's pieces: the schedule's bandwidth term in pieces
+    /// (per half: the all-gather of an all_reduce mirrors its reduce-scatter).
+    fn cost(&self) -> u64 {
+        let hops = self.load.len() / self.levels.max(1);
+        (0..self.levels).map(|l| (0..hops).map(|h| self.get(h, l)).max().unwrap_or(0) as u64).sum()
     }
 
-    fn add(&mut self, g: &TreeGraph, h: usize, d: usize, delta: i32) {
-        let i = h * self.depths + d;
-        self.up[i] = self.up[i].wrapping_add_signed(delta);
-        if !self.down.is_empty() {
-            let j = g.reverse[h] as usize * self.depths + d;
-            self.down[j] = self.down[j].wrapping_add_signed(delta);
-        }
+    fn add(&mut self, h: usize, level: usize, delta: i32) {
+        let i = h * self.levels + level;
+        self.load[i] = self.load[i].wrapping_add_signed(delta);
     }
 }
 
 /// The layered steps of `c` over `forest` (see the module docs).
 pub fn layered_steps(t: &Topology, c: &Collective, g: &TreeGraph, forest: &Forest) -> Vec<Step> {
-    let (r, p, d) = (forest.ranks, forest.pieces, forest.max_depth);
+    let (r, p, d) = (forest.ranks, forest.pieces, forest.levels);
     let nhops = g.hops.hops.len();
     // Per level and hop, the pieces it carries (in piece order): counted first, so that every
     // transfer's list is allocated once at its size.
@@ -322,7 +504,7 @@ pub fn layered_steps(t: &Topology, c: &Collective, g: &TreeGraph, forest: &Fores
     for q in 0..r * p {
         for v in 0..r {
             if let Some(h) = forest.hop(g, q, v) {
-                count[(forest.depth(q, v) - 1) * nhops + h] += 1;
+                count[forest.level(q, v) * nhops + h] += 1;
             }
         }
     }
@@ -331,7 +513,7 @@ pub fn layered_steps(t: &Topology, c: &Collective, g: &TreeGraph, forest: &Fores
         let id = PieceId::block((q / p) as u32, (q % p) as u32);
         for v in 0..r {
             if let Some(h) = forest.hop(g, q, v) {
-                lists[(forest.depth(q, v) - 1) * nhops + h].push(id);
+                lists[forest.level(q, v) * nhops + h].push(id);
             }
         }
     }
@@ -491,6 +673,25 @@ mod tests {
     }
 
     proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 6, ..Default::default() })]
+
+        /// A failed cable anywhere on a 3-D torus of radix 3 to 5: all_reduce at the finest piece
+        /// count verifies and stays below the gap measured with the free roots (3x3x3 17.8%,
+        /// 4x4x4 16.1%; 5x5x5 keeps the fixed roots, 21.2%; with fixed roots everywhere 3x3x3
+        /// and 4x4x4 were 21.8% and 20.2%).
+        #[test]
+        fn a_failed_cable_costs_all_reduce_less_with_free_roots(radix in 3usize..=5, cable in 0usize..1000, dim in 0usize..6) {
+            let mut t = torus(&TorusParams::uniform(&[radix; 3], 32.0, 100.0)).unwrap();
+            fail_picked_cables(&mut t, &[(cable, dim)]);
+            let pieces = *piece_counts(&t).last().unwrap();
+            let (_, time, bound) = measured(&t, CollectiveKind::AllReduce, t.node_ids().collect(), pieces);
+            let gap = time / bound - 1.0;
+            let most = [0.0, 0.0, 0.0, 0.185, 0.165, 0.215][radix];
+            proptest::prop_assert!(gap <= most, "{}x{0}x{0}, cable {:?}: {:.2}% above the bound", radix, (cable, dim), 100.0 * gap);
+        }
+    }
+
+    proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig { cases: 24, ..Default::default() })]
 
         /// DimRotation as trees: on a healthy torus of equal radix every step moves one level, so
@@ -540,8 +741,12 @@ mod tests {
             for kind in KINDS {
                 if t.check_connected(&ranks).is_ok() {
                     let (steps, _, _) = measured(&t, kind, ranks.clone(), pieces);
-                    let halves = if kind == CollectiveKind::AllReduce { 2 } else { 1 };
-                    proptest::prop_assert_eq!(steps, halves * diameter(&t), "{:?} {:?} {}", dims, cuts, kind);
+                    // all_reduce may spread its trees over more levels (roots placed by hops).
+                    if kind == CollectiveKind::AllReduce {
+                        proptest::prop_assert!(steps >= 2 * diameter(&t) && steps % 2 == 0, "{:?} {:?}: {} steps", dims, cuts, steps);
+                    } else {
+                        proptest::prop_assert_eq!(steps, diameter(&t), "{:?} {:?} {}", dims, cuts, kind);
+                    }
                 } else {
                     let c = Collective::new(kind, ranks.clone(), 1 << 20, pieces, None, &t).unwrap();
                     proptest::prop_assert!(matches!(tree_steps(&t, &c, far()), Err(Error::Infeasible(_))));
