@@ -673,12 +673,13 @@ mod tests {
     }
 
     proptest::proptest! {
-        #![proptest_config(proptest::prelude::ProptestConfig { cases: 6, ..Default::default() })]
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 12, ..Default::default() })]
 
         /// A failed cable anywhere on a 3-D torus of radix 3 to 5: all_reduce at the finest piece
-        /// count verifies and stays below the gap measured with the free roots (3x3x3 17.8%,
-        /// 4x4x4 16.1%; 5x5x5 keeps the fixed roots, 21.2%; with fixed roots everywhere 3x3x3
-        /// and 4x4x4 were 21.8% and 20.2%).
+        /// count verifies and stays below the gap measured with the free roots, which depends on
+        /// where the cable is (over 20-60 positions each: 3x3x3 17.8-19.7%, 4x4x4 14.9-16.1%;
+        /// 5x5x5 keeps the fixed roots, 21.2-21.6%), plus a point; with fixed roots everywhere
+        /// 4x4x4 was 20.2%.
         #[test]
         fn a_failed_cable_costs_all_reduce_less_with_free_roots(radix in 3usize..=5, cable in 0usize..1000, dim in 0usize..6) {
             let mut t = torus(&TorusParams::uniform(&[radix; 3], 32.0, 100.0)).unwrap();
@@ -686,7 +687,7 @@ mod tests {
             let pieces = *piece_counts(&t).last().unwrap();
             let (_, time, bound) = measured(&t, CollectiveKind::AllReduce, t.node_ids().collect(), pieces);
             let gap = time / bound - 1.0;
-            let most = [0.0, 0.0, 0.0, 0.185, 0.165, 0.215][radix];
+            let most = [0.0, 0.0, 0.0, 0.205, 0.17, 0.225][radix];
             proptest::prop_assert!(gap <= most, "{}x{0}x{0}, cable {:?}: {:.2}% above the bound", radix, (cable, dim), 100.0 * gap);
         }
     }
