@@ -3,9 +3,9 @@
 //! per-value dispatch (serde_json spent most of a large file's reading in it).
 //!
 //! It answers only where it is sure: anything else (an unknown or repeated key, an escape in a
-//! string, a number that is not a plain `u32`, a piece id of the wrong length) gives `None`, and the
-//! caller parses the text with serde, which returns the same step or the error with its place. A
-//! property test holds the two to the same answers.
+//! string, a number that is not a plain `u32`, a piece id of the wrong length) gives `None`, and
+//! the caller parses the text with serde, which returns the same step or the error with its
+//! place. A property test holds the two to the same answers.
 
 use super::{Op, Step, Transfer};
 use crate::collective::PieceId;
@@ -15,15 +15,11 @@ use crate::topology::LinkId;
 pub(super) fn parse_step(text: &[u8]) -> Option<Step> {
     let mut p = Cursor { text, at: 0 };
     p.byte(b'{')?;
-    if p.key()? != b"transfers" {
+    if p.string()? != b"transfers" {
         return None;
     }
     p.byte(b':')?;
-    let mut transfers = Vec::new();
-    p.list(|p| {
-        transfers.push(p.transfer()?);
-        Some(())
-    })?;
+    let transfers = p.items(Cursor::transfer)?;
     p.byte(b'}')?;
     p.blank();
     (p.at == text.len()).then_some(Step { transfers })
@@ -54,7 +50,7 @@ impl Cursor<'_> {
     }
 
     /// A string without escapes.
-    fn key(&mut self) -> Option<&[u8]> {
+    fn string(&mut self) -> Option<&[u8]> {
         self.byte(b'"')?;
         let start = self.at;
         let len = self.text[start..].iter().position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
@@ -93,23 +89,28 @@ impl Cursor<'_> {
         }
     }
 
+    /// `[item, item, ...]` collected.
+    fn items<T>(&mut self, mut item: impl FnMut(&mut Self) -> Option<T>) -> Option<Vec<T>> {
+        let mut out = Vec::new();
+        self.list(|p| {
+            out.push(item(p)?);
+            Some(())
+        })?;
+        Some(out)
+    }
+
     fn transfer(&mut self) -> Option<Transfer> {
         self.byte(b'{')?;
         let (mut path, mut op, mut pieces) = (None, None, None);
         loop {
-            match self.key()? {
+            match self.string()? {
                 b"path" if path.is_none() => {
                     self.byte(b':')?;
-                    let mut links = Vec::new();
-                    self.list(|p| {
-                        links.push(LinkId(p.number()?));
-                        Some(())
-                    })?;
-                    path = Some(links);
+                    path = Some(self.items(|p| p.number().map(LinkId))?);
                 }
                 b"op" if op.is_none() => {
                     self.byte(b':')?;
-                    op = Some(match self.key()? {
+                    op = Some(match self.string()? {
                         b"copy" => Op::Copy,
                         b"reduce" => Op::Reduce,
                         _ => return None,
@@ -117,12 +118,7 @@ impl Cursor<'_> {
                 }
                 b"pieces" if pieces.is_none() => {
                     self.byte(b':')?;
-                    let mut ids = Vec::new();
-                    self.list(|p| {
-                        ids.push(p.piece()?);
-                        Some(())
-                    })?;
-                    pieces = Some(ids);
+                    pieces = Some(self.items(Cursor::piece)?);
                 }
                 _ => return None,
             }

@@ -1,6 +1,7 @@
-//! Layered trees: all_gather, reduce_scatter and all_reduce on any topology and fault pattern
-//! as one tree per piece (a shortest-path tree, but see free roots below), the trees chosen so that every step loads every link
-//! alike; on a healthy torus this meets the bandwidth bound and the latency bound exactly.
+//! Layered trees: all_gather, reduce_scatter and all_reduce on any topology and fault pattern as
+//! one tree per piece (a shortest-path tree, but see free roots below), the trees chosen so that
+//! every step loads every link alike; on a healthy torus this meets the bandwidth bound and the
+//! latency bound exactly.
 //!
 //! **The schedule.** Every piece travels down (all_gather) or up (reduce_scatter) its tree one
 //! level per step: in step d of an all-gather every edge into a rank at depth d carries the piece;
@@ -32,33 +33,33 @@
 //! balanced half; 104.6 us, 20.2% above the bound).
 //!
 //! **Free roots (all_reduce).** An all_reduce may complete a piece's reduction at any rank, so
-//! where ranks have unequal numbers of hops a second plan roots at each rank the share of the
-//! trees that makes its reduce-scatter sends proportional to its hops (about 17.5% of all trees
-//! at each rank of a failed cable on 4x4x4, two thirds of a block at the others). A rank with
-//! fewer hops roots trees of a *single child* each, rotating over its neighbours (the tree below
-//! the child is that child's shortest-path tree over the ranks without the root), so each in-hop
-//! carries a fifth of its roots' edges, not all of them. All edges into roots at one level would
-//! still make that level heavy (about 54 pieces per in-hop against 24), so the plan gives a half
-//! twice the diameter more levels and every root's trees take the shifts their height leaves in
-//! turn (a tree shifted by s has its edges at depth d in level d - 1 + s): per-hop totals then
-//! balance (within 1.5% at 96 pieces per block) and the levels' busiest hops sum to 285 pieces per half (levels 16 and
-//! 25: 288 and 284; 8 and 13: 377 and 297), at 38 steps' latency instead of 12. The forest keeps
-//! whichever plan's estimated time is lower: 4x4x4 101.1 us (16.1%), 3x3x3 100.7 us (17.8%,
-//! from 21.8%); on 5x5x5 and 8x8x8 the fixed roots stay faster (8x8x8 free roots 113.3 us at
-//! best, against 107.3). What remains is the first and last levels, where only the least or most
-//! shifted trees move and their edges fall on few hops; finer pieces shrink it (4x4x4 at 48 and
-//! 96 pieces per block: 98.7 and 97.6 us).
+//! where ranks have unequal numbers of hops a second plan roots at each rank the share of the trees
+//! that makes its reduce-scatter sends proportional to its hops (about 17.5% of all trees at each
+//! rank of a failed cable on 4x4x4, two thirds of a block at the others). A rank with fewer hops
+//! roots trees of a *single child* each, rotating over its neighbours (the tree below the child is
+//! that child's shortest-path tree over the ranks without the root), so each in-hop carries a fifth
+//! of its roots' edges, not all of them. All edges into roots at one level would still make that
+//! level heavy (about 54 pieces per in-hop against 24), so the plan gives a half twice the diameter
+//! more levels and every root's trees take the shifts their height leaves in turn (a tree shifted
+//! by s has its edges at depth d in level d - 1 + s): per-hop totals then balance (within 1.5% at
+//! 96 pieces per block) and the levels' busiest hops sum to 285 pieces per half (levels 16 and 25:
+//! 288 and 284; 8 and 13: 377 and 297), at 38 steps' latency instead of 12. The forest keeps
+//! whichever plan's estimated time is lower: 4x4x4 101.1 us (16.1%), 3x3x3 100.7 us (17.8%, from
+//! 21.8%); on 5x5x5 and 8x8x8 the fixed roots stay faster (8x8x8 free roots 113.3 us at best,
+//! against 107.3). What remains is the first and last levels, where only the least or most shifted
+//! trees move and their edges fall on few hops; finer pieces shrink it (4x4x4 at 48 and 96 pieces
+//! per block: 98.7 and 97.6 us).
 //!
-//! Ways out that did not work (4x4x4, one failed cable, 24 pieces per block): pipelining the
-//! halves over groups of pieces (the all-gather of one group in the steps of the next group's
+//! Ways out that did not work (4x4x4, one failed cable, 24 pieces per block): pipelining the halves
+//! over groups of pieces (the all-gather of one group in the steps of the next group's
 //! reduce-scatter) puts a reduce and a copy on one link in one step, which rule 2 of
-//! docs/design/MODEL.md section 4 forbids (a transfer has one op); splitting those steps took
-//! 229 us. Free roots with shortest-path trees at the rank (every neighbour of the root sends to
-//! it: about 270 pieces on each in-link, more than a balanced half's 253) took 224 us; with
-//! single-child trees but no extra levels 153 us (7 levels), with one 130 us (8). Choosing each tree's
-//! shift greedily (fewest levels whose busiest hop it raises, then least load) balanced worse
-//! than taking them in turn: 120 us at 8 levels, 103.5 us at 19 when only the later passes chose.
-//! Rooting half or 1.25 times the share at the ranks of the cable: 102.8 and 103.1 us.
+//! docs/design/MODEL.md section 4 forbids (a transfer has one op); splitting those steps took 229
+//! us. Free roots with shortest-path trees at the rank (every neighbour of the root sends to it:
+//! about 270 pieces on each in-link, more than a balanced half's 253) took 224 us; with
+//! single-child trees but no extra levels 153 us (7 levels), with one 130 us (8). Choosing each
+//! tree's shift greedily (fewest levels whose busiest hop it raises, then least load) balanced
+//! worse than taking them in turn: 120 us at 8 levels, 103.5 us at 19 when only the later passes
+//! chose. Rooting half or 1.25 times the share at the ranks of the cable: 102.8 and 103.1 us.
 
 use super::hops::HopGraph;
 use crate::collective::{Collective, CollectiveKind, PieceId};
