@@ -403,14 +403,17 @@ fn synthesize_gathers_and_reduces_on_a_faulty_torus() {
 fn synthesize_takes_the_layered_trees_near_the_bound_on_a_faulty_pod() {
     // 4x4x4 with a failed cable at 8 MiB: the layered trees (synth::trees) meet the certified
     // bound of the gathering kinds within 1% (the cut around a rank of the cable) and beat every
-    // other candidate for all_reduce; what synthesize writes verifies.
+    // other candidate for all_reduce, its halves pipelined (8.7% above the bound, measured);
+    // what synthesize writes verifies.
     let out = tmp("synth-layered.json");
-    for (kind, max_gap) in [("all_gather", 0.01), ("reduce_scatter", 0.01), ("all_reduce", 0.25)] {
+    for (kind, max_gap) in [("all_gather", 0.01), ("reduce_scatter", 0.01), ("all_reduce", 0.10)] {
         let o =
             run(&["synthesize", "--torus", "4x4x4", "--fail", "(0,0,0)-(1,0,0)", "--collective", kind, "--bytes", "8MiB", "-o", s(&out), "--json", "--pareto"]);
         assert_eq!(o.status.code(), Some(0), "{kind}: {}", text(&o));
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-        assert!(v["chosen"].as_str().unwrap().starts_with("layered trees"), "{kind}: {v}");
+        let chosen = v["chosen"].as_str().unwrap();
+        assert!(chosen.starts_with("layered trees"), "{kind}: {v}");
+        assert_eq!(chosen.contains("halves pipelined"), kind == "all_reduce", "{kind}: {chosen}");
         let fastest = v["candidates"].as_array().unwrap().iter().map(|e| e["time_ns"].as_f64().unwrap()).fold(f64::INFINITY, f64::min);
         assert_eq!(v["time_ns"].as_f64().unwrap(), fastest, "{kind}: {v}");
         let gap = v["gap_to_certified_bound"].as_f64().unwrap();

@@ -19,6 +19,7 @@
 
 pub mod backends;
 mod hops;
+pub mod pipelined;
 pub mod portfolio;
 pub mod routing;
 pub mod spreading;

@@ -108,6 +108,9 @@ pub enum Candidate {
     LayeredTrees {
         /// Pieces per block.
         pieces: u32,
+        /// all_reduce with its halves pipelined (`synth::pipelined`): the pieces a transfer
+        /// carries at most.
+        pipelined: Option<usize>,
     },
     /// Spreading trees (all_gather, reduce_scatter, all_reduce).
     SpreadingTrees {
@@ -147,7 +150,10 @@ impl fmt::Display for Candidate {
         match *self {
             Candidate::FewestSteps => f.write_str("fewest steps"),
             Candidate::TimeExpandedRouting { pieces, horizon } => write!(f, "time-expanded routing ({pieces} piece(s) per block, horizon {horizon})"),
-            Candidate::LayeredTrees { pieces } => write!(f, "layered trees ({pieces} piece(s) per block)"),
+            Candidate::LayeredTrees { pieces, pipelined: None } => write!(f, "layered trees ({pieces} piece(s) per block)"),
+            Candidate::LayeredTrees { pieces, pipelined: Some(b) } => {
+                write!(f, "layered trees ({pieces} piece(s) per block, halves pipelined, up to {b} per transfer)")
+            }
             Candidate::SpreadingTrees { pieces, per_transfer: 1 } => write!(f, "spreading trees ({pieces} piece(s) per block)"),
             Candidate::SpreadingTrees { pieces, per_transfer } => write!(f, "spreading trees ({pieces} piece(s) per block, up to {per_transfer} per transfer)"),
             Candidate::Switched(m) => write!(f, "{m}"),
@@ -506,12 +512,12 @@ fn layered_trees(inst: &Instance, deadline: Instant, found: &mut Gathered, progr
             found.limit_reached = true;
             break;
         }
-        let candidate = Candidate::LayeredTrees { pieces };
-        progress(&Progress::Trying(candidate.to_string()));
+        progress(&Progress::Trying(Candidate::LayeredTrees { pieces, pipelined: None }.to_string()));
         let cp = Collective::new(c.kind, c.ranks.clone(), c.bytes_per_rank, pieces, None, t)?;
         match trees::tree_steps(t, &cp, deadline)? {
             Some(layered) => {
                 found.limit_reached |= layered.cut_short;
+                let candidate = Candidate::LayeredTrees { pieces, pipelined: layered.pipelined };
                 found.offer(candidate, schedule(t, &cp, layered.steps, "layered trees"), progress)?;
             }
             None => found.limit_reached = true,
