@@ -19,7 +19,6 @@
 
 pub mod backends;
 mod hops;
-pub mod pipelined;
 pub mod portfolio;
 pub mod routing;
 pub mod spreading;

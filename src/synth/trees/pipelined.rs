@@ -2,7 +2,7 @@
 //! all-gather back down it, scheduled as one list of tasks, so that the all-gather of the pieces
 //! reduced first runs in the steps where others are still being reduced.
 //!
-//! The layered trees ([`super::trees`]) run the halves one after the other, every piece one level
+//! The layered trees ([`super`]) run the halves one after the other, every piece one level
 //! per step. Around a failed cable a rank with five links sends every contribution it does not
 //! root in the first half and receives every final value in the second, so its out-links are the
 //! busiest of the first half and its in-links of the second. Here every (hop, step) carries one op
@@ -25,9 +25,9 @@
 //! step left hops idle and took 107-160 us; trees balanced for each hop's total over both halves
 //! (86.7 us of load on the busiest hop, the bound's) took 111-121 us, since their all-gather loads
 //! other hops than their reduce-scatter. On 3x3x3, 5x5x5 and 8x8x8 the gain is 0-4% of the
-//! layered time or none; [`super::trees::tree_steps`] keeps whichever is faster.
+//! layered time or none; [`super::tree_steps`] keeps whichever is faster.
 
-use super::trees::{Forest, TreeGraph};
+use super::{Forest, TreeGraph};
 use crate::collective::{Collective, PieceId};
 use crate::cost::SyncMeter;
 use crate::error::Result;
@@ -217,7 +217,7 @@ pub fn fastest(t: &Topology, c: &Collective, g: &TreeGraph, forest: &Forest, dea
 const MAX_BUDGET: usize = 4096;
 
 /// The step-synchronous time of `steps` (docs/design/MODEL.md section 5), ns.
-pub(super) fn time_ns(t: &Topology, c: &Collective, steps: &[Step]) -> Result<f64> {
+pub(crate) fn time_ns(t: &Topology, c: &Collective, steps: &[Step]) -> Result<f64> {
     let header = ScheduleHeader { topology: t.clone(), collective: c.clone(), meta: None };
     let mut meter = SyncMeter::new(&header)?;
     steps.iter().for_each(|s| meter.step(s));

@@ -52,7 +52,7 @@
 //!
 //! **Pipelined halves (all_reduce).** Where ranks have unequal hops, [`tree_steps`] also lists the
 //! forest's tasks step by step, each hop carrying reduces or copies as they become ready
-//! ([`super::pipelined`]), and keeps that schedule where it is faster: 4x4x4 94.6 us (8.7%),
+//! ([`pipelined`]), and keeps that schedule where it is faster: 4x4x4 94.6 us (8.7%),
 //! 3x3x3 94.3 us (10.3%), 5x5x5 105.7 us (20.7%, from 21.6%).
 //!
 //! Ways out that did not work (4x4x4, one failed cable, 24 pieces per block): pipelining the halves
@@ -65,6 +65,8 @@
 //! tree's shift greedily (fewest levels whose busiest hop it raises, then least load) balanced
 //! worse than taking them in turn: 120 us at 8 levels, 103.5 us at 19 when only the later passes
 //! chose. Rooting half or 1.25 times the share at the ranks of the cable: 102.8 and 103.1 us.
+
+pub mod pipelined;
 
 use super::hops::HopGraph;
 use crate::collective::{Collective, CollectiveKind, PieceId};
@@ -147,17 +149,17 @@ impl TreeGraph {
     }
 
     /// The number of hops.
-    pub(super) fn num_hops(&self) -> usize {
+    fn num_hops(&self) -> usize {
         self.hops.hops.len()
     }
 
     /// The hop back along `h`'s path (usable hops of the reducing kinds have one).
-    pub(super) fn reverse_hop(&self, h: usize) -> usize {
+    fn reverse_hop(&self, h: usize) -> usize {
         self.reverse[h] as usize
     }
 
     /// The links of hop `h`.
-    pub(super) fn path(&self, h: usize) -> &[LinkId] {
+    fn path(&self, h: usize) -> &[LinkId] {
         &self.hops.hops[h].path
     }
 
@@ -249,28 +251,28 @@ pub struct Forest {
 
 impl Forest {
     /// The ranks.
-    pub(super) fn ranks(&self) -> usize {
+    fn ranks(&self) -> usize {
         self.ranks
     }
 
     /// The pieces per block.
-    pub(super) fn pieces(&self) -> usize {
+    fn pieces(&self) -> usize {
         self.pieces
     }
 
     /// The trees: one per piece.
-    pub(super) fn trees(&self) -> usize {
+    fn trees(&self) -> usize {
         self.ranks * self.pieces
     }
 
     /// Rank `v`'s depth in tree `q` (0 at the root).
-    pub(super) fn depth(&self, q: usize, v: usize) -> u16 {
+    fn depth(&self, q: usize, v: usize) -> u16 {
         self.shapes.rows[self.shape[q] as usize * self.ranks + v]
     }
 
     /// The hop joining rank `v` to its parent in tree `q` and the parent's rank, `None` at the
     /// root.
-    pub(super) fn parent(&self, g: &TreeGraph, q: usize, v: usize) -> Option<(usize, usize)> {
+    fn parent(&self, g: &TreeGraph, q: usize, v: usize) -> Option<(usize, usize)> {
         (v != self.root(q)).then(|| {
             let (h, u, _) = g.candidates(v)[self.parent[q * self.ranks + v] as usize];
             (h as usize, u as usize)
@@ -658,8 +660,8 @@ pub fn tree_steps(t: &Topology, c: &Collective, deadline: Instant) -> Result<Opt
     // equal hops the layered halves meet the bandwidth bound) and the tasks are few enough.
     let unequal = (0..g.nodes.len()).any(|v| g.candidates(v).len() != g.candidates(0).len());
     if c.kind == CollectiveKind::AllReduce && unequal && f.trees() * f.ranks() <= MAX_PIPELINED_EDGES {
-        if let Some(best) = super::pipelined::fastest(t, c, &g, &f, deadline)? {
-            if best.time_ns < super::pipelined::time_ns(t, c, &steps)? {
+        if let Some(best) = pipelined::fastest(t, c, &g, &f, deadline)? {
+            if best.time_ns < pipelined::time_ns(t, c, &steps)? {
                 (steps, pipelined) = (best.steps, Some(best.budget));
             }
         }
