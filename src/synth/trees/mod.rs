@@ -714,8 +714,8 @@ mod tests {
         worst
     }
 
-    /// Builds, verifies (rules 1-5, and rule 6 on the lowered programs) and prices the layered trees of
-    /// `kind`; returns (steps, time, certified bandwidth + latency bound), ns.
+    /// Builds, verifies (rules 1-5, and rule 6 on the lowered programs) and prices the layered
+    /// trees of `kind`; returns (steps, time, certified bandwidth + latency bound), ns.
     fn measured(t: &Topology, kind: CollectiveKind, ranks: Vec<NodeId>, pieces: u32) -> (usize, f64, f64) {
         let c = Collective::new(kind, ranks, 8 << 20, pieces, None, t).unwrap();
         let layered = tree_steps(t, &c, far()).unwrap().unwrap();
