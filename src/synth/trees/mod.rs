@@ -52,8 +52,9 @@
 //!
 //! **Pipelined halves (all_reduce).** Where ranks have unequal hops, [`tree_steps`] also lists the
 //! forest's tasks step by step, each hop carrying reduces or copies as they become ready
-//! ([`pipelined`]), and keeps that schedule where it is faster: 4x4x4 94.6 us (8.7%),
-//! 3x3x3 94.3 us (10.3%), 5x5x5 105.7 us (20.7%, from 21.6%).
+//! ([`pipelined`]) over the forests of both plans, and keeps the fastest schedule: 4x4x4 94.6 us
+//! (8.7%), 3x3x3 94.3 us (10.3%), 5x5x5 102.7 us (17.3%, from 21.6%; the free roots' forest,
+//! whose layered halves are the slower).
 //!
 //! Ways out that did not work (4x4x4, one failed cable, 24 pieces per block): pipelining the halves
 //! by fixed groups of pieces (the all-gather of one group in the steps of the next group's
@@ -317,7 +318,14 @@ pub fn piece_counts(t: &Topology) -> Vec<u32> {
 /// piece had a tree (a later deadline only ends the balancing passes early).
 ///
 /// Errors: [`Error::infeasible`] when some rank cannot reach another over usable hops.
+#[cfg(test)]
 pub fn forest(t: &Topology, c: &Collective, g: &TreeGraph, deadline: Instant) -> Result<Option<Forest>> {
+    Ok(forests(t, c, g, deadline)?.map(|(f, _)| f))
+}
+
+/// As [`forest`], with the other plan's forest where all_reduce built one (its layered halves
+/// estimated slower; pipelined, either may be the faster).
+fn forests(t: &Topology, c: &Collective, g: &TreeGraph, deadline: Instant) -> Result<Option<(Forest, Option<Forest>)>> {
     let r = c.num_ranks();
     let p = c.pieces as usize;
     if g.hops.hops.len() >= u32::MAX as usize || r >= FAR as usize {
@@ -352,8 +360,10 @@ pub fn forest(t: &Topology, c: &Collective, g: &TreeGraph, deadline: Instant) ->
     // so that it does not eat the time the portfolio has for finer pieces.
     let time_left = deadline.saturating_duration_since(Instant::now());
     let other = free.filter(|_| started.elapsed() < time_left).and_then(|plan| balance(g, plan, p, ndims, deadline));
-    let faster = other.filter(|f| estimate_ns(t, c, g, f) < estimate_ns(t, c, g, &best));
-    Ok(Some(faster.unwrap_or(best).0))
+    Ok(Some(match other {
+        Some(o) if estimate_ns(t, c, g, &o) < estimate_ns(t, c, g, &best) => (o.0, Some(best.0)),
+        o => (best.0, o.map(|o| o.0)),
+    }))
 }
 
 /// The step-synchronous time of a balanced forest, roughly: its busiest hops' pieces at the
@@ -653,16 +663,20 @@ pub fn tree_steps(t: &Topology, c: &Collective, deadline: Instant) -> Result<Opt
         return Err(Error::bad("layered trees: all_to_all has no trees (every piece has one destination)"));
     }
     let g = TreeGraph::new(t, c);
-    let Some(f) = forest(t, c, &g, deadline)? else { return Ok(None) };
+    let Some((f, other)) = forests(t, c, &g, deadline)? else { return Ok(None) };
     let mut steps = layered_steps(t, c, &g, &f);
     let mut pipelined = None;
-    // all_reduce pipelined over the same trees, where some rank has fewer hops than another (on
-    // equal hops the layered halves meet the bandwidth bound) and the tasks are few enough.
+    // all_reduce pipelined over the trees of both plans, where some rank has fewer hops than
+    // another (on equal hops the layered halves meet the bandwidth bound) and the tasks are few
+    // enough; the fastest of the three is kept.
     let unequal = (0..g.nodes.len()).any(|v| g.candidates(v).len() != g.candidates(0).len());
     if c.kind == CollectiveKind::AllReduce && unequal && f.trees() * f.ranks() <= MAX_PIPELINED_EDGES {
-        if let Some(best) = pipelined::fastest(t, c, &g, &f, deadline)? {
-            if best.time_ns < pipelined::time_ns(t, c, &steps)? {
-                (steps, pipelined) = (best.steps, Some(best.budget));
+        let mut time = pipelined::time_ns(t, c, &steps)?;
+        for forest in std::iter::once(&f).chain(other.as_ref()) {
+            if let Some(best) = pipelined::fastest(t, c, &g, forest, deadline)? {
+                if best.time_ns < time {
+                    (steps, pipelined, time) = (best.steps, Some(best.budget), best.time_ns);
+                }
             }
         }
     }
@@ -764,8 +778,9 @@ mod tests {
         /// A failed cable anywhere on a 3-D torus of radix 3 to 5: all_reduce at the finest piece
         /// count verifies and stays below the gap measured with the free roots and the pipelined
         /// halves, which depends on where the cable is (over 18-44 positions each: 3x3x3
-        /// 9.3-11.3%, 4x4x4 9.1-11.1%; 5x5x5 20.5-21.2%), plus a point; layered alone 3x3x3 was
-        /// 17.8-19.7%, 4x4x4 14.9-16.1%, and with fixed roots everywhere 4x4x4 was 20.2%.
+        /// 9.3-11.3%, 4x4x4 9.1-11.1%, 5x5x5 17.1-19.0%), plus a point; layered alone 3x3x3 was
+        /// 17.8-19.7%, 4x4x4 14.9-16.1%, 5x5x5 21.2-21.6%, and with fixed roots everywhere
+        /// 4x4x4 was 20.2%.
         #[test]
         fn a_failed_cable_costs_all_reduce_less_with_free_roots_and_pipelining(radix in 3usize..=5, cable in 0usize..1000, dim in 0usize..6) {
             let mut t = torus(&TorusParams::uniform(&[radix; 3], 32.0, 100.0)).unwrap();
@@ -773,7 +788,7 @@ mod tests {
             let pieces = *piece_counts(&t).last().unwrap();
             let (_, time, bound) = measured(&t, CollectiveKind::AllReduce, t.node_ids().collect(), pieces);
             let gap = time / bound - 1.0;
-            let most = [0.0, 0.0, 0.0, 0.125, 0.12, 0.22][radix];
+            let most = [0.0, 0.0, 0.0, 0.125, 0.12, 0.20][radix];
             proptest::prop_assert!(gap <= most, "{}x{0}x{0}, cable {:?}: {:.2}% above the bound", radix, (cable, dim), 100.0 * gap);
         }
     }

@@ -25,8 +25,10 @@
 //! over the pieces (so that the halves overlap more) or choosing each hop's op by which fills the
 //! step left hops idle and took 107-160 us; trees balanced for each hop's total over both halves
 //! (86.7 us of load on the busiest hop, the bound's) took 111-121 us, since their all-gather loads
-//! other hops than their reduce-scatter. On 3x3x3, 5x5x5 and 8x8x8 the gain is 0-4% of the
-//! layered time or none; [`super::tree_steps`] keeps whichever is faster.
+//! other hops than their reduce-scatter. [`super::tree_steps`] pipelines the forests of both
+//! plans and keeps the fastest of them and the layered halves: on 5x5x5 the free roots' forest,
+//! whose layered halves are the slower, pipelines to 102.7 us (17.3%, layered 106.4 us); on 8x8x8
+//! neither gains.
 
 use super::{Forest, TreeGraph};
 use crate::collective::{Collective, PieceId};
