@@ -108,7 +108,7 @@ pub enum Candidate {
     LayeredTrees {
         /// Pieces per block.
         pieces: u32,
-        /// all_reduce with its halves pipelined (`synth::pipelined`): the pieces a transfer
+        /// all_reduce with its halves pipelined (`synth::trees::pipelined`): the pieces a transfer
         /// carries at most.
         pipelined: Option<usize>,
     },

@@ -287,13 +287,13 @@ impl Forest {
     /// The level of the edge joining rank `v` to its parent in tree `q`: its depth less one,
     /// plus the tree's shift.
     fn level(&self, q: usize, v: usize) -> usize {
-        self.shapes.rows[self.shape[q] as usize * self.ranks + v] as usize - 1 + self.shift[q] as usize
+        self.depth(q, v) as usize - 1 + self.shift[q] as usize
     }
 
     /// The hop joining rank `v` to its parent in tree `q` (towards the root for the reducing
     /// kinds, from the parent for all_gather), `None` at the root.
     fn hop(&self, g: &TreeGraph, q: usize, v: usize) -> Option<usize> {
-        (v != self.root(q)).then(|| g.candidates(v)[self.parent[q * self.ranks + v] as usize].0 as usize)
+        self.parent(g, q, v).map(|(h, _)| h)
     }
 }
 
@@ -314,17 +314,18 @@ pub fn piece_counts(t: &Topology) -> Vec<u32> {
     }
 }
 
-/// Balances the trees of `c` (see the module docs); `None` when `deadline` passed before every
-/// piece had a tree (a later deadline only ends the balancing passes early).
-///
-/// Errors: [`Error::infeasible`] when some rank cannot reach another over usable hops.
+/// The first forest of [`forests`].
 #[cfg(test)]
 pub fn forest(t: &Topology, c: &Collective, g: &TreeGraph, deadline: Instant) -> Result<Option<Forest>> {
     Ok(forests(t, c, g, deadline)?.map(|(f, _)| f))
 }
 
-/// As [`forest`], with the other plan's forest where all_reduce built one (its layered halves
-/// estimated slower; pipelined, either may be the faster).
+/// Balances the trees of `c` (see the module docs): the forest whose layered halves are
+/// estimated faster, and for all_reduce the other plan's where it was built (pipelined, either
+/// may be the faster). `None` when `deadline` passed before every piece had a tree (a later
+/// deadline only ends the balancing passes early).
+///
+/// Errors: [`Error::infeasible`] when some rank cannot reach another over usable hops.
 fn forests(t: &Topology, c: &Collective, g: &TreeGraph, deadline: Instant) -> Result<Option<(Forest, Option<Forest>)>> {
     let r = c.num_ranks();
     let p = c.pieces as usize;
@@ -349,7 +350,7 @@ fn forests(t: &Topology, c: &Collective, g: &TreeGraph, deadline: Instant) -> Re
         shapes.add(root, row);
     }
     let ndims = t.torus_shape().map_or(1, |s| s.ndims()).max(1);
-    // all_reduce's second plan (roots by hops, more levels) is kept where it is faster.
+    // all_reduce's second plan: roots by hops, more levels.
     let free = if c.kind == CollectiveKind::AllReduce { free_root_plan(g, &shapes, p) } else { None };
     let levels = shapes.height.iter().copied().max().unwrap_or(0) as usize;
     let fixed =
@@ -649,8 +650,8 @@ pub struct Layered {
     pub steps: Vec<Step>,
     /// Whether the deadline ended the balancing early (the steps are complete and valid).
     pub cut_short: bool,
-    /// The all_reduce's halves pipelined (`synth::pipelined`) at this many pieces per transfer
-    /// at most; `None` for the layered halves.
+    /// The all_reduce's halves pipelined (`synth::trees::pipelined`) at this many pieces per
+    /// transfer at most; `None` for the layered halves.
     pub pipelined: Option<usize>,
 }
 

@@ -108,9 +108,15 @@ impl Links {
 }
 
 /// The pipelined all_reduce over `forest` with at most `budget` pieces per transfer.
+#[cfg(test)]
 pub fn pipelined_steps(t: &Topology, g: &TreeGraph, forest: &Forest, budget: usize) -> Vec<Step> {
-    let l = Links::new(g, forest);
-    let (r, trees, p) = (l.ranks, forest.trees(), forest.pieces());
+    steps(t, g, &Links::new(g, forest), forest.pieces(), budget)
+}
+
+/// The pipelined all_reduce over a forest's links `l` (`p` pieces per block) with at most
+/// `budget` pieces per transfer.
+fn steps(t: &Topology, g: &TreeGraph, l: &Links, p: usize, budget: usize) -> Vec<Step> {
+    let (r, trees) = (l.ranks, l.height.len());
     let nhops = g.num_hops();
     // Per hop: the ready reduces and the ready copies that cross it.
     let mut reduces: Vec<BinaryHeap<Task>> = vec![BinaryHeap::new(); nhops];
@@ -197,11 +203,12 @@ pub struct Pipelined {
 /// budgets of 2, 4, 8, ... pieces per transfer until the steps are as few as the trees' levels
 /// allow. `None` when `deadline` passed before the first budget was tried.
 pub fn fastest(t: &Topology, c: &Collective, g: &TreeGraph, forest: &Forest, deadline: Instant) -> Result<Option<Pipelined>> {
-    let levels = 2 * (0..forest.trees()).map(|q| (0..forest.ranks()).map(|v| forest.depth(q, v)).max().unwrap_or(0)).max().unwrap_or(0) as usize;
+    let l = Links::new(g, forest);
+    let levels = 2 * l.height.iter().copied().max().unwrap_or(0) as usize;
     let mut best: Option<Pipelined> = None;
     let mut budget = 2;
     while Instant::now() < deadline && budget <= MAX_BUDGET {
-        let steps = pipelined_steps(t, g, forest, budget);
+        let steps = steps(t, g, &l, forest.pieces(), budget);
         let time_ns = time_ns(t, c, &steps)?;
         let few = steps.len() <= levels;
         if best.as_ref().is_none_or(|b| time_ns < b.time_ns) {
