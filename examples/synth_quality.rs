@@ -1,7 +1,7 @@
 //! The synthesizer's quality matrix (issue 4): for failed cables on tori, the time-objective
 //! synthesis against the certified bandwidth + latency bound and against MATEe.
 //!
-//! `cargo run --release --example synth_quality` (all rows; about 10 minutes on 2 cores), or
+//! `cargo run --release --example synth_quality` (all rows; about 6 minutes on 2 cores), or
 //! `cargo run --release --example synth_quality -- 4x4` to run the rows whose name contains `4x4`.
 //! Each row is `collsched synthesize` with its default 60 s budget; 32 GB/s, 100 ns, 8 MiB per npu.
 
