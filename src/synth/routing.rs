@@ -262,10 +262,8 @@ impl<'a> Router<'a> {
         // found by a search from s (every npu on a shortest path from s to a zone npu is in the
         // zone), numbered in the order found; `slot[v]` is v's number.
         let reach = to_d[s].saturating_add(self.detour);
-        let within = |v: usize| match &self.from_src[s] {
-            Some(from_s) if self.detour != u32::MAX => from_s[v].saturating_add(to_d[v]) <= reach,
-            _ => true,
-        };
+        // `from_src[s]` is there exactly when the detour is finite.
+        let within = |v: usize| self.from_src[s].as_ref().is_none_or(|from_s| from_s[v].saturating_add(to_d[v]) <= reach);
         let mut zone = std::mem::take(&mut self.zone);
         let mut slot = std::mem::take(&mut self.slot);
         // The zone's arcs, `local[first[z]..first[z + 1]]` leaving its npu z, each with the
@@ -521,9 +519,14 @@ pub fn candidates(t: &Topology, c: &Collective, piece_counts: &[u32], deadline: 
             let betas: Vec<String> = BETAS.iter().map(|b| b.to_string()).collect();
             progress(&format!("time-expanded routing: {p} piece(s) per block, {steps} steps, beta {}", betas.join(" and ")));
             // The steepnesses are independent runs: in parallel, taken in order.
-            let runs: Vec<_> = BETAS.par_iter().map(|&beta| route_in_time(t, &cp, &hops, TimedParams { steps, beta, detour: DETOUR }, deadline)).collect();
-            for (beta, run) in BETAS.into_iter().zip(runs) {
-                let params = TimedParams { steps, beta, detour: DETOUR };
+            let runs: Vec<_> = BETAS
+                .par_iter()
+                .map(|&beta| {
+                    let params = TimedParams { steps, beta, detour: DETOUR };
+                    (params, route_in_time(t, &cp, &hops, params, deadline))
+                })
+                .collect();
+            for (params, run) in runs {
                 if let Some((s, time_ns)) = run? {
                     if time_ns < best_here && k == extra_steps.len() && extra_steps.len() < 10 {
                         // The largest horizon so far was the best: try a larger one.
