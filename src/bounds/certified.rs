@@ -22,6 +22,9 @@ pub struct CertifiedBounds {
     pub bandwidth: Option<Q>,
     /// The latency bound.
     pub latency: Q,
+    /// The largest steps bound (docs/design/MODEL.md section 6: distance, transmissions, cut,
+    /// flow), in steps; `None` when the certificate has none.
+    pub steps: Option<u32>,
 }
 
 /// The certified bounds of `inst`; `flow_time` caps the flow bound's multiplicative weights (any
@@ -32,7 +35,8 @@ pub fn certified_bounds(inst: &Instance, flow_time: Duration) -> Result<Certifie
     let cert = certificate_of_instance(inst, &"0".repeat(64), &FlowOptions { time_limit: flow_time, ..Default::default() });
     let checked = collsched_checker::check_str(&cert.to_string()).map_err(|e| Error::internal(format!("the bound certificate does not check: {e}")))?;
     let latency = checked.claims.iter().find(|cl| cl.bound == "latency").map(|cl| cl.derived.clone()).unwrap_or_default();
-    Ok(CertifiedBounds { bandwidth: checked.bandwidth_bound, latency })
+    let steps = checked.steps_bound.as_ref().and_then(|q| q.to_integer().to_u32());
+    Ok(CertifiedBounds { bandwidth: checked.bandwidth_bound, latency, steps })
 }
 
 /// An exact number as a float.

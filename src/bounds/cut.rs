@@ -62,6 +62,10 @@ pub fn crossing(c: &Collective, u: &[bool]) -> Crossing {
 /// Bytes that must leave the node set `u` (membership flags): [`crossing`] in bytes.
 pub fn crossing_bytes(c: &Collective, u: &[bool]) -> Rational {
     match crossing(c, u) {
+        // Blocks of one size (a bisection of 512 ranks crosses 65,536 of them): one product.
+        Crossing::Blocks(pairs) if c.is_uniform() => {
+            pairs.first().map_or_else(Rational::zero, |&(i, j)| c.block_size(i, j) * Rational::from_integer(pairs.len() as i128))
+        }
         Crossing::Blocks(pairs) => pairs.into_iter().map(|(i, j)| c.block_size(i, j)).sum(),
         Crossing::WholeBlocks(n) => Rational::new(c.bytes_per_rank as i128, c.num_ranks() as i128) * Rational::from_integer(n as i128),
     }

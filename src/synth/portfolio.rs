@@ -3,7 +3,7 @@
 //!
 //! The objective is the schedule's step-synchronous time at the collective's size
 //! (docs/design/MODEL.md section 5), or its number of steps. The candidates ([`Candidate`]):
-//! - the fewest-steps search ([`synthesize_steps_with`]: one piece per link per step, exact where
+//! - the fewest-steps search ([`super::steps::synthesize_steps_with`]: one piece per link per step, exact where
 //!   the program is small enough);
 //! - for the time objective, the time-expanded routing of [`routing`] over pieces per block (1, 2,
 //!   4, 8 unless the spec fixes `pieces`) and horizons: latency per step against bandwidth
@@ -29,7 +29,7 @@
 //! the bound is proven for the step-synchronous model, and on switched networks the event-driven
 //! gap is reported beside it as a measure, not a proof.
 
-use super::steps::{synthesize_steps_with, SynthReport, SynthStatus};
+use super::steps::{synthesize_steps_above, SynthReport, SynthStatus};
 use super::switched::SwitchedMethod;
 use super::{routing, spreading, switched, trees};
 use super::{Progress, SynthOptions};
@@ -411,7 +411,7 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
         unverified: None,
     };
     let steps_report = if c.kind == CollectiveKind::AllToAll || objective == Objective::Steps {
-        Some(fewest_steps(inst, opts, objective, &mut found, progress)?)
+        Some(fewest_steps(inst, opts, objective, bounds.steps, &mut found, progress)?)
     } else {
         None
     };
@@ -460,12 +460,20 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
 
 /// The fewest-steps search (all_to_all, and every kind under the steps objective): half the limit
 /// under the time objective, all of it for the steps objective.
-fn fewest_steps(inst: &Instance, opts: &SynthOptions, objective: Objective, found: &mut Gathered, progress: &mut dyn FnMut(&Progress)) -> Result<SynthReport> {
+/// `lower` is the certified steps bound, when the bound certificate has one.
+fn fewest_steps(
+    inst: &Instance,
+    opts: &SynthOptions,
+    objective: Objective,
+    lower: Option<u32>,
+    found: &mut Gathered,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<SynthReport> {
     let mut steps_opts = opts.clone();
     if objective == Objective::Time {
         steps_opts.time_limit = opts.time_limit / 2;
     }
-    let report = synthesize_steps_with(&inst.topology, &inst.collective, &steps_opts, progress)?;
+    let report = synthesize_steps_above(&inst.topology, &inst.collective, &steps_opts, lower, progress)?;
     if let SynthStatus::Infeasible(why) = &report.status {
         return Err(Error::infeasible(why.clone()));
     }

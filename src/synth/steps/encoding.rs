@@ -80,19 +80,23 @@ impl Reach {
     /// Whether a piece bound for destination `d` may cross hop `from -> to` in step `t` of `steps`
     /// at all: it can be at `from` by then, can still reach `d` in time, and `from` is not `d`
     /// (a destination keeps its pieces). Variables failing this are fixed to 0 by omission.
-    fn useful(&self, demand: &Demand, d: usize, from: NodeId, to: NodeId, t: u32, steps: u32) -> bool {
+    pub(super) fn useful(&self, demand: &Demand, d: usize, from: NodeId, to: NodeId, t: u32, steps: u32) -> bool {
         from != demand.dests[d] && self.earliest[d][from.index()] <= t && self.to_dest[d][to.index()].saturating_add(t + 1) <= steps
     }
 
     /// Number of 0-1 variables of the program with `steps` steps.
+    ///
+    /// Counted in closed form: the steps `t` where [`Reach::useful`] holds run from the earliest
+    /// step at the sender to the last one that leaves time to reach the destination.
     pub fn variables(&self, hops: &HopGraph, demand: &Demand, steps: u32) -> usize {
-        let mut count = 0;
-        for d in 0..demand.dests.len() {
-            for h in &hops.hops {
-                count += (0..steps).filter(|&t| self.useful(demand, d, h.from, h.to, t, steps)).count();
+        let mut count = 0u64;
+        for (d, &dest) in demand.dests.iter().enumerate() {
+            for h in hops.hops.iter().filter(|h| h.from != dest) {
+                let (early, to_go) = (u64::from(self.earliest[d][h.from.index()]), u64::from(self.to_dest[d][h.to.index()]));
+                count += u64::from(steps).saturating_sub(early.saturating_add(to_go));
             }
         }
-        count
+        usize::try_from(count).unwrap_or(usize::MAX)
     }
 }
 

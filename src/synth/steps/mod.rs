@@ -126,11 +126,26 @@ pub fn synthesize_steps(topology: &Topology, collective: &Collective, opts: &Syn
 /// a schedule that fails verification (both bugs). A rank cut off by the faults is a report
 /// with [`SynthStatus::Infeasible`], not an error.
 pub fn synthesize_steps_with(topology: &Topology, collective: &Collective, opts: &SynthOptions, progress: &mut dyn FnMut(&Progress)) -> Result<SynthReport> {
+    synthesize_steps_above(topology, collective, opts, None, progress)
+}
+
+/// [`synthesize_steps_with`], given the certified steps lower bound when the caller has it
+/// already (`None`: derived and certified here).
+pub(crate) fn synthesize_steps_above(
+    topology: &Topology,
+    collective: &Collective,
+    opts: &SynthOptions,
+    certified_lower: Option<u32>,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<SynthReport> {
     let started = Instant::now();
     if let Err(e) = topology.check_connected(&collective.ranks) {
         return Ok(SynthReport { schedule: None, steps_lower_bound: 0, steps_found: None, status: SynthStatus::Infeasible(e.message().to_string()) });
     }
-    let (_, lower) = certified_steps_bounds(topology, collective, FLOW_TIME.min(opts.time_limit / 10))?;
+    let lower = match certified_lower {
+        Some(lower) => lower,
+        None => certified_steps_bounds(topology, collective, FLOW_TIME.min(opts.time_limit / 10))?.1,
+    };
     progress(&Progress::LowerBound(lower));
     let cap = opts.max_steps.unwrap_or(u32::MAX);
     let report = |schedule: Option<Schedule>, status| {

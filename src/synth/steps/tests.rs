@@ -482,3 +482,36 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn the_variable_count_is_the_number_of_useful_sends() {
+    let mut tree =
+        fat_tree(&FatTreeParams { levels: 2, k: 4, osr: 1.0, npus: 8, board: None, bandwidth_gbps: 400.0, latency_ns: 25.0, switch_latency_ns: 1000.0 })
+            .unwrap();
+    fail_cable(&mut tree, 8, 12);
+    let group = torus_of(&[4, 4], true);
+    let some: Vec<NodeId> = group.node_ids().filter(|v| v.0 % 3 != 1).collect();
+    let some = Collective::new(CollectiveKind::AllToAll, some, 1 << 20, 2, None, &group).unwrap();
+    let mut cases: Vec<(Topology, Collective)> = [tree, torus_of(&[5], true), torus_of(&[3, 4], true), torus_of(&[3, 3, 2], false)]
+        .into_iter()
+        .map(|t| {
+            let c = a2a(&t, 2);
+            (t, c)
+        })
+        .collect();
+    cases.push((group, some));
+    for (t, c) in cases {
+        let hops = HopGraph::with_endpoints(&t, &c.rank_mask(&t));
+        let demand = Demand::all_to_all(&c, t.num_npus());
+        let reach = Reach::new(&hops, &demand);
+        for steps in [0, 1, 2, 5, 9] {
+            let mut useful = 0;
+            for d in 0..demand.dests.len() {
+                for h in &hops.hops {
+                    useful += (0..steps).filter(|&s| reach.useful(&demand, d, h.from, h.to, s, steps)).count();
+                }
+            }
+            assert_eq!(reach.variables(&hops, &demand, steps), useful, "{steps} steps");
+        }
+    }
+}
