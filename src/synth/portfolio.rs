@@ -35,6 +35,7 @@ use super::{routing, spreading, switched, trees};
 use super::{Progress, SynthOptions};
 use crate::algorithms::{torus_all_to_all, torus_all_to_all_shape, torus_mate, torus_ring_collective, RingAlgorithm, Scheduler};
 use crate::bounds::certified::{certified_bounds, q_to_f64};
+use crate::bounds::steps::steps_bounds;
 use crate::collective::{Collective, CollectiveKind};
 use crate::cost::event_cost;
 use crate::cost::{SyncCost, SyncMeter};
@@ -578,8 +579,15 @@ fn spreading_trees(t: &Topology, c: &Collective, counts: &[u32], deadline: Insta
             break;
         }
         let candidate = Candidate::SpreadingTrees { pieces, per_transfer };
-        progress(&Progress::Trying(candidate.to_string()));
         let cp = Collective::new(c.kind, c.ranks.clone(), c.bytes_per_rank, pieces, c.block_bytes.clone(), t)?;
+        // A candidate whose every schedule is slower than the best is not built (on 512 npus
+        // one holds hundreds of megabytes).
+        if found.objective == Objective::Time
+            && found.best.as_ref().zip(sync_time_floor_ns(t, &cp, per_transfer)).is_some_and(|((b, _, _), floor)| floor >= b.rank_ns())
+        {
+            continue;
+        }
+        progress(&Progress::Trying(candidate.to_string()));
         match spreading::spread_steps(t, &cp, per_transfer, deadline) {
             Ok(Some(steps)) => found.offer(candidate, schedule(t, &cp, steps, "spreading"), progress)?,
             Ok(None) => found.limit_reached = true,
@@ -590,6 +598,25 @@ fn spreading_trees(t: &Topology, c: &Collective, counts: &[u32], deadline: Insta
         }
     }
     Ok(())
+}
+
+/// A floor on the step-synchronous time of every schedule of `c` that carries at most
+/// `per_transfer` pieces over a link in a step, ns: a link carrying one piece per step needs the
+/// certified steps bound's steps ([`steps_bounds`]), so `per_transfer` pieces at a time need at
+/// least that over `per_transfer` steps that move something, and each of them costs at least
+/// the least link latency plus a piece over the widest link (docs/design/MODEL.md section 5).
+/// `None` on switched networks (candidates are ranked event-driven there) and for blocks of
+/// different sizes.
+fn sync_time_floor_ns(t: &Topology, c: &Collective, per_transfer: usize) -> Option<f64> {
+    if t.num_switches() > 0 || !c.is_uniform() || c.num_ranks() < 2 {
+        return None;
+    }
+    let up = || t.links().filter(|(_, l)| l.up).map(|(_, l)| l);
+    let latency = up().map(|l| l.latency_ns).fold(f64::INFINITY, f64::min);
+    let bandwidth = up().map(|l| l.bandwidth_gbps).fold(0.0, f64::max);
+    let piece = to_f64(&c.block_size(0, 1)) / c.pieces as f64;
+    let steps = steps_bounds(t, c, Duration::ZERO).best().div_ceil(per_transfer.max(1) as u32);
+    (latency.is_finite() && bandwidth > 0.0).then(|| steps as f64 * (latency + piece / bandwidth) * (1.0 - 1e-9))
 }
 
 /// The route-and-step candidates of a switched network.
@@ -653,6 +680,30 @@ mod tests {
                 let a = synthesize(&inst, &opts(), Objective::Time, &mut |_| {}).unwrap();
                 assert_eq!(a.schedule.header.collective.pieces, 3, "{kind} on {dims}: {}", a.chosen);
             }
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 16, ..Default::default() })]
+
+        /// The floor that lets spreading candidates go unbuilt is below every spreading schedule,
+        /// over sizes, failed cables, kinds, pieces and batches.
+        #[test]
+        fn the_time_floor_is_below_every_spreading_schedule(
+            dims in proptest::collection::vec(2usize..6, 1..=3),
+            cuts in proptest::collection::vec((0usize..1000, 0usize..8), 0..=2),
+            kind in proptest::sample::select(vec![CollectiveKind::AllGather, CollectiveKind::ReduceScatter, CollectiveKind::AllReduce]),
+            pieces in 1u32..=4,
+            batch in 1usize..=3,
+        ) {
+            let mut t = crate::topology::torus(&crate::topology::TorusParams::uniform(&dims, 32.0, 100.0)).unwrap();
+            crate::synth::steps::tests::fail_picked_cables(&mut t, &cuts);
+            proptest::prop_assume!(t.check_connected(&t.node_ids().collect::<Vec<_>>()).is_ok());
+            let c = Collective::new(kind, t.node_ids().collect(), 8 << 20, pieces, None, &t).unwrap();
+            let Ok(Some(steps)) = spreading::spread_steps(&t, &c, batch, Instant::now() + Duration::from_secs(60)) else { return Ok(()) };
+            let time = to_f64(&sync_cost(&schedule(&t, &c, steps, "spreading")).unwrap().time_ns());
+            let floor = sync_time_floor_ns(&t, &c, batch).unwrap();
+            proptest::prop_assert!(floor <= time, "floor {floor} ns above a spreading schedule's {time} ns");
         }
     }
 
