@@ -266,14 +266,20 @@ fn fat_tree_hops_go_through_switches() {
     assert!(g.hops.iter().all(|h| h.path.len() == 2 || h.path.len() == 4));
 }
 
-/// Prints the heuristic's gaps on faulty tori.
-#[test]
-#[ignore]
-fn measure_heuristic_gaps() {
+/// A 2-level fat tree of 8 npus (k = 4) with the cable from leaf 0 to spine 0 down.
+fn fat_tree_leaf0_spine0_down() -> Topology {
     let mut tree =
         fat_tree(&FatTreeParams { levels: 2, k: 4, osr: 1.0, npus: 8, board: None, bandwidth_gbps: 400.0, latency_ns: 25.0, switch_latency_ns: 1000.0 })
             .unwrap();
     fail_cable(&mut tree, 8, 12);
+    tree
+}
+
+/// Prints the heuristic's gaps on faulty tori.
+#[test]
+#[ignore]
+fn measure_heuristic_gaps() {
+    let tree = fat_tree_leaf0_spine0_down();
     let mut cases: Vec<(String, Topology)> = vec![("2L k4 fat tree, leaf0-spine0 down".into(), tree)];
     for dims in [vec![4, 4], vec![5, 5], vec![4, 4, 4]] {
         for fault in [false, true] {
@@ -485,10 +491,7 @@ proptest::proptest! {
 
 #[test]
 fn the_variable_count_is_the_number_of_useful_sends() {
-    let mut tree =
-        fat_tree(&FatTreeParams { levels: 2, k: 4, osr: 1.0, npus: 8, board: None, bandwidth_gbps: 400.0, latency_ns: 25.0, switch_latency_ns: 1000.0 })
-            .unwrap();
-    fail_cable(&mut tree, 8, 12);
+    let tree = fat_tree_leaf0_spine0_down();
     let group = torus_of(&[4, 4], true);
     let some: Vec<NodeId> = group.node_ids().filter(|v| v.0 % 3 != 1).collect();
     let some = Collective::new(CollectiveKind::AllToAll, some, 1 << 20, 2, None, &group).unwrap();
