@@ -570,6 +570,8 @@ fn hand_written(t: &Topology, c: &Collective, found: &mut Gathered, progress: &m
 /// coarsest pieces several per transfer (fewer steps, less latency: what large tori need).
 fn spreading_trees(t: &Topology, c: &Collective, counts: &[u32], deadline: Instant, found: &mut Gathered, progress: &mut dyn FnMut(&Progress)) -> Result<()> {
     let settings = counts.iter().map(|&p| (p, 1)).chain(SPREAD_BATCHES.iter().map(|&b| (counts[0], b)));
+    // The steps bound of each piece count, derived once (the batches share the first count's).
+    let mut steps_by_pieces: Vec<(u32, u32)> = Vec::new();
     for (pieces, per_transfer) in settings {
         if Instant::now() >= deadline {
             found.limit_reached = true;
@@ -582,10 +584,18 @@ fn spreading_trees(t: &Topology, c: &Collective, counts: &[u32], deadline: Insta
         let cp = Collective::new(c.kind, c.ranks.clone(), c.bytes_per_rank, pieces, c.block_bytes.clone(), t)?;
         // A candidate whose every schedule is slower than the best is not built (on 512 npus
         // one holds hundreds of megabytes).
-        if found.objective == Objective::Time
-            && found.best.as_ref().zip(sync_time_floor_ns(t, &cp, per_transfer)).is_some_and(|((b, _, _), floor)| floor >= b.rank_ns())
-        {
-            continue;
+        if let (Objective::Time, Some((best, _, _))) = (found.objective, &found.best) {
+            let steps = || match steps_by_pieces.iter().find(|e| e.0 == pieces) {
+                Some(&(_, steps)) => steps,
+                None => {
+                    let steps = steps_bounds(t, &cp, Duration::ZERO).best();
+                    steps_by_pieces.push((pieces, steps));
+                    steps
+                }
+            };
+            if sync_time_floor_ns(t, &cp, per_transfer, steps).is_some_and(|floor| floor >= best.rank_ns()) {
+                continue;
+            }
         }
         progress(&Progress::Trying(candidate.to_string()));
         match spreading::spread_steps(t, &cp, per_transfer, deadline) {
@@ -601,13 +611,13 @@ fn spreading_trees(t: &Topology, c: &Collective, counts: &[u32], deadline: Insta
 }
 
 /// A floor on the step-synchronous time of every schedule of `c` that carries at most
-/// `per_transfer` pieces over a link in a step, ns: a link carrying one piece per step needs the
-/// certified steps bound's steps ([`steps_bounds`]), so `per_transfer` pieces at a time need at
-/// least that over `per_transfer` steps that move something, and each of them costs at least
-/// the least link latency plus a piece over the widest link (docs/design/MODEL.md section 5).
-/// `None` on switched networks (candidates are ranked event-driven there) and for blocks of
-/// different sizes.
-fn sync_time_floor_ns(t: &Topology, c: &Collective, per_transfer: usize) -> Option<f64> {
+/// `per_transfer` pieces over a link in a step, ns: a link carrying one piece per step needs
+/// `steps_bound()` steps (the steps bound of [`steps_bounds`], asked for only where the floor
+/// applies), so `per_transfer` pieces at a time need at least that over `per_transfer` steps
+/// that move something, and each of them costs at least the least link latency plus a piece over
+/// the widest link (docs/design/MODEL.md section 5). `None` on switched networks (candidates are
+/// ranked event-driven there) and for blocks of different sizes.
+fn sync_time_floor_ns(t: &Topology, c: &Collective, per_transfer: usize, steps_bound: impl FnOnce() -> u32) -> Option<f64> {
     if t.num_switches() > 0 || !c.is_uniform() || c.num_ranks() < 2 {
         return None;
     }
@@ -615,7 +625,7 @@ fn sync_time_floor_ns(t: &Topology, c: &Collective, per_transfer: usize) -> Opti
     let latency = up().map(|l| l.latency_ns).fold(f64::INFINITY, f64::min);
     let bandwidth = up().map(|l| l.bandwidth_gbps).fold(0.0, f64::max);
     let piece = to_f64(&c.block_size(0, 1)) / c.pieces as f64;
-    let steps = steps_bounds(t, c, Duration::ZERO).best().div_ceil(per_transfer.max(1) as u32);
+    let steps = steps_bound().div_ceil(per_transfer.max(1) as u32);
     (latency.is_finite() && bandwidth > 0.0).then(|| steps as f64 * (latency + piece / bandwidth) * (1.0 - 1e-9))
 }
 
@@ -702,7 +712,7 @@ mod tests {
             let c = Collective::new(kind, t.node_ids().collect(), 8 << 20, pieces, None, &t).unwrap();
             let Ok(Some(steps)) = spreading::spread_steps(&t, &c, batch, Instant::now() + Duration::from_secs(60)) else { return Ok(()) };
             let time = to_f64(&sync_cost(&schedule(&t, &c, steps, "spreading")).unwrap().time_ns());
-            let floor = sync_time_floor_ns(&t, &c, batch).unwrap();
+            let floor = sync_time_floor_ns(&t, &c, batch, || steps_bounds(&t, &c, Duration::ZERO).best()).unwrap();
             proptest::prop_assert!(floor <= time, "floor {floor} ns above a spreading schedule's {time} ns");
         }
     }

@@ -228,9 +228,7 @@ fn pack_by_bucket(hops: &HopGraph, demand: &Demand, routes: &[Vec<usize>], num_l
             if moved[r + 1].is_empty() {
                 continue;
             }
-            let (stay, came) = (std::mem::take(&mut buckets[r]), std::mem::take(&mut moved[r + 1]));
-            buckets[r] = merge_by_key(&stay, &came, &key);
-            moved[r + 1] = came;
+            buckets[r] = merge_by_key(&buckets[r], &moved[r + 1], &key);
             moved[r + 1].clear();
         }
         moved[1].clear();
