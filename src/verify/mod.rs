@@ -52,9 +52,12 @@ pub struct VerifyOptions {
     /// (piece, relay) holding, memory proportional to the piece-hops, and slows the verifier
     /// about 4x on large all-to-alls).
     pub track_relays: bool,
-    /// How copy-only kinds track which npus hold each piece: `None` by size (one bit per
-    /// (piece, npu) up to 1 GiB of bits, holder lists beyond), `Some(true)` always lists,
-    /// `Some(false)` always bits.
+    /// How the per-piece state is kept: `None` by size, `Some(true)` the lean way, `Some(false)`
+    /// the dense way. Copy-only kinds track which npus hold each piece by one bit per (piece,
+    /// npu) (dense, by size up to 1 GiB of bits) or by holder lists. Reducing kinds keep a
+    /// contributor set per (piece, npu) while the steps stream by (dense, by size up to 64 MiB)
+    /// or record each transfer's pieces and check rules 3-5 after the last step one piece at a
+    /// time (about 8 bytes per piece-hop; diagnostics then come piece by piece).
     pub sparse_pieces: Option<bool>,
 }
 
@@ -172,10 +175,16 @@ impl StepSink for Verifier {
             None => header,
         };
         let c = &header.collective;
-        // Reducing kinds keep a contributor set per (piece, npu); copy-only kinds keep holder
-        // lists when bits would not fit, at least a 4-byte list head per piece.
+        // Reducing kinds keep a contributor set per (piece, npu) only when told to (otherwise
+        // when small; beyond, a piece's sets at a time); copy-only kinds keep holder lists when
+        // bits would not fit, at least a 4-byte list head per piece.
         let (pieces, npus) = (c.piece_space() as u128, header.topology.num_npus() as u128);
-        let state_bytes = if c.kind.is_reducing() { pieces * npus * (c.num_ranks() as u128) / 8 } else { (pieces * npus / 8).min(pieces * 4) };
+        let sets = npus * (c.num_ranks() as u128) / 8;
+        let state_bytes = match (c.kind.is_reducing(), self.options.sparse_pieces) {
+            (true, Some(false)) => pieces * sets,
+            (true, _) => sets,
+            (false, _) => (pieces * npus / 8).min(pieces * 4),
+        };
         if state_bytes > MAX_STATE_BYTES {
             return Err(crate::error::Error::bad(format!(
                 "the verifier's state for {} pieces on {} npus would take {} GiB (limit {} GiB): use fewer pieces per block",

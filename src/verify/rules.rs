@@ -28,6 +28,57 @@ fn key(piece: usize, node: usize) -> u64 {
     ((piece as u64) << 32) | node as u64
 }
 
+/// Reducing kinds whose contributor sets per (piece, npu) would take more than this many bytes
+/// are checked piece by piece ([`ByPiece`]).
+const DENSE_CONTRIBUTORS_LIMIT: u128 = 64 << 20;
+
+/// A transfer a reducing kind's piece-by-piece pass replays: where it is and what it does.
+struct End {
+    step: u32,
+    /// Its index in the step.
+    index: u32,
+    src: u32,
+    dst: u32,
+    op: Op,
+}
+
+/// Reducing kinds, piece by piece: the transfers with valid ends and the pieces each carries,
+/// recorded while the steps stream by (about 8 bytes per piece-hop at the end); rules 3-5 are then
+/// checked with one piece's contributor sets in memory at a time
+/// ([`CoreRules::check_by_piece`]), instead of a set per (piece, npu) throughout (on a 16x16x16
+/// torus at 6 pieces per block that is 51 GiB).
+struct ByPiece {
+    ends: Vec<End>,
+    /// Per recorded transfer, where its pieces start in `pieces`.
+    start: Vec<u64>,
+    /// The piece indices the recorded transfers carry, in stream order.
+    pieces: Vec<u32>,
+}
+
+/// One piece's contributor sets in the piece-by-piece pass: a row per npu, set to the npu's own
+/// contribution when the piece first uses it.
+struct PieceRows {
+    rw: usize,
+    vals: Vec<u64>,
+    /// The piece whose value each row holds (`NONE`: none yet).
+    piece: Vec<u32>,
+}
+
+impl PieceRows {
+    /// Where `node`'s value of piece `pi` starts in `vals`.
+    fn at(&mut self, c: &Collective, pi: usize, node: u32) -> usize {
+        let at = node as usize * self.rw;
+        if self.piece[node as usize] != pi as u32 {
+            self.piece[node as usize] = pi as u32;
+            self.vals[at..at + self.rw].fill(0);
+            if let Some(r) = c.rank_index(NodeId(node)) {
+                self.vals[at + r / 64] |= 1 << (r % 64);
+            }
+        }
+        at
+    }
+}
+
 struct Delivery {
     node: u32,
     piece: u32,
@@ -183,8 +234,10 @@ pub(super) struct CoreRules {
     epoch: u32,
     /// Copy-only kinds: which npus hold each piece.
     presence: Presence,
-    /// Reducing kinds: contributor sets, `rwords` u64 per (piece, npu).
+    /// Reducing kinds: contributor sets, `rwords` u64 per (piece, npu), or the transfers to
+    /// replay piece by piece (`by_piece`, and `values` is empty).
     rwords: usize,
+    by_piece: Option<ByPiece>,
     values: Vec<u64>,
     full: Vec<u64>,
     carried: Vec<u64>,
@@ -230,15 +283,30 @@ impl CoreRules {
             (true, false) => Relays::Slots { slots: vec![[[NONE; 3]; SLOTS]; space], overflow: Default::default() },
             (true, true) => Relays::Dense { n_npus, start: vec![NONE; space * n_npus], last: vec![NONE; space * n_npus] },
         };
+        let dense_bytes = space as u128 * n_npus as u128 * rwords as u128 * 8;
+        let by_piece = (reducing && options.sparse_pieces.unwrap_or(dense_bytes > DENSE_CONTRIBUTORS_LIMIT)).then(|| ByPiece {
+            ends: Vec::new(),
+            start: Vec::new(),
+            pieces: Vec::new(),
+        });
         if reducing {
-            values = vec![0u64; space * n_npus * rwords];
-            for pi in 0..space {
-                let j = pi / c.pieces as usize;
-                for (ri, &node) in c.ranks.iter().enumerate() {
-                    let at = (pi * n_npus + node.index()) * rwords;
-                    values[at + ri / 64] |= 1 << (ri % 64);
-                    if c.kind == CollectiveKind::ReduceScatter && ri != j {
-                        relays.hold(pi, node.index(), 0);
+            if by_piece.is_none() {
+                values = vec![0u64; space * n_npus * rwords];
+            }
+            // Every rank starts with its own contribution (piece by piece: set when first used)
+            // and, in a reduce_scatter, holds the pieces of every other block.
+            let start_relays = c.kind == CollectiveKind::ReduceScatter && !matches!(relays, Relays::Off);
+            if by_piece.is_none() || start_relays {
+                for pi in 0..space {
+                    let j = pi / c.pieces as usize;
+                    for (ri, &node) in c.ranks.iter().enumerate() {
+                        if by_piece.is_none() {
+                            let at = (pi * n_npus + node.index()) * rwords;
+                            values[at + ri / 64] |= 1 << (ri % 64);
+                        }
+                        if start_relays && ri != j {
+                            relays.hold(pi, node.index(), 0);
+                        }
                     }
                 }
             }
@@ -277,6 +345,7 @@ impl CoreRules {
             epoch: 0,
             presence,
             rwords,
+            by_piece,
             values,
             full,
             carried: Vec::new(),
@@ -289,11 +358,7 @@ impl CoreRules {
     }
 
     fn node_text(&self, n: u32) -> String {
-        let node = NodeId(n);
-        match self.collective.rank_index(node) {
-            Some(r) => format!("node {n} {} (rank {r})", self.topo.node(node).name),
-            None => format!("node {n} {}", self.topo.node(node).name),
-        }
+        node_text(&self.topo, &self.collective, n)
     }
 
     /// Why a path cannot start or end at a node that is not a rank (docs/design/MODEL.md
@@ -313,13 +378,7 @@ impl CoreRules {
     }
 
     fn is_destination(&self, piece: usize, node: usize) -> bool {
-        let c = &self.collective;
-        let rest = piece / c.pieces as usize;
-        match c.kind {
-            CollectiveKind::AllToAll => c.ranks[rest % c.num_ranks()].index() == node,
-            CollectiveKind::ReduceScatter => c.ranks[rest].index() == node,
-            CollectiveKind::AllGather | CollectiveKind::AllReduce => c.rank_index(NodeId(node as u32)).is_some(),
-        }
+        is_destination(&self.collective, piece, node)
     }
 
     fn value_at(&self, piece: usize, node: usize) -> usize {
@@ -420,6 +479,10 @@ impl CoreRules {
                 (Some(a), Some(b)) if ends_ok => Some((a, b)),
                 _ => None,
             };
+            if let (Some(bp), Some((a, b))) = (&mut self.by_piece, endpoints) {
+                bp.start.push(bp.pieces.len() as u64);
+                bp.ends.push(End { step: s as u32, index: ti as u32, src: a, dst: b, op: tr.op });
+            }
             self.piece_ix.clear();
             self.piece_ix.extend(tr.pieces.iter().map(|p| self.collective.piece_index(p).map_or(NONE, |i| i as u32)));
             if let (Some((a, _)), false) = (endpoints, self.reducing) {
@@ -433,6 +496,10 @@ impl CoreRules {
                     continue;
                 };
                 let Some((a, b)) = endpoints else { continue };
+                if let Some(bp) = &mut self.by_piece {
+                    bp.pieces.push(pi as u32);
+                    continue;
+                }
                 let held = if self.reducing {
                     let at = self.value_at(pi, a as usize);
                     self.values[at..at + self.rwords].iter().any(|&w| w != 0)
@@ -485,122 +552,261 @@ impl CoreRules {
         let mut deliveries = std::mem::take(&mut self.deliveries);
         deliveries.sort_unstable_by_key(|d| ((d.node as u64) << 32) | d.piece as u64);
         let rw = self.rwords;
-        let mut i = 0;
-        while i < deliveries.len() {
-            let (node, pi) = (deliveries[i].node, deliveries[i].piece);
-            let mut j = i;
-            while j < deliveries.len() && deliveries[j].node == node && deliveries[j].piece == pi {
-                j += 1;
+        for group in deliveries.chunk_by(|a, b| a.node == b.node && a.piece == b.piece) {
+            let (node, pi) = (group[0].node, group[0].piece as usize);
+            let at = (pi * self.n_npus + node as usize) * rw;
+            let (topo, c) = (&self.topo, &self.collective);
+            merge_deliveries(
+                group,
+                &self.carried,
+                &mut self.values[at..at + rw],
+                &mut self.scratch,
+                &mut self.stats.wasted_copies,
+                &|| node_text(topo, c, node),
+                &mut |t, message| out.fail(reduction_diag(c, s, t, pi, message)),
+            );
+            if !self.is_destination(pi, node as usize) {
+                self.relays.hold(pi, node as usize, s as u32 + 1);
             }
-            let group = &deliveries[i..j];
-            let first = group[0].value as usize;
-            let piece = self.collective.piece_at(pi as usize);
-            let diag = |t: u32, message: String| Diagnostic {
-                rule: Rule::Reduction,
-                step: Some(s),
-                transfer: Some(t as usize),
-                subject: Some(format!("piece {piece}")),
-                message,
-            };
-            let at = self.value_at(pi as usize, node as usize);
-            let all_reduce = group.iter().all(|d| d.op == Op::Reduce);
-            let all_copy = group.iter().all(|d| d.op == Op::Copy);
-            self.scratch.copy_from_slice(&self.carried[first..first + rw]);
-            if all_reduce {
-                for d in &group[1..] {
-                    let v = &self.carried[d.value as usize..d.value as usize + rw];
-                    if v.iter().zip(&self.scratch).any(|(a, b)| a & b != 0) {
-                        let overlap: Vec<u64> = v.iter().zip(&self.scratch).map(|(a, b)| a & b).collect();
-                        out.fail(diag(d.transfer, format!("reduces that reach {} in one step overlap on ranks {}", self.node_text(node), set_text(&overlap))));
-                    }
-                    for (m, x) in self.scratch.iter_mut().zip(v) {
-                        *m |= x;
-                    }
-                }
-                let old = &self.values[at..at + rw];
-                if old.iter().zip(&self.scratch).any(|(a, b)| a & b != 0) {
-                    let overlap: Vec<u64> = old.iter().zip(&self.scratch).map(|(a, b)| a & b).collect();
-                    out.fail(diag(
-                        group[0].transfer,
-                        format!(
-                            "double counting: {} already holds the contributions of ranks {} that the reduce adds again",
-                            self.node_text(node),
-                            set_text(&overlap)
-                        ),
-                    ));
-                }
-                for (o, m) in self.values[at..at + rw].iter_mut().zip(&self.scratch) {
-                    *o |= m;
-                }
-            } else if all_copy {
-                for d in &group[1..] {
-                    if self.carried[d.value as usize..d.value as usize + rw] != self.scratch[..] {
-                        out.fail(diag(d.transfer, format!("copies with different values reach {} in one step", self.node_text(node))));
-                    } else {
-                        self.stats.wasted_copies += 1;
-                    }
-                }
-                let old = &self.values[at..at + rw];
-                let lost: Vec<u64> = old.iter().zip(&self.scratch).map(|(o, c)| o & !c).collect();
-                if lost.iter().any(|&w| w != 0) {
-                    out.fail(diag(
-                        group[0].transfer,
-                        format!("the copy loses the contributions of ranks {} that {} held", set_text(&lost), self.node_text(node)),
-                    ));
-                } else if old == &self.scratch[..] {
-                    self.stats.wasted_copies += 1;
-                }
-                self.values[at..at + rw].copy_from_slice(&self.scratch);
-            } else {
-                out.fail(diag(group[0].transfer, format!("a copy and a reduce of the same piece reach {} in one step", self.node_text(node))));
-                for d in group {
-                    for (o, x) in self.values[at..at + rw].iter_mut().zip(&self.carried[d.value as usize..d.value as usize + rw]) {
-                        *o |= x;
-                    }
-                }
-            }
-            if !self.is_destination(pi as usize, node as usize) {
-                self.relays.hold(pi as usize, node as usize, s as u32 + 1);
-            }
-            i = j;
         }
         self.deliveries = deliveries;
     }
 
-    pub(super) fn finish(self, out: &mut Findings) -> Stats {
-        let c = &self.collective;
-        let mut stats = self.stats.clone();
-        for pi in 0..c.piece_space() {
-            if !c.is_required_index(pi) {
-                continue;
+    /// Rules 3-5 of a reducing collective piece by piece, over the transfers `bp` recorded: one
+    /// piece's contributor sets in memory at a time, its transfers in step order, each step's
+    /// sends reading the values at its start.
+    fn check_by_piece(&mut self, bp: ByPiece, out: &mut Findings) {
+        let ByPiece { ends, mut start, pieces } = bp;
+        start.push(pieces.len() as u64);
+        // The recorded transfers of each piece, in stream (so step) order.
+        let space = self.collective.piece_space();
+        let mut offset = vec![0u64; space + 1];
+        pieces.iter().for_each(|&p| offset[p as usize + 1] += 1);
+        for i in 0..space {
+            offset[i + 1] += offset[i];
+        }
+        let mut order = vec![0u32; pieces.len()];
+        let mut fill = offset.clone();
+        for (e, w) in start.windows(2).enumerate() {
+            for &p in &pieces[w[0] as usize..w[1] as usize] {
+                order[fill[p as usize] as usize] = e as u32;
+                fill[p as usize] += 1;
             }
-            let id = c.piece_at(pi);
-            let dests: Vec<usize> = match c.destinations(&id) {
-                crate::collective::Destinations::One(r) => vec![r],
-                crate::collective::Destinations::All => (0..c.num_ranks()).collect(),
-            };
-            for r in dests {
-                let node = c.ranks[r].index();
-                let fail = |message: String| Diagnostic { rule: Rule::Completion, step: None, transfer: None, subject: Some(format!("piece {id}")), message };
-                if self.reducing {
-                    let at = self.value_at(pi, node);
-                    let v = &self.values[at..at + self.rwords];
-                    if v != &self.full[..] {
-                        let missing: Vec<u64> = self.full.iter().zip(v).map(|(f, x)| f & !x).collect();
-                        let have: u32 = v.iter().map(|w| w.count_ones()).sum();
-                        out.fail(fail(format!(
-                            "{} ends with the contributions of {have} of {} ranks (missing ranks {})",
-                            self.node_text(node as u32),
-                            c.num_ranks(),
-                            set_text(&missing)
-                        )));
+        }
+        drop((pieces, fill));
+        let rw = self.rwords;
+        let mut rows = PieceRows { rw, vals: vec![0u64; self.n_npus * rw], piece: vec![NONE; self.n_npus] };
+        let mut carried = Vec::new();
+        let mut deliveries = Vec::new();
+        for pi in 0..space {
+            let (topo, c) = (&self.topo, &self.collective);
+            let ids = &order[offset[pi] as usize..offset[pi + 1] as usize];
+            for group in ids.chunk_by(|&a, &b| ends[a as usize].step == ends[b as usize].step) {
+                let s = ends[group[0] as usize].step as usize;
+                carried.clear();
+                deliveries.clear();
+                for &e in group {
+                    let end = &ends[e as usize];
+                    let at = rows.at(c, pi, end.src);
+                    if rows.vals[at..at + rw].iter().all(|&w| w == 0) {
+                        out.fail(Diagnostic {
+                            rule: Rule::Causality,
+                            step: Some(s),
+                            transfer: Some(end.index as usize),
+                            subject: Some(format!("piece {}", c.piece_at(pi))),
+                            message: format!("{} does not hold the piece at the start of the step", node_text(topo, c, end.src)),
+                        });
+                        continue;
                     }
-                } else if !self.presence.holds(pi, node) {
-                    out.fail(fail(format!("never reaches {}", self.node_text(node as u32))));
+                    self.relays.sent(pi, end.src as usize, s as u32);
+                    deliveries.push(Delivery { node: end.dst, piece: pi as u32, transfer: end.index, op: end.op, value: carried.len() as u32 });
+                    carried.extend_from_slice(&rows.vals[at..at + rw]);
+                }
+                deliveries.sort_by_key(|d: &Delivery| d.node);
+                for group in deliveries.chunk_by(|a, b| a.node == b.node) {
+                    let node = group[0].node;
+                    let at = rows.at(c, pi, node);
+                    merge_deliveries(
+                        group,
+                        &carried,
+                        &mut rows.vals[at..at + rw],
+                        &mut self.scratch,
+                        &mut self.stats.wasted_copies,
+                        &|| node_text(topo, c, node),
+                        &mut |t, message| out.fail(reduction_diag(c, s, t, pi, message)),
+                    );
+                    if !is_destination(c, pi, node as usize) {
+                        self.relays.hold(pi, node as usize, s as u32 + 1);
+                    }
+                }
+            }
+            if c.is_required_index(pi) {
+                for r in self.destinations(pi) {
+                    let node = c.ranks[r].index() as u32;
+                    let at = rows.at(c, pi, node);
+                    self.check_final(pi, node, &rows.vals[at..at + rw], out);
                 }
             }
         }
+    }
+
+    /// The rank indices that must end with piece `pi`.
+    fn destinations(&self, pi: usize) -> Vec<usize> {
+        let c = &self.collective;
+        match c.destinations(&c.piece_at(pi)) {
+            crate::collective::Destinations::One(r) => vec![r],
+            crate::collective::Destinations::All => (0..c.num_ranks()).collect(),
+        }
+    }
+
+    /// Rule 5 for a reducing kind: `node` ends with every contribution to piece `pi` (`v`).
+    fn check_final(&self, pi: usize, node: u32, v: &[u64], out: &mut Findings) {
+        if v != &self.full[..] {
+            let missing: Vec<u64> = self.full.iter().zip(v).map(|(f, x)| f & !x).collect();
+            let have: u32 = v.iter().map(|w| w.count_ones()).sum();
+            out.fail(Diagnostic {
+                rule: Rule::Completion,
+                step: None,
+                transfer: None,
+                subject: Some(format!("piece {}", self.collective.piece_at(pi))),
+                message: format!(
+                    "{} ends with the contributions of {have} of {} ranks (missing ranks {})",
+                    self.node_text(node),
+                    self.collective.num_ranks(),
+                    set_text(&missing)
+                ),
+            });
+        }
+    }
+
+    pub(super) fn finish(mut self, out: &mut Findings) -> Stats {
+        if let Some(bp) = self.by_piece.take() {
+            self.check_by_piece(bp, out);
+        } else {
+            let c = &self.collective;
+            for pi in (0..c.piece_space()).filter(|&pi| c.is_required_index(pi)) {
+                for r in self.destinations(pi) {
+                    let node = c.ranks[r].index();
+                    if self.reducing {
+                        let at = self.value_at(pi, node);
+                        self.check_final(pi, node as u32, &self.values[at..at + self.rwords], out);
+                    } else if !self.presence.holds(pi, node) {
+                        out.fail(Diagnostic {
+                            rule: Rule::Completion,
+                            step: None,
+                            transfer: None,
+                            subject: Some(format!("piece {}", c.piece_at(pi))),
+                            message: format!("never reaches {}", self.node_text(node as u32)),
+                        });
+                    }
+                }
+            }
+        }
+        let mut stats = self.stats.clone();
         stats.peak_relay = self.relays.peak(stats.steps as u32, self.n_npus);
         stats
+    }
+}
+
+/// Applies the deliveries of one piece to one node in one step to the node's value `old` (rule
+/// 4, docs/design/MODEL.md section 3): reduces merge when their contributor sets are pairwise
+/// disjoint and disjoint from `old`; copies replace `old` when they agree and lose nothing of it.
+/// `carried` holds the delivered values; failures go to `fail` with the transfer they name, and
+/// `who` describes the node.
+fn merge_deliveries(
+    group: &[Delivery],
+    carried: &[u64],
+    old: &mut [u64],
+    scratch: &mut [u64],
+    wasted: &mut u64,
+    who: &dyn Fn() -> String,
+    fail: &mut dyn FnMut(u32, String),
+) {
+    let rw = old.len();
+    let value = |d: &Delivery| &carried[d.value as usize..d.value as usize + rw];
+    let overlap = |a: &[u64], b: &[u64]| a.iter().zip(b).any(|(x, y)| x & y != 0).then(|| a.iter().zip(b).map(|(x, y)| x & y).collect::<Vec<u64>>());
+    scratch.copy_from_slice(value(&group[0]));
+    if group.iter().all(|d| d.op == Op::Reduce) {
+        for d in &group[1..] {
+            if let Some(both) = overlap(value(d), scratch) {
+                fail(d.transfer, format!("reduces that reach {} in one step overlap on ranks {}", who(), set_text(&both)));
+            }
+            scratch.iter_mut().zip(value(d)).for_each(|(m, x)| *m |= x);
+        }
+        if let Some(both) = overlap(old, scratch) {
+            fail(
+                group[0].transfer,
+                format!("double counting: {} already holds the contributions of ranks {} that the reduce adds again", who(), set_text(&both)),
+            );
+        }
+        old.iter_mut().zip(scratch.iter()).for_each(|(o, m)| *o |= m);
+    } else if group.iter().all(|d| d.op == Op::Copy) {
+        for d in &group[1..] {
+            if value(d) != &scratch[..] {
+                fail(d.transfer, format!("copies with different values reach {} in one step", who()));
+            } else {
+                *wasted += 1;
+            }
+        }
+        if old.iter().zip(scratch.iter()).any(|(o, c)| o & !c != 0) {
+            let lost: Vec<u64> = old.iter().zip(scratch.iter()).map(|(o, c)| o & !c).collect();
+            fail(group[0].transfer, format!("the copy loses the contributions of ranks {} that {} held", set_text(&lost), who()));
+        } else if old == &scratch[..] {
+            *wasted += 1;
+        }
+        old.copy_from_slice(scratch);
+    } else {
+        fail(group[0].transfer, format!("a copy and a reduce of the same piece reach {} in one step", who()));
+        for d in group {
+            old.iter_mut().zip(value(d)).for_each(|(o, x)| *o |= x);
+        }
+    }
+}
+
+/// A rule-4 diagnostic of transfer `transfer` of step `step` about piece `pi`.
+fn reduction_diag(c: &Collective, step: usize, transfer: u32, pi: usize, message: String) -> Diagnostic {
+    Diagnostic { rule: Rule::Reduction, step: Some(step), transfer: Some(transfer as usize), subject: Some(format!("piece {}", c.piece_at(pi))), message }
+}
+
+/// Node `n` as diagnostics name it, with its rank where it has one.
+fn node_text(topo: &Topology, c: &Collective, n: u32) -> String {
+    let node = NodeId(n);
+    match c.rank_index(node) {
+        Some(r) => format!("node {n} {} (rank {r})", topo.node(node).name),
+        None => format!("node {n} {}", topo.node(node).name),
+    }
+}
+
+/// Whether `node` must end with piece `pi`.
+fn is_destination(c: &Collective, piece: usize, node: usize) -> bool {
+    let rest = piece / c.pieces as usize;
+    match c.kind {
+        CollectiveKind::AllToAll => c.ranks[rest % c.num_ranks()].index() == node,
+        CollectiveKind::ReduceScatter => c.ranks[rest].index() == node,
+        CollectiveKind::AllGather | CollectiveKind::AllReduce => c.rank_index(NodeId(node as u32)).is_some(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::{torus, TorusParams};
+
+    /// A reducing kind checks piece by piece once a set per (piece, npu) would pass the limit
+    /// (16x16x16 all_reduce: 8 GiB), keeping one piece's sets (2 MiB); a small one stays dense,
+    /// and the options force either way.
+    #[test]
+    fn large_reducing_collectives_are_checked_piece_by_piece() {
+        let header = |dims: &[usize]| {
+            let t = torus(&TorusParams::uniform(dims, 32.0, 100.0)).unwrap();
+            let c = Collective::new(CollectiveKind::AllReduce, t.node_ids().collect(), 1 << 20, 1, None, &t).unwrap();
+            ScheduleHeader { topology: t, collective: c, meta: None }
+        };
+        let big = CoreRules::new(&header(&[16, 16, 16]), &VerifyOptions::default());
+        assert!(big.by_piece.is_some() && big.values.is_empty());
+        let small = header(&[4, 4]);
+        assert!(CoreRules::new(&small, &VerifyOptions::default()).by_piece.is_none());
+        let lean = VerifyOptions { sparse_pieces: Some(true), ..Default::default() };
+        assert!(CoreRules::new(&small, &lean).by_piece.is_some());
     }
 }
