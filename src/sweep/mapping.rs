@@ -39,7 +39,7 @@ pub fn map_schedule(s: &Schedule, g: &Automorphism, topology: Topology) -> Resul
         out
     });
     let collective = Collective::new(c.kind, c.ranks.clone(), c.bytes_per_rank, c.pieces, block_bytes, &topology)?;
-    let piece = |p: &PieceId| match (c.kind, p.parts()) {
+    let piece = |p: &PieceId| match (c.kind, &*p.parts()) {
         (CollectiveKind::AllToAll, &[i, j, k]) => PieceId::a2a(rank_to[i as usize], rank_to[j as usize], k),
         (_, &[x, k]) => PieceId::block(rank_to[x as usize], k),
         _ => *p,

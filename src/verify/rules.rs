@@ -243,6 +243,8 @@ pub(super) struct CoreRules {
     carried: Vec<u64>,
     scratch: Vec<u64>,
     deliveries: Vec<Delivery>,
+    /// Copy-only kinds: the step's deliveries, (node, piece).
+    copies: Vec<(u32, u32)>,
     /// The piece index of each piece of the transfer at hand (`NONE` for an invalid id).
     piece_ix: Vec<u32>,
     relays: Relays,
@@ -351,6 +353,7 @@ impl CoreRules {
             carried: Vec::new(),
             scratch: vec![0; rwords],
             deliveries: Vec::new(),
+            copies: Vec::new(),
             piece_ix: Vec::new(),
             relays,
             stats: Stats::default(),
@@ -388,6 +391,11 @@ impl CoreRules {
     pub(super) fn step(&mut self, s: usize, step: &Step, out: &mut Findings) {
         let stamp = s as u32 + 1;
         self.deliveries.clear();
+        self.copies.clear();
+        if !self.reducing {
+            // Sized to the step (the largest step's pieces, not the next power of two).
+            self.copies.reserve_exact(step.transfers.iter().map(|t| t.pieces.len()).sum());
+        }
         self.carried.clear();
         let n_links = self.link_src.len();
         for (ti, tr) in step.transfers.iter().enumerate() {
@@ -520,7 +528,11 @@ impl CoreRules {
                     let at = self.value_at(pi, a as usize);
                     self.carried.extend_from_slice(&self.values[at..at + self.rwords]);
                 }
-                self.deliveries.push(Delivery { node: b, piece: pi as u32, transfer: ti as u32, op: tr.op, value });
+                if self.reducing {
+                    self.deliveries.push(Delivery { node: b, piece: pi as u32, transfer: ti as u32, op: tr.op, value });
+                } else {
+                    self.copies.push((b, pi as u32));
+                }
             }
         }
         if self.reducing {
@@ -532,12 +544,12 @@ impl CoreRules {
     }
 
     fn apply_copies(&mut self, s: usize) {
-        let deliveries = std::mem::take(&mut self.deliveries);
-        for batch in deliveries.chunks(WARM_BATCH) {
-            let warm = batch.iter().fold(0, |acc, d| acc ^ self.presence.warm(d.piece as usize, d.node as usize));
+        let copies = std::mem::take(&mut self.copies);
+        for batch in copies.chunks(WARM_BATCH) {
+            let warm = batch.iter().fold(0, |acc, &(node, pi)| acc ^ self.presence.warm(pi as usize, node as usize));
             std::hint::black_box(warm);
-            for d in batch {
-                let (pi, node) = (d.piece as usize, d.node as usize);
+            for &(node, pi) in batch {
+                let (pi, node) = (pi as usize, node as usize);
                 if !self.presence.insert(pi, node) {
                     self.stats.wasted_copies += 1;
                 } else if !self.is_destination(pi, node) {
@@ -545,7 +557,7 @@ impl CoreRules {
                 }
             }
         }
-        self.deliveries = deliveries;
+        self.copies = copies;
     }
 
     fn apply_reducing(&mut self, s: usize, out: &mut Findings) {
