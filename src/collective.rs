@@ -139,22 +139,6 @@ impl PieceId {
         }
     }
 
-    /// `[x, k]` of a two-number id.
-    pub fn as_block(&self) -> Option<(u32, u32)> {
-        match *self.parts() {
-            [x, k] => Some((x, k)),
-            _ => None,
-        }
-    }
-
-    /// `[i, j, k]` of a three-number id.
-    pub fn as_a2a(&self) -> Option<(u32, u32, u32)> {
-        match *self.parts() {
-            [i, j, k] => Some((i, j, k)),
-            _ => None,
-        }
-    }
-
     /// The numbers of the id.
     pub fn parts(&self) -> Parts {
         let w = self.0;

@@ -744,18 +744,23 @@ mod tests {
     }
 
     /// Builds, verifies (rules 1-5, and rule 6 on the lowered programs) and prices the layered
-    /// trees of `kind`; returns (steps, time, certified bandwidth + latency bound), ns.
+    /// trees of `kind`, checking that their time is at most what they announced before their
+    /// steps were built (the portfolio lets a slower schedule go on it); returns (steps, time,
+    /// certified bandwidth + latency bound), ns.
     fn measured(t: &Topology, kind: CollectiveKind, ranks: Vec<NodeId>, pieces: u32) -> (usize, f64, f64) {
         let c = Collective::new(kind, ranks, 8 << 20, pieces, None, t).unwrap();
-        let layered = tree_steps(t, &c, far()).unwrap().unwrap();
+        let mut announced = None;
+        let layered = tree_steps_within(t, &c, far(), &mut |at_most| announced = Some(at_most)).unwrap().unwrap();
         assert!(!layered.cut_short);
         let s = Schedule { header: ScheduleHeader { topology: t.clone(), collective: c.clone(), meta: None }, steps: layered.steps };
         let r = verify_schedule(&s, &VerifyOptions::default()).unwrap();
         assert!(r.is_valid(), "{kind}: {:?}", r.findings.failures().iter().take(3).map(|d| d.to_string()).collect::<Vec<_>>());
         let programs = crate::lower::lower(&s, &Default::default()).unwrap_or_else(|e| panic!("{kind}: {e}"));
         assert!(crate::verify::check_deadlock(&programs).is_empty(), "{kind}: rule 6");
+        let time = to_f64(&r.cost.unwrap().time_ns());
+        assert!(announced.is_none_or(|at_most| time <= at_most * (1.0 + 1e-9)), "{kind}: {time} ns, announced at most {announced:?}");
         let (bw, lat) = certified_bounds_ns(t, &c, Duration::from_secs(5)).unwrap();
-        (s.steps.len(), to_f64(&r.cost.unwrap().time_ns()), bw.unwrap() + lat)
+        (s.steps.len(), time, bw.unwrap() + lat)
     }
 
     #[test]
