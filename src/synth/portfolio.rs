@@ -354,11 +354,16 @@ impl Gathered<'_> {
     /// step-synchronous time is at most `at_most_ns`), so that the two do not take memory at once;
     /// under the time objective on networks without switches, where that time ranks them.
     fn let_go_if_beaten(&mut self, at_most_ns: f64) {
-        let ranked_by_sync = self.objective == Objective::Time && self.inst.topology.num_switches() == 0;
-        if ranked_by_sync && self.best.as_ref().is_some_and(|(b, _, _)| b.rank_ns() > at_most_ns) {
+        if self.ranked_by_sync_time() && self.best.as_ref().is_some_and(|(b, _, _)| b.rank_ns() > at_most_ns) {
             self.best = None;
             self.unverified = None;
         }
+    }
+
+    /// Whether candidates are ranked by their step-synchronous time: under the time objective
+    /// on networks without switches (`Entry::rank_ns`).
+    fn ranked_by_sync_time(&self) -> bool {
+        self.objective == Objective::Time && self.inst.topology.num_switches() == 0
     }
 
     /// Whether the searches' deadline has passed and candidates may be left out
@@ -371,9 +376,8 @@ impl Gathered<'_> {
     /// time objective without switches the rank is the step-synchronous time, which one pass over
     /// the transfers gives without verifying (verifying an 8x8x8 MATEe takes 10 s).
     fn cannot_win_past_deadline(&self, s: &Schedule) -> bool {
-        let by_sync_time = self.objective == Objective::Time && self.inst.topology.num_switches() == 0;
         let Some((best, _, _)) = &self.best else { return false };
-        if !by_sync_time || !self.past_deadline() {
+        if !self.ranked_by_sync_time() || !self.past_deadline() {
             return false;
         }
         sync_cost(s).is_ok_and(|c| to_f64(&c.time_ns()) >= best.rank_ns())

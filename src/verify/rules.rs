@@ -380,10 +380,6 @@ impl CoreRules {
         }
     }
 
-    fn is_destination(&self, piece: usize, node: usize) -> bool {
-        is_destination(&self.collective, piece, node)
-    }
-
     fn value_at(&self, piece: usize, node: usize) -> usize {
         (piece * self.n_npus + node) * self.rwords
     }
@@ -552,7 +548,7 @@ impl CoreRules {
                 let (pi, node) = (pi as usize, node as usize);
                 if !self.presence.insert(pi, node) {
                     self.stats.wasted_copies += 1;
-                } else if !self.is_destination(pi, node) {
+                } else if !is_destination(&self.collective, pi, node) {
                     self.relays.hold(pi, node, s as u32 + 1);
                 }
             }
@@ -566,7 +562,7 @@ impl CoreRules {
         let rw = self.rwords;
         for group in deliveries.chunk_by(|a, b| a.node == b.node && a.piece == b.piece) {
             let (node, pi) = (group[0].node, group[0].piece as usize);
-            let at = (pi * self.n_npus + node as usize) * rw;
+            let at = self.value_at(pi, node as usize);
             let (topo, c) = (&self.topo, &self.collective);
             merge_deliveries(
                 group,
@@ -577,7 +573,7 @@ impl CoreRules {
                 &|| node_text(topo, c, node),
                 &mut |t, message| out.fail(reduction_diag(c, s, t, pi, message)),
             );
-            if !self.is_destination(pi, node as usize) {
+            if !is_destination(&self.collective, pi, node as usize) {
                 self.relays.hold(pi, node as usize, s as u32 + 1);
             }
         }
