@@ -3,13 +3,12 @@
 
 use super::cut::best_cut;
 use super::flow::{flow_bound, FlowOptions};
-use super::steps::{steps_bounds, StepsClaim};
-use super::{bounds, LatencyMetric};
-use crate::collective::{Collective, CollectiveKind};
+use super::steps::{steps_bounds_with, StepsClaim};
+use super::{bounds_with, farthest};
+use crate::collective::CollectiveKind;
 use crate::error::Result;
 use crate::io::sha256_hex;
 use crate::spec::{Instance, Spec};
-use crate::topology::{NodeId, Topology};
 use crate::units::{rational_from_decimal, Rational};
 use serde_json::{json, Value};
 
@@ -57,28 +56,6 @@ pub fn instance_json(inst: &Instance) -> Value {
     json!({"nodes": t.num_nodes(), "npus": t.num_npus(), "switch_latency_ns": decimal(t.switch_latency_ns()), "links": links, "collective": collective})
 }
 
-/// The farthest required (source, destination) pair by latency.
-fn farthest_by_latency(c: &Collective, t: &Topology) -> Option<(NodeId, NodeId)> {
-    let mut lat: Option<(Rational, (NodeId, NodeId))> = None;
-    let metric = LatencyMetric::new(t);
-    for (si, &s) in c.ranks.iter().enumerate() {
-        let l = metric.distances(t, s);
-        for (di, &d) in c.ranks.iter().enumerate() {
-            // The same "needed" rule as `bounds`: a non-uniform all_to_all may leave blocks empty.
-            let needed = si != di && (c.kind != CollectiveKind::AllToAll || c.block_size(si, di) > Rational::from_integer(0));
-            if !needed {
-                continue;
-            }
-            if let Some(x) = l[d.index()] {
-                if lat.as_ref().is_none_or(|(b, _)| x > *b) {
-                    lat = Some((x, (s, d)));
-                }
-            }
-        }
-    }
-    Some(lat?.1)
-}
-
 /// The certificate of the spec's instance (the steps bounds of `super::steps`, latency, volume,
 /// transmissions, best cut, flow), with the
 /// flow bound computed under default limits (60 s, 2% gap).
@@ -95,11 +72,12 @@ pub fn certificate_with(spec: &Spec, spec_bytes: &[u8], flow: &FlowOptions) -> R
 /// The certificate of an instance already built; `spec_sha256` is the hex digest of its spec.
 pub fn certificate_of_instance(inst: &Instance, spec_sha256: &str, flow: &FlowOptions) -> Value {
     let (t, c) = (&inst.topology, &inst.collective);
-    let b = bounds(t, c);
+    let far = farthest(t, c);
+    let b = bounds_with(t, c, &far);
     // The steps bounds first (distance, transmissions, cut, flow: docs/design/MODEL.md section 6).
-    let mut claims: Vec<Value> = steps_bounds(t, c, flow.time_limit).claims.iter().map(StepsClaim::to_json).collect();
-    if let Some((ls, ld)) = farthest_by_latency(c, t) {
-        claims.push(json!({"bound": "latency", "value": q(b.latency_ns), "witness": {"source": ls.0, "destination": ld.0}}));
+    let mut claims: Vec<Value> = steps_bounds_with(t, c, flow.time_limit, &far).claims.iter().map(StepsClaim::to_json).collect();
+    if let Some((latency, ls, ld)) = far.latency {
+        claims.push(json!({"bound": "latency", "value": q(latency), "witness": {"source": ls.0, "destination": ld.0}}));
     }
     if let Some(v) = b.volume_ns {
         claims.push(json!({"bound": "volume", "value": q(v)}));
@@ -133,6 +111,7 @@ pub fn schedule_json(bandwidth_ns: Rational, time_ns: Rational, bandwidth_optima
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bounds::bounds;
     use collsched_checker::check_str;
     use std::time::Duration;
 

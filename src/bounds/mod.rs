@@ -131,6 +131,9 @@ pub struct LatencyMetric {
     /// Per link: its latency, plus the switch latency when it enters a switch, in units of
     /// `1 / denominator` ns.
     weight: Vec<i128>,
+    /// The one weight of every link, when they are all alike (a torus): the searches are then
+    /// breadth-first.
+    uniform: Option<i128>,
     denominator: i128,
 }
 
@@ -141,12 +144,22 @@ impl LatencyMetric {
         let lat: Vec<Rational> =
             t.links().map(|(_, l)| rational_from_decimal(l.latency_ns).unwrap_or_default() + if t.is_npu(l.dst) { Rational::zero() } else { sw }).collect();
         let denominator = lat.iter().fold(1i128, |acc, x| num_integer::lcm(acc, *x.denom()));
-        let weight = lat.iter().map(|x| x.numer() * (denominator / x.denom())).collect();
-        LatencyMetric { weight, denominator }
+        let weight: Vec<i128> = lat.iter().map(|x| x.numer() * (denominator / x.denom())).collect();
+        let uniform = weight.first().copied().filter(|w| weight.iter().all(|x| x == w));
+        LatencyMetric { weight, uniform, denominator }
     }
 
-    /// Shortest latencies from `from` to every node (`None` where unreachable), ns.
-    pub fn distances(&self, t: &Topology, from: NodeId) -> Vec<Option<Rational>> {
+    /// A latency in the metric's units, in ns.
+    pub fn ns(&self, scaled: i128) -> Rational {
+        Rational::new(scaled, self.denominator)
+    }
+
+    /// Shortest latencies from `from` to every node in units of `1 / denominator` ns (`None`
+    /// where unreachable): breadth-first when every link weighs the same, Dijkstra otherwise.
+    pub fn scaled_distances(&self, t: &Topology, from: NodeId) -> Vec<Option<i128>> {
+        if let Some(w) = self.uniform {
+            return t.hop_distances(from).into_iter().map(|d| d.map(|h| w * i128::from(h))).collect();
+        }
         let mut dist: Vec<Option<i128>> = vec![None; t.num_nodes()];
         dist[from.index()] = Some(0);
         let mut heap = BinaryHeap::from([Reverse((0i128, from.0))]);
@@ -165,49 +178,86 @@ impl LatencyMetric {
         }
         // A path ends at an npu: the last switch's latency was counted on entering it, which is
         // what docs/design/MODEL.md charges (every switch on the path).
-        dist.into_iter().map(|d| d.map(|x| Rational::new(x, self.denominator))).collect()
+        dist
     }
+}
+
+/// What the bounds take from the distances between required pairs of ranks (every kind needs
+/// something of rank i at rank j, except an empty all_to_all block), found in one scan from every
+/// rank, the ranks shared out over threads.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Farthest {
+    /// The largest single-hop distance of a required pair, with the pair (the first in rank
+    /// order among equals): the steps bound and its witness.
+    pub hops: Option<(u32, NodeId, NodeId)>,
+    /// The largest shortest-path latency of a required pair, ns, with the pair (the first in rank
+    /// order among equals): the latency bound and its witness.
+    pub latency: Option<(Rational, NodeId, NodeId)>,
+    /// all_to_all only: the sum over blocks of their bytes times their distance in links.
+    pub byte_links: Rational,
+}
+
+/// Scans every required pair of `c` once ([`Farthest`]). Assumes every rank is connected.
+pub fn farthest(t: &Topology, c: &Collective) -> Farthest {
+    use rayon::prelude::*;
+    let stores = c.rank_mask(t);
+    let metric = LatencyMetric::new(t);
+    let all_to_all = c.kind == CollectiveKind::AllToAll;
+    let needed = |si: usize, di: usize| si != di && (!all_to_all || c.is_uniform() || c.block_size(si, di) > Rational::zero());
+    // Per source: (hops, destination), (scaled latency, destination), bytes times links.
+    type Row = (Option<(u32, usize)>, Option<(i128, usize)>, Rational);
+    let rows: Vec<Row> = (0..c.num_ranks())
+        .into_par_iter()
+        .map(|si| {
+            let src = c.ranks[si];
+            let hops = single_hop_distances(t, &stores, src);
+            let lats = metric.scaled_distances(t, src);
+            let links = all_to_all.then(|| t.hop_distances(src));
+            let (mut far_hops, mut far_lat, mut byte_links): Row = (None, None, Rational::zero());
+            for (di, &dst) in c.ranks.iter().enumerate().filter(|&(di, _)| needed(si, di)) {
+                if let Some(h) = hops[dst.index()].filter(|&h| far_hops.is_none_or(|(b, _)| h > b)) {
+                    far_hops = Some((h, di));
+                }
+                if let Some(l) = lats[dst.index()].filter(|&l| far_lat.is_none_or(|(b, _)| l > b)) {
+                    far_lat = Some((l, di));
+                }
+                if let Some(links) = &links {
+                    byte_links += c.block_size(si, di) * Rational::from_integer(i128::from(links[dst.index()].unwrap_or(0)));
+                }
+            }
+            (far_hops, far_lat, byte_links)
+        })
+        .collect();
+    let mut far = Farthest { hops: None, latency: None, byte_links: Rational::zero() };
+    let mut best_lat: Option<i128> = None;
+    for (si, (h, l, v)) in rows.into_iter().enumerate() {
+        if let Some((h, di)) = h.filter(|&(h, _)| far.hops.is_none_or(|(b, _, _)| h > b)) {
+            far.hops = Some((h, c.ranks[si], c.ranks[di]));
+        }
+        if let Some((l, di)) = l.filter(|&(l, _)| best_lat.is_none_or(|b| l > b)) {
+            best_lat = Some(l);
+            far.latency = Some((metric.ns(l), c.ranks[si], c.ranks[di]));
+        }
+        far.byte_links += v;
+    }
+    far
 }
 
 /// Computes the bounds of an instance. Assumes every rank is connected (checked earlier).
 pub fn bounds(t: &Topology, c: &Collective) -> Bounds {
-    let r = c.num_ranks();
-    let mut steps = 0u32;
-    let mut latency = Rational::zero();
-    let mut volume = Rational::zero();
-    let reducing_or_gather = c.kind != CollectiveKind::AllToAll;
-    let stores = c.rank_mask(t);
-    let metric = LatencyMetric::new(t);
-    for (si, &src) in c.ranks.iter().enumerate() {
-        let hops = single_hop_distances(t, &stores, src);
-        let lats = metric.distances(t, src);
-        let links = t.hop_distances(src);
-        for (di, &dst) in c.ranks.iter().enumerate() {
-            if si == di {
-                continue;
-            }
-            // Every kind needs something of rank si at rank di: all_to_all its block, all_gather
-            // its block, and the reducing kinds its contribution to block di.
-            let needed = match c.kind {
-                CollectiveKind::AllToAll => (0..c.pieces as usize).any(|k| c.is_required_index((si * r + di) * c.pieces as usize + k)),
-                _ => true,
-            };
-            if !needed {
-                continue;
-            }
-            steps = steps.max(hops[dst.index()].unwrap_or(0));
-            if let Some(l) = lats[dst.index()] {
-                latency = latency.max(l);
-            }
-            if !reducing_or_gather {
-                let bytes = c.block_size(si, di);
-                volume += bytes * Rational::from_integer(links[dst.index()].unwrap_or(0) as i128);
-            }
-        }
-    }
+    bounds_with(t, c, &farthest(t, c))
+}
+
+/// [`bounds`] from the instance's [`farthest`] pairs, already scanned.
+pub fn bounds_with(t: &Topology, c: &Collective, far: &Farthest) -> Bounds {
     let total_bw: Rational = t.links().filter(|(_, l)| l.up).map(|(_, l)| rational_from_decimal(l.bandwidth_gbps).unwrap_or_default()).sum();
-    let volume_ns = (c.kind == CollectiveKind::AllToAll && !total_bw.is_zero()).then(|| volume / total_bw);
-    Bounds { steps, latency_ns: latency, volume_ns, transmissions: transmissions(t, c) }
+    let volume_ns = (c.kind == CollectiveKind::AllToAll && !total_bw.is_zero()).then(|| far.byte_links / total_bw);
+    Bounds {
+        steps: far.hops.map_or(0, |(h, _, _)| h),
+        latency_ns: far.latency.map_or_else(Rational::zero, |(l, _, _)| l),
+        volume_ns,
+        transmissions: transmissions(t, c),
+    }
 }
 
 #[cfg(test)]

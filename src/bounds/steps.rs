@@ -15,7 +15,7 @@
 
 use super::cut::{candidate_cuts, crossing, Crossing};
 use super::flow::{steps_flow_bound, FlowOptions};
-use super::{single_hop_distances, transfers_per_piece};
+use super::{farthest, transfers_per_piece, Farthest};
 use crate::collective::{Collective, CollectiveKind};
 use crate::topology::{NodeId, Topology};
 use crate::units::Rational;
@@ -127,21 +127,8 @@ pub fn pieces_crossing(c: &Collective, u: &[bool]) -> u64 {
 }
 
 /// The farthest required (source, destination) in single hops: the `steps` claim.
-fn distance(t: &Topology, c: &Collective) -> Option<StepsClaim> {
-    let stores = c.rank_mask(t);
-    let mut best: Option<StepsClaim> = None;
-    for (si, &s) in c.ranks.iter().enumerate() {
-        let hops = single_hop_distances(t, &stores, s);
-        for (di, &d) in c.ranks.iter().enumerate() {
-            // Every kind needs something of rank si at rank di, except an empty all_to_all block.
-            let needed = si != di && (c.kind != CollectiveKind::AllToAll || c.block_size(si, di) > Rational::zero());
-            let Some(h) = hops[d.index()].filter(|_| needed) else { continue };
-            if best.as_ref().is_none_or(|b| h > b.steps) {
-                best = Some(StepsClaim { steps: h, witness: StepsWitness::Distance { source: s, destination: d } });
-            }
-        }
-    }
-    best
+fn distance(far: &Farthest) -> Option<StepsClaim> {
+    far.hops.map(|(steps, source, destination)| StepsClaim { steps, witness: StepsWitness::Distance { source, destination } })
 }
 
 /// The transmission count over the links leaving ranks or entering them, whichever is fewer.
@@ -183,6 +170,11 @@ fn best_cut(t: &Topology, c: &Collective) -> Option<StepsClaim> {
 /// The steps bounds of an instance (every rank connected, checked earlier); the flow bound (all_to_all)
 /// searches for lengths within `flow_time`, seeded with the best cut.
 pub fn steps_bounds(t: &Topology, c: &Collective, flow_time: Duration) -> StepsBounds {
+    steps_bounds_with(t, c, flow_time, &farthest(t, c))
+}
+
+/// [`steps_bounds`] from the instance's [`farthest`] pairs, already scanned.
+pub fn steps_bounds_with(t: &Topology, c: &Collective, flow_time: Duration, far: &Farthest) -> StepsBounds {
     let cut = best_cut(t, c);
     let flow = if c.kind == CollectiveKind::AllToAll {
         let seed = cut.as_ref().and_then(|claim| match &claim.witness {
@@ -198,7 +190,7 @@ pub fn steps_bounds(t: &Topology, c: &Collective, flow_time: Duration) -> StepsB
     } else {
         None
     };
-    StepsBounds { claims: [distance(t, c), transmissions(t, c), cut, flow].into_iter().flatten().collect() }
+    StepsBounds { claims: [distance(far), transmissions(t, c), cut, flow].into_iter().flatten().collect() }
 }
 
 #[cfg(test)]

@@ -528,14 +528,21 @@ fn time_expanded_routing(
 fn layered_trees(inst: &Instance, deadline: Instant, found: &mut Gathered, progress: &mut dyn FnMut(&Progress)) -> Result<()> {
     let (t, c) = (&inst.topology, &inst.collective);
     let counts = if inst.pieces_given { vec![c.pieces] } else { trees::piece_counts(t) };
+    // The last count's pieces and how long it took to build and verify.
+    let mut last: Option<(u32, Duration)> = None;
     for (i, pieces) in counts.into_iter().enumerate() {
         if i > 0 && (found.good_enough() || tree_piece_hops(c, pieces) > MAX_TREE_PIECE_HOPS) {
             break;
         }
-        if Instant::now() >= deadline {
+        // A finer count takes about its share more than the last one did (the trees, their steps
+        // and their verification all grow with the pieces): not started when it would end past
+        // the deadline, so that the limit holds with the best so far in hand.
+        let expected = last.map_or(Duration::ZERO, |(before, took)| took.mul_f64(f64::from(pieces) / f64::from(before)));
+        if Instant::now() + expected >= deadline {
             found.limit_reached = true;
             break;
         }
+        let started = Instant::now();
         progress(&Progress::Trying(Candidate::LayeredTrees { pieces, pipelined: None }.to_string()));
         let cp = Collective::new(c.kind, c.ranks.clone(), c.bytes_per_rank, pieces, None, t)?;
         // The finer trees usually win: the schedule they beat is let go before their steps are
@@ -549,6 +556,7 @@ fn layered_trees(inst: &Instance, deadline: Instant, found: &mut Gathered, progr
             }
             None => found.limit_reached = true,
         }
+        last = Some((pieces, started.elapsed()));
     }
     Ok(())
 }

@@ -99,6 +99,29 @@ impl Findings {
         Findings { limit, failures: Vec::new(), failure_counts: [0; 9], warnings: Vec::new(), warning_counts: [0; 9] }
     }
 
+    /// The diagnostics kept per rule and kind.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Records `later`'s findings after these, keeping what recording them one by one would
+    /// have kept (`later` kept the first of each rule and kind, at the same limit).
+    pub fn absorb(&mut self, later: Findings) {
+        let keep = |kept: &mut Vec<Diagnostic>, counts: &mut [u64; 9], more: Vec<Diagnostic>, more_counts: [u64; 9], limit: usize| {
+            let mut seen = [0u64; 9];
+            for d in more {
+                let r = d.rule as usize;
+                seen[r] += 1;
+                if (counts[r] + seen[r]) as usize <= limit {
+                    kept.push(d);
+                }
+            }
+            counts.iter_mut().zip(more_counts).for_each(|(n, m)| *n += m);
+        };
+        keep(&mut self.failures, &mut self.failure_counts, later.failures, later.failure_counts, self.limit);
+        keep(&mut self.warnings, &mut self.warning_counts, later.warnings, later.warning_counts, self.limit);
+    }
+
     /// Records a failure.
     pub fn fail(&mut self, d: Diagnostic) {
         let n = &mut self.failure_counts[d.rule as usize];

@@ -55,6 +55,35 @@ struct ByPiece {
     pieces: Vec<u32>,
 }
 
+/// The relays' records of a range of pieces, for one thread of the piece-by-piece pass: the
+/// dense records of the pieces from `first` on, or none.
+enum RelayShare<'a> {
+    Off,
+    Dense { n_npus: usize, first: usize, start: &'a mut [u32], last: &'a mut [u32] },
+}
+
+impl RelayShare<'_> {
+    /// As [`Relays::hold`].
+    fn hold(&mut self, piece: usize, node: usize, from: u32) {
+        if let RelayShare::Dense { n_npus, first, start, .. } = self {
+            let i = (piece - *first) * *n_npus + node;
+            if start[i] == NONE {
+                start[i] = from;
+            }
+        }
+    }
+
+    /// As [`Relays::sent`].
+    fn sent(&mut self, piece: usize, node: usize, step: u32) {
+        if let RelayShare::Dense { n_npus, first, start, last } = self {
+            let i = (piece - *first) * *n_npus + node;
+            if start[i] != NONE {
+                last[i] = step;
+            }
+        }
+    }
+}
+
 /// One piece's contributor sets in the piece-by-piece pass: a row per npu, set to the npu's own
 /// contribution when the piece first uses it.
 struct PieceRows {
@@ -582,8 +611,11 @@ impl CoreRules {
 
     /// Rules 3-5 of a reducing collective piece by piece, over the transfers `bp` recorded: one
     /// piece's contributor sets in memory at a time, its transfers in step order, each step's
-    /// sends reading the values at its start.
+    /// sends reading the values at its start. Pieces are independent here, so ranges of them run
+    /// on the threads at hand, each with its own sets and findings, merged in piece order (the
+    /// findings are those of one pass over the pieces in order).
     fn check_by_piece(&mut self, bp: ByPiece, out: &mut Findings) {
+        use rayon::prelude::*;
         let ByPiece { ends, mut start, pieces } = bp;
         start.push(pieces.len() as u64);
         // The recorded transfers of each piece, in stream (so step) order.
@@ -602,12 +634,64 @@ impl CoreRules {
             }
         }
         drop((pieces, fill));
-        let rw = self.rwords;
+        // Ranges of pieces with about equal numbers of transfers, a few per thread.
+        let parts = (rayon::current_num_threads() * 4).min(space.max(1));
+        let total = offset[space];
+        let mut bounds = vec![0usize];
+        for k in 1..parts {
+            let at = offset.partition_point(|&o| o < total * k as u64 / parts as u64).min(space);
+            if at > *bounds.last().expect("starts at 0") {
+                bounds.push(at);
+            }
+        }
+        bounds.push(space);
+        // The relays' first-hold and last-send records of each range (dense per piece and npu for
+        // the reducing kinds, the only ones checked piece by piece).
+        let mut relays = std::mem::replace(&mut self.relays, Relays::Off);
+        let shares: Vec<RelayShare> = match &mut relays {
+            Relays::Dense { n_npus, start, last } => {
+                let n = *n_npus;
+                let (mut start, mut last) = (start.as_mut_slice(), last.as_mut_slice());
+                bounds
+                    .windows(2)
+                    .map(|w| {
+                        let (s, rest_s) = std::mem::take(&mut start).split_at_mut((w[1] - w[0]) * n);
+                        let (l, rest_l) = std::mem::take(&mut last).split_at_mut((w[1] - w[0]) * n);
+                        (start, last) = (rest_s, rest_l);
+                        RelayShare::Dense { n_npus: n, first: w[0], start: s, last: l }
+                    })
+                    .collect()
+            }
+            _ => bounds.windows(2).map(|_| RelayShare::Off).collect(),
+        };
+        let limit = out.limit();
+        let this = &*self;
+        let results: Vec<(Findings, u64)> = bounds
+            .windows(2)
+            .zip(shares)
+            .collect::<Vec<_>>()
+            .into_par_iter()
+            .map(|(w, mut share)| {
+                let mut found = Findings::new(limit);
+                let wasted = this.check_pieces(w[0]..w[1], &ends, &offset, &order, &mut share, &mut found);
+                (found, wasted)
+            })
+            .collect();
+        self.relays = relays;
+        for (found, wasted) in results {
+            out.absorb(found);
+            self.stats.wasted_copies += wasted;
+        }
+    }
+
+    /// [`CoreRules::check_by_piece`] over the pieces of `range`: their transfers are
+    /// `order[offset[pi]..offset[pi + 1]]`, indices into `ends`. Returns the copies that changed
+    /// nothing.
+    fn check_pieces(&self, range: std::ops::Range<usize>, ends: &[End], offset: &[u64], order: &[u32], relays: &mut RelayShare, out: &mut Findings) -> u64 {
+        let (topo, c, rw) = (&self.topo, &self.collective, self.rwords);
         let mut rows = PieceRows { rw, vals: vec![0u64; self.n_npus * rw], piece: vec![NONE; self.n_npus] };
-        let mut carried = Vec::new();
-        let mut deliveries = Vec::new();
-        for pi in 0..space {
-            let (topo, c) = (&self.topo, &self.collective);
+        let (mut carried, mut deliveries, mut scratch, mut wasted) = (Vec::new(), Vec::new(), vec![0u64; rw], 0u64);
+        for pi in range {
             let ids = &order[offset[pi] as usize..offset[pi + 1] as usize];
             for group in ids.chunk_by(|&a, &b| ends[a as usize].step == ends[b as usize].step) {
                 let s = ends[group[0] as usize].step as usize;
@@ -626,7 +710,7 @@ impl CoreRules {
                         });
                         continue;
                     }
-                    self.relays.sent(pi, end.src as usize, s as u32);
+                    relays.sent(pi, end.src as usize, s as u32);
                     deliveries.push(Delivery { node: end.dst, piece: pi as u32, transfer: end.index, op: end.op, value: carried.len() as u32 });
                     carried.extend_from_slice(&rows.vals[at..at + rw]);
                 }
@@ -638,13 +722,13 @@ impl CoreRules {
                         group,
                         &carried,
                         &mut rows.vals[at..at + rw],
-                        &mut self.scratch,
-                        &mut self.stats.wasted_copies,
+                        &mut scratch,
+                        &mut wasted,
                         &|| node_text(topo, c, node),
                         &mut |t, message| out.fail(reduction_diag(c, s, t, pi, message)),
                     );
                     if !is_destination(c, pi, node as usize) {
-                        self.relays.hold(pi, node as usize, s as u32 + 1);
+                        relays.hold(pi, node as usize, s as u32 + 1);
                     }
                 }
             }
@@ -656,6 +740,7 @@ impl CoreRules {
                 }
             }
         }
+        wasted
     }
 
     /// The rank indices that must end with piece `pi`.

@@ -54,7 +54,9 @@
 //! forest's tasks step by step, each hop carrying reduces or copies as they become ready
 //! ([`pipelined`]) over the forests of both plans, and keeps the fastest schedule: 4x4x4 94.6 us
 //! (8.7%), 3x3x3 94.3 us (10.3%), 5x5x5 102.7 us (17.3%, from 21.6%; the free roots' forest,
-//! whose layered halves are the slower).
+//! whose layered halves are the slower). Above [`MAX_PIPELINED_EDGES`] neither the task list nor
+//! the free roots' forest is built (on 16x16x16 with a failed cable it took 24 s of the trees' 49
+//! s, to lose). Where both are built, the two plans balance on two threads.
 //!
 //! Ways out that did not work (4x4x4, one failed cable, 24 pieces per block): pipelining the halves
 //! by fixed groups of pieces (the all-gather of one group in the steps of the next group's
@@ -350,17 +352,17 @@ fn forests(t: &Topology, c: &Collective, g: &TreeGraph, deadline: Instant) -> Re
         shapes.add(root, row);
     }
     let ndims = t.torus_shape().map_or(1, |s| s.ndims()).max(1);
-    // all_reduce's second plan: roots by hops, more levels.
-    let free = if c.kind == CollectiveKind::AllReduce { free_root_plan(g, &shapes, p) } else { None };
+    // all_reduce's second plan: roots by hops, more levels. It wins only pipelined or on the
+    // smallest tori (its layered halves lost on 5x5x5 and 8x8x8: the ramp levels and their
+    // latency), so it is built only where the pipelined halves are tried.
+    let free = if c.kind == CollectiveKind::AllReduce && r * p * r <= MAX_PIPELINED_EDGES { free_root_plan(g, &shapes, p) } else { None };
     let levels = shapes.height.iter().copied().max().unwrap_or(0) as usize;
     let fixed =
         Plan { options: (0..r as u32).map(|v| vec![v]).collect(), root: (0..(r * p) as u32).map(|q| q / p as u32).collect(), levels, shapes, spread: false };
-    let started = Instant::now();
-    let Some(best) = balance(g, fixed, p, ndims, deadline) else { return Ok(None) };
-    // The second plan takes about as long as the first: tried only when that much time is left,
-    // so that it does not eat the time the portfolio has for finer pieces.
-    let time_left = deadline.saturating_duration_since(Instant::now());
-    let other = free.filter(|_| started.elapsed() < time_left).and_then(|plan| balance(g, plan, p, ndims, deadline));
+    // The two plans balance side by side (each pass of one is sequential: every parent it
+    // re-chooses sees the loads of those before).
+    let (best, other) = rayon::join(|| balance(g, fixed, p, ndims, deadline), || free.and_then(|plan| balance(g, plan, p, ndims, deadline)));
+    let Some(best) = best else { return Ok(None) };
     let first = estimate_ns(t, c, g, &best);
     Ok(Some(match other.map(|o| (estimate_ns(t, c, g, &o), o)) {
         Some((second, o)) if second < first => (o.0, Some(best.0), second),
