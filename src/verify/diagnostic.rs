@@ -193,6 +193,22 @@ mod tests {
     }
 
     #[test]
+    fn absorbing_later_findings_keeps_what_recording_them_in_order_keeps() {
+        let d = |rule: Rule, i: usize| Diagnostic { rule, step: Some(i), transfer: None, subject: None, message: format!("{i}") };
+        let all: Vec<Diagnostic> = (0..12).map(|i| d(if i % 3 == 0 { Rule::Completion } else { Rule::Causality }, i)).collect();
+        for split in 0..=all.len() {
+            let mut whole = Findings::new(3);
+            all.iter().cloned().for_each(|x| whole.fail(x));
+            let (mut first, mut later) = (Findings::new(3), Findings::new(3));
+            all[..split].iter().cloned().for_each(|x| first.fail(x));
+            all[split..].iter().cloned().for_each(|x| later.fail(x));
+            first.absorb(later);
+            assert_eq!(first.failures(), whole.failures(), "split at {split}");
+            assert_eq!((first.failures_of(Rule::Causality), first.failures_of(Rule::Completion)), (8, 4));
+        }
+    }
+
+    #[test]
     fn findings_count_past_the_limit() {
         let mut f = Findings::new(1);
         for _ in 0..3 {
