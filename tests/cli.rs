@@ -405,10 +405,10 @@ fn synthesize_gathers_and_reduces_on_a_faulty_torus() {
 fn synthesize_takes_the_layered_trees_near_the_bound_on_a_faulty_pod() {
     // 4x4x4 with a failed cable at 8 MiB: the layered trees (synth::trees) meet the certified
     // bound of the gathering kinds within 1% (the cut around a rank of the cable) and beat every
-    // other candidate for all_reduce, its halves pipelined (8.7% above the bound, measured);
+    // other candidate for all_reduce, its halves pipelined (7.8% above the bound, measured);
     // what synthesize writes verifies.
     let out = tmp("synth-layered.json");
-    for (kind, max_gap) in [("all_gather", 0.01), ("reduce_scatter", 0.01), ("all_reduce", 0.10)] {
+    for (kind, max_gap) in [("all_gather", 0.01), ("reduce_scatter", 0.01), ("all_reduce", 0.09)] {
         let o =
             run(&["synthesize", "--torus", "4x4x4", "--fail", "(0,0,0)-(1,0,0)", "--collective", kind, "--bytes", "8MiB", "-o", s(&out), "--json", "--pareto"]);
         assert_eq!(o.status.code(), Some(0), "{kind}: {}", text(&o));

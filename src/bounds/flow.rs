@@ -440,6 +440,10 @@ fn lengths_search(
     let (mut best_y, mut best_upper) = (None, f64::INFINITY);
     let (mut weights, mut tree, mut touched) = (Weights::new(net), Tree::new(net.n), Vec::new());
     let stop = loop {
+        // No time at all: the seeds are the answer (a caller short of time asks for no search).
+        if opts.time_limit.is_zero() {
+            break FlowStop::TimeLimit;
+        }
         best_upper = best_upper.min(weights.phase(net, &mut tree, &mut touched, &src_of, opts.epsilon, volume_f));
         if weights.phases % EVAL_EVERY == 0 {
             for cand in weights.candidates(net) {

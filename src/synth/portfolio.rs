@@ -399,8 +399,11 @@ fn tree_piece_hops(c: &Collective, pieces: u32) -> u64 {
     r * pieces as u64 * r.saturating_sub(1) * halves
 }
 
+/// The least time the flow bounds are searched for (below it they keep their seeds).
+const MIN_FLOW_BUDGET: Duration = Duration::from_secs(1);
+
 /// Synthesizes for `objective` within `opts.time_limit`: the certified bound first (its flow
-/// part given a tenth of the limit, at most 20 s), then the fewest-steps search (up to half of
+/// part given a tenth of the limit, at most 20 s, none under 10 s), then the fewest-steps search (up to half of
 /// the limit under the time objective), then the other searches until 80% of the limit, each
 /// candidate verified as it comes; the rest of the limit is for writing the answer.
 ///
@@ -411,7 +414,9 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
     let (t, c) = (&inst.topology, &inst.collective);
     t.check_connected(&c.ranks).map_err(|e| Error::infeasible(e.message().to_string()))?;
     progress(&Progress::Trying("certified bounds".into()));
-    let flow_budget = opts.time_limit.mul_f64(0.1).min(Duration::from_secs(20));
+    // Under a limit of a few seconds the flow search's phases (about a second each on 8x8x8) would
+    // overrun it: the certificate then has the volume and cut bounds, which it seeds with.
+    let flow_budget = Some(opts.time_limit.mul_f64(0.1).min(Duration::from_secs(20))).filter(|b| *b >= MIN_FLOW_BUDGET).unwrap_or_default();
     let bounds = certified_bounds(inst, flow_budget)?;
     let bound = bounds.bandwidth.as_ref().map(|b| b + &bounds.latency);
     let mut found = Gathered {

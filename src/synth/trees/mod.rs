@@ -52,8 +52,8 @@
 //!
 //! **Pipelined halves (all_reduce).** Where ranks have unequal hops, [`tree_steps`] also lists the
 //! forest's tasks step by step, each hop carrying reduces or copies as they become ready
-//! ([`pipelined`]) over the forests of both plans, and keeps the fastest schedule: 4x4x4 94.6 us
-//! (8.7%), 3x3x3 94.3 us (10.3%), 5x5x5 102.7 us (17.3%, from 21.6%; the free roots' forest,
+//! ([`pipelined`]) over the forests of both plans, and keeps the fastest schedule: 4x4x4 93.9 us
+//! (7.8%), 3x3x3 94.3 us (10.3%), 5x5x5 101.9 us (16.4%, from 21.6%; the free roots' forest,
 //! whose layered halves are the slower). Above [`MAX_PIPELINED_EDGES`] neither the task list nor
 //! the free roots' forest is built (on 16x16x16 with a failed cable it took 24 s of the trees' 49
 //! s, to lose). Where both are built, the two plans balance on two threads.
