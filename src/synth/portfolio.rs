@@ -403,9 +403,9 @@ fn tree_piece_hops(c: &Collective, pieces: u32) -> u64 {
 const MIN_FLOW_BUDGET: Duration = Duration::from_secs(1);
 
 /// Synthesizes for `objective` within `opts.time_limit`: the certified bound first (its flow
-/// part given a tenth of the limit, at most 20 s, none under 10 s), then the fewest-steps search (up to half of
-/// the limit under the time objective), then the other searches until 80% of the limit, each
-/// candidate verified as it comes; the rest of the limit is for writing the answer.
+/// part given a tenth of the limit, at most 20 s, none under 10 s), then the fewest-steps search
+/// (up to half of the limit under the time objective), then the other searches until 80% of the
+/// limit, each candidate verified as it comes; the rest of the limit is for writing the answer.
 ///
 /// Errors: bad input; [`Error::infeasible`] when the faults cut a rank off or nothing was found.
 pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, progress: &mut dyn FnMut(&Progress)) -> Result<Answer> {
@@ -416,7 +416,8 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
     progress(&Progress::Trying("certified bounds".into()));
     // Under a limit of a few seconds the flow search's phases (about a second each on 8x8x8) would
     // overrun it: the certificate then has the volume and cut bounds, which it seeds with.
-    let flow_budget = Some(opts.time_limit.mul_f64(0.1).min(Duration::from_secs(20))).filter(|b| *b >= MIN_FLOW_BUDGET).unwrap_or_default();
+    let tenth = opts.time_limit.mul_f64(0.1).min(Duration::from_secs(20));
+    let flow_budget = if tenth >= MIN_FLOW_BUDGET { tenth } else { Duration::ZERO };
     let bounds = certified_bounds(inst, flow_budget)?;
     let bound = bounds.bandwidth.as_ref().map(|b| b + &bounds.latency);
     let mut found = Gathered {

@@ -66,21 +66,31 @@ impl RelayShare<'_> {
     /// As [`Relays::hold`].
     fn hold(&mut self, piece: usize, node: usize, from: u32) {
         if let RelayShare::Dense { n_npus, first, start, .. } = self {
-            let i = (piece - *first) * *n_npus + node;
-            if start[i] == NONE {
-                start[i] = from;
-            }
+            hold_dense(start, (piece - *first) * *n_npus + node, from);
         }
     }
 
     /// As [`Relays::sent`].
     fn sent(&mut self, piece: usize, node: usize, step: u32) {
         if let RelayShare::Dense { n_npus, first, start, last } = self {
-            let i = (piece - *first) * *n_npus + node;
-            if start[i] != NONE {
-                last[i] = step;
-            }
+            sent_dense(start, last, (piece - *first) * *n_npus + node, step);
         }
+    }
+}
+
+/// A (piece, npu) of the dense relay records, at `i`, first held from step `from` (the first
+/// hold counts).
+fn hold_dense(start: &mut [u32], i: usize, from: u32) {
+    if start[i] == NONE {
+        start[i] = from;
+    }
+}
+
+/// A (piece, npu) of the dense relay records, at `i`, sent in `step`: its last send, when it was
+/// held as a relay.
+fn sent_dense(start: &[u32], last: &mut [u32], i: usize, step: u32) {
+    if start[i] != NONE {
+        last[i] = step;
     }
 }
 
@@ -152,12 +162,7 @@ impl Relays {
                 }
                 overflow.entry(key(piece, node)).or_insert([from, NONE]);
             }
-            Relays::Dense { n_npus, start, .. } => {
-                let i = piece * *n_npus + node;
-                if start[i] == NONE {
-                    start[i] = from;
-                }
-            }
+            Relays::Dense { n_npus, start, .. } => hold_dense(start, piece * *n_npus + node, from),
         }
     }
 
@@ -178,12 +183,7 @@ impl Relays {
                     e[1] = step;
                 }
             }
-            Relays::Dense { n_npus, start, last } => {
-                let i = piece * *n_npus + node;
-                if start[i] != NONE {
-                    last[i] = step;
-                }
-            }
+            Relays::Dense { n_npus, start, last } => sent_dense(start, last, piece * *n_npus + node, step),
         }
     }
 

@@ -109,7 +109,7 @@ pub fn pipelined_steps(t: &Topology, g: &TreeGraph, forest: &Forest, budget: usi
     let dag = Dag { l: &l, g };
     let mut at = dag.schedule(t, true, &dag.levels_behind(), budget);
     if improved {
-        at = dag.schedule(t, true, &dag.schedule(t, false, &at, budget), budget);
+        at = dag.refined(t, &at, budget);
     }
     dag.steps(&at, forest.pieces())
 }
@@ -261,6 +261,12 @@ impl Dag<'_> {
         at
     }
 
+    /// A forward schedule `at` refined once (forward-backward improvement): backward in the order
+    /// its tasks ended, then forward in the order the backward pass left them.
+    fn refined(&self, t: &Topology, at: &[u32], budget: usize) -> Vec<u32> {
+        self.schedule(t, true, &self.schedule(t, false, at, budget), budget)
+    }
+
     /// The steps of a forward schedule `at` (`p` pieces per block): per step and hop one
     /// transfer with its tasks' pieces.
     fn steps(&self, at: &[u32], p: usize) -> Vec<Step> {
@@ -300,10 +306,9 @@ pub fn fastest(t: &Topology, c: &Collective, g: &TreeGraph, forest: &Forest, dea
     let mut best: Option<Pipelined> = None;
     let mut budget = 2;
     while Instant::now() < deadline && budget <= MAX_BUDGET {
-        // The tasks ranked by the levels behind them, then once more in the order a backward
-        // pass left them (backward in the order they ended: forward-backward improvement).
+        // The tasks ranked by the levels behind them, then refined once.
         let first = dag.schedule(t, true, &dag.levels_behind(), budget);
-        let improved = dag.schedule(t, true, &dag.schedule(t, false, &first, budget), budget);
+        let improved = dag.refined(t, &first, budget);
         let mut few = false;
         for at in [first, improved] {
             let steps = dag.steps(&at, forest.pieces());
