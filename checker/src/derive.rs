@@ -5,7 +5,7 @@
 use crate::instance::{BlockKind, Demands, Instance};
 use crate::Q;
 use num_bigint::BigInt;
-use num_traits::{One, Signed, Zero};
+use num_traits::{One, Signed, ToPrimitive, Zero};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
@@ -64,11 +64,15 @@ pub(crate) fn latency(inst: &Instance, s: usize, d: usize) -> Result<Q, String> 
     dist[d].clone().ok_or_else(|| format!("node {d} cannot be reached from node {s} over up links"))
 }
 
-/// Integer shortest distances from `s` under integer link lengths (`None` for down links).
-fn int_distances(inst: &Instance, adj: &[Vec<(usize, usize)>], len: &[BigInt], s: usize) -> Vec<Option<BigInt>> {
-    let mut dist: Vec<Option<BigInt>> = vec![None; inst.nodes];
-    dist[s] = Some(BigInt::zero());
-    let mut heap = BinaryHeap::from([Reverse((BigInt::zero(), s))]);
+/// Shortest distances from `s` under link lengths `len` (`None`: not reachable over up links).
+fn shortest<T>(inst: &Instance, adj: &[Vec<(usize, usize)>], len: &[T], s: usize) -> Vec<Option<T>>
+where
+    T: Clone + Ord + Zero,
+    for<'a> &'a T: std::ops::Add<&'a T, Output = T>,
+{
+    let mut dist: Vec<Option<T>> = vec![None; inst.nodes];
+    dist[s] = Some(T::zero());
+    let mut heap = BinaryHeap::from([Reverse((T::zero(), s))]);
     while let Some(Reverse((dn, n))) = heap.pop() {
         if dist[n].as_ref().is_some_and(|x| *x < dn) {
             continue;
@@ -84,27 +88,61 @@ fn int_distances(inst: &Instance, adj: &[Vec<(usize, usize)>], len: &[BigInt], s
     dist
 }
 
+/// Integer shortest distances from `s` under integer link lengths. Where every length fits in 64
+/// bits (what collsched writes) the search adds machine integers: a path has fewer than 2^64
+/// links, so its length stays below 2^128.
+fn int_distances(inst: &Instance, adj: &[Vec<(usize, usize)>], len: &[BigInt], s: usize) -> Vec<Option<BigInt>> {
+    match len.iter().map(|y| y.to_u64().map(u128::from)).collect::<Option<Vec<u128>>>() {
+        Some(small) => shortest(inst, adj, &small, s).into_iter().map(|d| d.map(BigInt::from)).collect(),
+        None => shortest(inst, adj, len, s),
+    }
+}
+
+/// `sum over all_to_all demands of weight(bytes) x distance under len`. A uniform all_to_all sums
+/// its distances as integers and weighs them once.
+fn demand_distance(inst: &Instance, len: &[BigInt], weight: &dyn Fn(&Q) -> Q, what: &str) -> Result<Q, String> {
+    let adj = inst.up_adjacency();
+    let reach = |dist: &[Option<BigInt>], s: usize, d: usize| dist[d].clone().ok_or_else(|| format!("node {d} cannot be reached from node {s} over up links"));
+    match &inst.demands {
+        Demands::UniformAllToAll(bytes) => {
+            let mut total = BigInt::zero();
+            for &s in &inst.ranks {
+                let dist = int_distances(inst, &adj, len, s);
+                for &d in inst.ranks.iter().filter(|&&d| d != s) {
+                    total += reach(&dist, s, d)?;
+                }
+            }
+            Ok(weight(bytes) * Q::from_integer(total))
+        }
+        Demands::AllToAll(list) => {
+            let mut by_source: Vec<Vec<(usize, &Q)>> = vec![Vec::new(); inst.nodes];
+            for (s, d, b) in list {
+                by_source[*s].push((*d, b));
+            }
+            let mut numerator = Q::zero();
+            for (s, row) in by_source.iter().enumerate().filter(|(_, row)| !row.is_empty()) {
+                let dist = int_distances(inst, &adj, len, s);
+                for &(d, bytes) in row {
+                    let w = weight(bytes);
+                    if !w.is_zero() {
+                        numerator += w * Q::from_integer(reach(&dist, s, d)?);
+                    }
+                }
+            }
+            Ok(numerator)
+        }
+        Demands::Blocks { .. } => Err(format!("the {what} bound treats pieces as point-to-point demands: all_to_all only")),
+    }
+}
+
 /// `sum over demands of bytes x distance under len`, over `sum over up links of capacity x len`,
 /// with `len` given as integers over a common denominator (which cancels).
 fn length_bound(inst: &Instance, len: &[BigInt], what: &str) -> Result<Q, String> {
-    let by_source = inst.demands_by_source().ok_or_else(|| format!("the {what} bound treats pieces as point-to-point demands: all_to_all only"))?;
-    let adj = inst.up_adjacency();
     let denominator = inst.links.iter().zip(len).filter(|(l, _)| l.up).fold(Q::zero(), |acc, (l, y)| acc + &l.capacity * Q::from_integer(y.clone()));
     if !denominator.is_positive() {
         return Err(format!("the {what} lengths give every up link length 0"));
     }
-    let mut numerator = Q::zero();
-    for (s, row) in by_source {
-        let dist = int_distances(inst, &adj, len, s);
-        for (d, bytes) in row {
-            if bytes.is_zero() {
-                continue;
-            }
-            let dd = dist[d].clone().ok_or_else(|| format!("node {d} cannot be reached from node {s} over up links"))?;
-            numerator += bytes * Q::from_integer(dd);
-        }
-    }
-    Ok(numerator / denominator)
+    Ok(demand_distance(inst, len, &|bytes| bytes.clone(), what)? / denominator)
 }
 
 /// The volume bound: every byte crosses at least its hop distance in links (length 1 each).
@@ -306,19 +344,13 @@ pub(crate) fn steps_cut(inst: &Instance, nodes: &[usize], into: bool) -> Result<
 /// the cut's.
 pub(crate) fn steps_flow(inst: &Instance, y: &[Q]) -> Result<Q, String> {
     let ints = integer_lengths(inst, y)?;
-    let by_source = inst.demands_by_source().ok_or("the steps flow bound treats pieces as point-to-point demands: all_to_all only")?;
     let denominator = inst.links.iter().zip(&ints).filter(|(l, _)| l.up).fold(BigInt::zero(), |acc, (_, y)| acc + y);
     if !denominator.is_positive() {
         return Err("the steps flow lengths give every up link length 0".into());
     }
-    let adj = inst.up_adjacency();
-    let mut numerator = BigInt::zero();
-    for (s, row) in by_source {
-        let dist = int_distances(inst, &adj, &ints, s);
-        for (d, _) in row.iter().filter(|(_, bytes)| bytes.is_positive()) {
-            let dd = dist[*d].clone().ok_or_else(|| format!("node {d} cannot be reached from node {s} over up links"))?;
-            numerator += dd * BigInt::from(inst.pieces);
-        }
-    }
+    // A demand with bytes is `pieces` pieces; one without is none.
+    let pieces = Q::from_integer(BigInt::from(inst.pieces));
+    let weight = |bytes: &Q| if bytes.is_positive() { pieces.clone() } else { Q::zero() };
+    let numerator = demand_distance(inst, &ints, &weight, "steps flow")?.to_integer();
     Ok(ceil_ratio(&numerator, &denominator))
 }

@@ -37,9 +37,6 @@ pub(crate) enum BlockKind {
     AllReduce,
 }
 
-/// A source node and its `(destination node, bytes)` demands.
-pub(crate) type SourceDemands = (usize, Vec<(usize, Q)>);
-
 /// The whole instance: nodes `0..npus` are npus, the rest switches (docs/design/MODEL.md section 1).
 #[derive(Clone, Debug)]
 pub(crate) struct Instance {
@@ -174,23 +171,6 @@ impl Instance {
             flags[r] = true;
         }
         flags
-    }
-
-    /// The point-to-point demands grouped by source node, `None` unless all_to_all.
-    pub fn demands_by_source(&self) -> Option<Vec<SourceDemands>> {
-        match &self.demands {
-            Demands::UniformAllToAll(b) => {
-                Some(self.ranks.iter().map(|&s| (s, self.ranks.iter().filter(|&&d| d != s).map(|&d| (d, b.clone())).collect())).collect())
-            }
-            Demands::AllToAll(list) => {
-                let mut by: Vec<Vec<(usize, Q)>> = vec![Vec::new(); self.nodes];
-                for (s, d, b) in list {
-                    by[*s].push((*d, b.clone()));
-                }
-                Some(by.into_iter().enumerate().filter(|(_, v)| !v.is_empty()).collect())
-            }
-            Demands::Blocks { .. } => None,
-        }
     }
 
     /// The pieces that must move: per all_to_all demand with bytes, or per block of the other

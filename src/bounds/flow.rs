@@ -21,6 +21,7 @@ use crate::units::{rational_from_decimal, to_f64, Rational};
 use num_bigint::BigInt;
 use num_rational::BigRational;
 use num_traits::{ToPrimitive, Zero};
+use rayon::prelude::*;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
@@ -99,6 +100,8 @@ struct Net {
     adj: Vec<Vec<(usize, usize)>>,
     cap: Vec<f64>,
     up: Vec<bool>,
+    /// Per link, its source node.
+    src_of: Vec<usize>,
     /// `(source node, [(destination node, bytes)])`.
     sources: Vec<(usize, Vec<(usize, f64)>)>,
 }
@@ -111,6 +114,7 @@ impl Net {
         }
         let cap = t.links().map(|(_, l)| l.bandwidth_gbps).collect();
         let up = t.links().map(|(_, l)| l.up).collect();
+        let src_of = t.links().map(|(_, l)| l.src.index()).collect();
         let sources = (0..c.num_ranks())
             .map(|i| {
                 let row = (0..c.num_ranks()).filter(|&j| j != i).map(|j| (c.ranks[j].index(), to_f64(&c.block_size(i, j)))).filter(|&(_, b)| b > 0.0);
@@ -118,7 +122,7 @@ impl Net {
             })
             .filter(|(_, row)| !row.is_empty())
             .collect();
-        Net { n: t.num_nodes(), adj, cap, up, sources }
+        Net { n: t.num_nodes(), adj, cap, up, src_of, sources }
     }
 
     /// The steps version (docs/design/MODEL.md section 3: one piece per link per step): every
@@ -190,14 +194,24 @@ impl Tree {
         }
     }
 
-    /// `sum over demands of bytes x distance` under lengths `y`: the numerator of their bound.
-    fn weighted_distance(&mut self, net: &Net, y: &[f64]) -> f64 {
-        let mut sum = 0.0;
-        for (s, row) in &net.sources {
-            self.grow(net, y, *s);
-            sum += row.iter().map(|&(d, b)| b * self.dist[d]).sum::<f64>();
-        }
-        sum
+    /// `sum over demands of bytes x distance` under lengths `y`: the numerator of their bound;
+    /// the sources in parallel, each thread with its own tree. `None` once past `deadline`.
+    /// Summed in source order, so that the same lengths always give the same float.
+    fn weighted_distance(net: &Net, y: &[f64], deadline: Instant) -> Option<f64> {
+        let per_source: Option<Vec<f64>> = net
+            .sources
+            .par_iter()
+            .map_init(
+                || Tree::new(net.n),
+                |tree, (s, row)| {
+                    (Instant::now() < deadline).then(|| {
+                        tree.grow(net, y, *s);
+                        row.iter().map(|&(d, b)| b * tree.dist[d]).sum::<f64>()
+                    })
+                },
+            )
+            .collect();
+        Some(per_source?.into_iter().sum())
     }
 }
 
@@ -220,20 +234,24 @@ pub fn exact_length_bound(t: &Topology, c: &Collective, lengths: &[u64]) -> Opti
     for (id, l) in t.links().filter(|(_, l)| l.up) {
         adj[l.src.index()].push((id.index(), l.dst.index()));
     }
-    let mut numerator = BigRational::zero();
-    for i in 0..c.num_ranks() {
-        let dist = int_dijkstra(&adj, lengths, c.ranks[i].index());
-        if c.is_uniform() {
-            // Same bytes everywhere: add distances as integers, multiply once.
-            let sum: u128 = (0..c.num_ranks()).filter(|&j| j != i).map(|j| dist[c.ranks[j].index()].unwrap_or(0) as u128).sum();
-            numerator += big(c.block_size(i, (i + 1) % c.num_ranks())) * BigRational::from_integer(sum.into());
-        } else {
-            for j in (0..c.num_ranks()).filter(|&j| j != i) {
-                numerator += big(c.block_size(i, j)) * BigRational::from_integer(dist[c.ranks[j].index()].unwrap_or(0).into());
+    // Every rank's distances in parallel; exact sums, so their order does not matter.
+    let per_rank: Vec<BigRational> = (0..c.num_ranks())
+        .into_par_iter()
+        .map(|i| {
+            let dist = int_dijkstra(&adj, lengths, c.ranks[i].index());
+            if c.is_uniform() {
+                // Same bytes everywhere: add distances as integers, multiply once.
+                let sum: u128 = (0..c.num_ranks()).filter(|&j| j != i).map(|j| dist[c.ranks[j].index()].unwrap_or(0) as u128).sum();
+                big(c.block_size(i, (i + 1) % c.num_ranks())) * BigRational::from_integer(sum.into())
+            } else {
+                (0..c.num_ranks())
+                    .filter(|&j| j != i)
+                    .map(|j| big(c.block_size(i, j)) * BigRational::from_integer(dist[c.ranks[j].index()].unwrap_or(0).into()))
+                    .sum()
             }
-        }
-    }
-    Some(numerator / denominator)
+        })
+        .collect();
+    Some(per_rank.into_iter().sum::<BigRational>() / denominator)
 }
 
 /// The exact steps bound of integer lengths (`None` unless all_to_all, or if every length is 0
@@ -252,13 +270,14 @@ pub fn exact_steps_length_bound(t: &Topology, c: &Collective, lengths: &[u64]) -
     for (id, l) in t.links().filter(|(_, l)| l.up) {
         adj[l.src.index()].push((id.index(), l.dst.index()));
     }
-    let mut numerator = 0u128;
-    for i in 0..c.num_ranks() {
-        let dist = int_dijkstra(&adj, lengths, c.ranks[i].index());
-        for j in (0..c.num_ranks()).filter(|&j| j != i && c.block_size(i, j) > Rational::zero()) {
-            numerator += dist[c.ranks[j].index()].unwrap_or(0) as u128 * c.pieces as u128;
-        }
-    }
+    let numerator: u128 = (0..c.num_ranks())
+        .into_par_iter()
+        .map(|i| {
+            let dist = int_dijkstra(&adj, lengths, c.ranks[i].index());
+            let required = |j: usize| j != i && (c.is_uniform() || c.block_size(i, j) > Rational::zero());
+            (0..c.num_ranks()).filter(|&j| required(j)).map(|j| dist[c.ranks[j].index()].unwrap_or(0) as u128 * c.pieces as u128).sum::<u128>()
+        })
+        .sum();
     Some(BigRational::new(numerator.into(), denominator.into()))
 }
 
@@ -366,7 +385,9 @@ impl Weights {
     /// raising the lengths of what it used at once (later sources avoid the links just loaded,
     /// which keeps each step small: a source carries about 1/R of the traffic). Returns the
     /// best upper bound the averaged routings give.
-    fn phase(&mut self, net: &Net, tree: &mut Tree, touched: &mut Vec<(usize, f64)>, src_of: &[usize], epsilon: f64, volume: f64) -> f64 {
+    /// `None` when `deadline` passes before every source has routed (on 4,096 npus a phase takes
+    /// seconds): the phase is then not counted.
+    fn phase(&mut self, net: &Net, tree: &mut Tree, touched: &mut Vec<(usize, f64)>, epsilon: f64, volume: f64, deadline: Instant) -> Option<f64> {
         if self.phases + 1 == self.next_window {
             self.sum_window.iter_mut().for_each(|x| *x = 0.0);
             self.pbar_window.iter_mut().for_each(|x| *x = 0.0);
@@ -375,8 +396,11 @@ impl Weights {
         }
         self.load.iter_mut().for_each(|x| *x = 0.0);
         for (s, row) in &net.sources {
+            if Instant::now() >= deadline {
+                return None;
+            }
             tree.grow(net, &self.y, *s);
-            tree.route(row, src_of, touched);
+            tree.route(row, &net.src_of, touched);
             for &(l, a) in touched.iter() {
                 self.load[l] += a;
                 self.y[l] *= (epsilon * a / net.cap[l] / volume).exp();
@@ -398,7 +422,7 @@ impl Weights {
             worst_all = worst_all.max(self.sum_all[e] / net.cap[e]);
             worst_window = worst_window.max(self.sum_window[e] / net.cap[e]);
         }
-        (worst_all / self.phases as f64).min(worst_window / (self.phases - self.window_start) as f64)
+        Some((worst_all / self.phases as f64).min(worst_window / (self.phases - self.window_start) as f64))
     }
 
     /// Length functions worth evaluating as lower bounds: the current lengths and the averaged
@@ -424,6 +448,7 @@ fn lengths_search(
     opts: &FlowOptions,
 ) -> FlowBound {
     let start = Instant::now();
+    let deadline = start + opts.time_limit;
     let ones: Vec<u64> = t.links().map(|(_, l)| u64::from(l.up)).collect();
     let volume = exact(&ones).unwrap_or_else(BigRational::zero);
     let volume_f = volume.to_f64().unwrap_or(0.0);
@@ -431,7 +456,6 @@ fn lengths_search(
         let (phases, stop, elapsed) = (0, FlowStop::Trivial, start.elapsed());
         return FlowBound { lower: volume, lengths: ones, witness: FlowWitness::Volume, upper: volume_f, gap: 0.0, phases, stop, elapsed };
     }
-    let src_of: Vec<usize> = t.links().map(|(_, l)| l.src.index()).collect();
     let mut seeds: Vec<(BigRational, Vec<u64>, FlowWitness)> = vec![(volume.clone(), ones, FlowWitness::Volume)];
     if let Some((v, y)) = cut.and_then(|y| Some((exact(&y)?, y))) {
         seeds.push((v, y, FlowWitness::Cut));
@@ -444,12 +468,16 @@ fn lengths_search(
         if opts.time_limit.is_zero() {
             break FlowStop::TimeLimit;
         }
-        best_upper = best_upper.min(weights.phase(net, &mut tree, &mut touched, &src_of, opts.epsilon, volume_f));
+        let Some(upper) = weights.phase(net, &mut tree, &mut touched, opts.epsilon, volume_f, deadline) else {
+            break FlowStop::TimeLimit;
+        };
+        best_upper = best_upper.min(upper);
         if weights.phases % EVAL_EVERY == 0 {
             for cand in weights.candidates(net) {
                 // Floating point here; the best is certified exactly at the end.
                 let total: f64 = cand.iter().zip(&net.cap).map(|(v, c)| v * c).sum();
-                let lower = tree.weighted_distance(net, &cand) / total;
+                let Some(distance) = Tree::weighted_distance(net, &cand, deadline) else { break };
+                let lower = distance / total;
                 if lower > best_lower {
                     best_lower = lower;
                     best_y = Some(cand);

@@ -111,6 +111,7 @@ fn ceil_div(a: u64, b: u64) -> u32 {
 fn required_pieces(c: &Collective) -> u64 {
     let r = c.num_ranks();
     let blocks = match c.kind {
+        CollectiveKind::AllToAll if c.is_uniform() => r * r.saturating_sub(1),
         CollectiveKind::AllToAll => (0..r).flat_map(|i| (0..r).map(move |j| (i, j))).filter(|&(i, j)| i != j && c.block_size(i, j) > Rational::zero()).count(),
         _ => r,
     };
@@ -120,10 +121,11 @@ fn required_pieces(c: &Collective) -> u64 {
 /// The pieces that must leave the node set `u` ([`crossing`], counted in pieces).
 pub fn pieces_crossing(c: &Collective, u: &[bool]) -> u64 {
     let blocks = match crossing(c, u) {
-        Crossing::Blocks(pairs) => pairs.into_iter().filter(|&(i, j)| c.block_size(i, j) > Rational::zero()).count(),
-        Crossing::WholeBlocks(n) => n,
+        Crossing::Blocks(pairs) => pairs.into_iter().filter(|&(i, j)| c.block_size(i, j) > Rational::zero()).count() as u64,
+        Crossing::EqualBlocks(n) => n,
+        Crossing::WholeBlocks(n) => n as u64,
     };
-    blocks as u64 * u64::from(c.pieces)
+    blocks * u64::from(c.pieces)
 }
 
 /// The farthest required (source, destination) in single hops: the `steps` claim.

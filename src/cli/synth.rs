@@ -11,6 +11,7 @@
 //! gap is measured against the certified bandwidth bound plus the latency bound (docs/design/MODEL.md
 //! section 6); `--pareto` lists the candidates' steps/time trade-off.
 
+use crate::collective::CollectiveKind;
 use crate::error::{Error, ExitCode, Result};
 use crate::spec::{MethodSpec, Spec};
 use crate::synth::portfolio::{self, Objective};
@@ -117,6 +118,9 @@ fn print_text(output: &Path, schedule: &crate::schedule::Schedule, answer: &port
         (Some(r), Some(status)) => {
             let found = r.steps_found.map_or("none".to_string(), |s| s.to_string());
             println!("fewest steps: bound {} steps, found {found}: {status}", r.steps_lower_bound)
+        }
+        _ if schedule.header.collective.kind == CollectiveKind::AllToAll => {
+            println!("fewest steps: not searched (an all_to_all this large is synthesized by planes and lines, else hand-written)")
         }
         _ => println!(
             "fewest steps: not searched ({} is synthesized by layered trees, spreading trees and route-and-step candidates)",

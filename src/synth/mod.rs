@@ -8,6 +8,8 @@
 //!   step-synchronous time at the collective's size (all_to_all);
 //! - [`trees`]: all_gather, reduce_scatter and all_reduce on any topology by layered
 //!   shortest-path trees balanced per step (on a healthy torus: the certified bound);
+//! - [`planes`]: all_to_all on 3-D tori too large for the flat routing, one plane's routing run
+//!   in every plane, with the lines in step;
 //! - [`spreading`]: all_gather, reduce_scatter and all_reduce on any topology by spreading trees
 //!   (and their time reversal);
 //! - [`switched`]: route-and-step on fat trees and other switched networks, every kind;
@@ -19,6 +21,7 @@
 
 pub mod backends;
 mod hops;
+pub mod planes;
 pub mod portfolio;
 pub mod routing;
 pub mod spreading;

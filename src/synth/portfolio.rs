@@ -31,7 +31,7 @@
 
 use super::steps::{synthesize_steps_above, SynthReport, SynthStatus};
 use super::switched::SwitchedMethod;
-use super::{routing, spreading, switched, trees};
+use super::{planes, routing, spreading, switched, trees};
 use super::{Progress, SynthOptions};
 use crate::algorithms::{torus_all_to_all, torus_all_to_all_shape, torus_mate, torus_ring_collective, RingAlgorithm, Scheduler};
 use crate::bounds::certified::{certified_bounds, q_to_f64};
@@ -120,6 +120,13 @@ pub enum Candidate {
         /// Pieces a transfer may carry at once.
         per_transfer: usize,
     },
+    /// all_to_all by planes and lines (`synth::planes`): one plane routing in every plane.
+    PlanesAndLines {
+        /// Pieces per plane block of the plane routing.
+        plane_pieces: u32,
+        /// The plane routing's horizon.
+        horizon: u32,
+    },
     /// A route-and-step candidate on a switched network.
     Switched(SwitchedMethod),
     /// A hand-written algorithm.
@@ -140,6 +147,7 @@ impl Candidate {
             Candidate::TimeExpandedRouting { .. } => "time_expanded_routing",
             Candidate::LayeredTrees { .. } => "layered_trees",
             Candidate::SpreadingTrees { .. } => "spreading_trees",
+            Candidate::PlanesAndLines { .. } => "planes_and_lines",
             Candidate::Switched(_) => "switched",
             Candidate::HandWritten(_) => "hand_written",
         }
@@ -157,6 +165,9 @@ impl fmt::Display for Candidate {
             }
             Candidate::SpreadingTrees { pieces, per_transfer: 1 } => write!(f, "spreading trees ({pieces} piece(s) per block)"),
             Candidate::SpreadingTrees { pieces, per_transfer } => write!(f, "spreading trees ({pieces} piece(s) per block, up to {per_transfer} per transfer)"),
+            Candidate::PlanesAndLines { plane_pieces, horizon } => {
+                write!(f, "planes and lines (plane routing: {plane_pieces} piece(s) per plane block, horizon {horizon})")
+            }
             Candidate::Switched(m) => write!(f, "{m}"),
             Candidate::HandWritten(HandWritten::HalfRingDimRotation) => f.write_str("HalfRing+DimRotation"),
             Candidate::HandWritten(HandWritten::Mate) => f.write_str("MATE"),
@@ -432,15 +443,20 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
         spread_error: None,
         unverified: None,
     };
-    let steps_report = if c.kind == CollectiveKind::AllToAll || objective == Objective::Steps {
+    // An all_to_all too large for the flat searches (4,096 npus: 200 million piece-hops) is
+    // answered by planes and lines.
+    let flat = c.kind != CollectiveKind::AllToAll || a2a_piece_hops(t, c).is_none_or(|h| h <= MAX_FLAT_PIECE_HOPS);
+    let steps_report = if (c.kind == CollectiveKind::AllToAll && flat) || objective == Objective::Steps {
         Some(fewest_steps(inst, opts, objective, bounds.steps, &mut found, progress)?)
     } else {
         None
     };
     if objective == Objective::Time {
         let counts: Vec<u32> = if inst.pieces_given { vec![c.pieces] } else { PIECE_COUNTS.to_vec() };
-        if c.kind == CollectiveKind::AllToAll {
+        if c.kind == CollectiveKind::AllToAll && flat {
             time_expanded_routing(t, c, &counts, deadline, &mut found, progress)?;
+        } else if c.kind == CollectiveKind::AllToAll {
+            planes_and_lines(t, c, deadline, &mut found, progress)?;
         } else if t.num_switches() == 0 {
             // Through switches every npu is one hop from every other: the layered trees would be
             // stars, each root's uplink carrying every copy (hundreds of steps on the reference
@@ -449,7 +465,7 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
         }
         // At pod scale the layered trees leave the gathering and reducing kinds nothing to gain.
         let large = c.kind != CollectiveKind::AllToAll && found.best.is_some() && tree_piece_hops(c, 1) > SECONDARY_PIECE_HOPS;
-        if !found.good_enough() && !large {
+        if (!found.good_enough() && !large && flat) || found.best.is_none() {
             hand_written(t, c, &mut found, progress)?;
         }
         if c.kind != CollectiveKind::AllToAll && !found.good_enough() && !large {
@@ -527,6 +543,42 @@ fn time_expanded_routing(
     }
     Ok(())
 }
+
+/// Planes and lines (all_to_all too large for the flat routing): the plane routing gets half the
+/// time to the deadline, since composing, verifying and writing the whole takes about as long.
+fn planes_and_lines(t: &Topology, c: &Collective, deadline: Instant, found: &mut Gathered, progress: &mut dyn FnMut(&Progress)) -> Result<()> {
+    let now = Instant::now();
+    let until = now + deadline.saturating_duration_since(now) / 2;
+    let (planned, cut_short) = {
+        let mut note = |m: &str| progress(&Progress::Trying(m.to_string()));
+        planes::plan(t, c, until, &mut note)?
+    };
+    found.limit_reached |= cut_short;
+    if let Some(p) = planned {
+        let candidate = Candidate::PlanesAndLines { plane_pieces: p.plane_pieces, horizon: p.horizon };
+        found.offer(candidate, schedule(t, &p.collective, p.steps, "planes and lines"), progress)?;
+    }
+    Ok(())
+}
+
+/// Piece-hops of a torus all_to_all at one piece per block on shortest paths (`None` off a
+/// torus): R(R-1) times the mean distance, the sum over dimensions of a ring's (or line's).
+fn a2a_piece_hops(t: &Topology, c: &Collective) -> Option<u64> {
+    let s = t.torus_shape()?;
+    let mean: f64 = (0..s.ndims())
+        .map(|d| {
+            let n = s.dims[d];
+            let dist = |a: usize, b: usize| if s.wrap[d] { a.abs_diff(b).min(n - a.abs_diff(b)) } else { a.abs_diff(b) };
+            (0..n).flat_map(|a| (0..n).map(move |b| (a, b))).map(|(a, b)| dist(a, b)).sum::<usize>() as f64 / (n * n) as f64
+        })
+        .sum();
+    let r = c.num_ranks() as f64;
+    Some((r * (r - 1.0) * mean) as u64)
+}
+
+/// Above this many piece-hops ([`a2a_piece_hops`]) an all_to_all is not searched flat: 8x8x8
+/// has 1.6 million (routed within the default limit), 12x12x12 27 million, 16x16x16 200 million.
+const MAX_FLAT_PIECE_HOPS: u64 = 1 << 23;
 
 /// The layered trees (all_gather, reduce_scatter, all_reduce) at the piece counts derived from
 /// the topology ([`trees::piece_counts`]) or the spec's, coarsest first, finer ones while the
@@ -696,6 +748,20 @@ fn schedule(t: &Topology, c: &Collective, steps: Vec<Step>, method: &str) -> Sch
 mod tests {
     use super::*;
     use crate::spec::Spec;
+
+    /// The flat searches' size gate: piece-hops counted by ring distances (4x4x4: 64 x 63 pairs,
+    /// 3 x 1 hops on average; a ring of 6 averages 3/2), 8x8x8 searched flat, 16x16x16 not.
+    #[test]
+    fn flat_all_to_all_size_gate() {
+        let hops = |dims: &str| {
+            let inst = instance(dims, "{}", "");
+            a2a_piece_hops(&inst.topology, &inst.collective).unwrap()
+        };
+        assert_eq!(hops("[4, 4, 4]"), 64 * 63 * 3);
+        assert_eq!(hops("[6]"), 6 * 5 * 3 / 2);
+        assert!(hops("[8, 8, 8]") <= MAX_FLAT_PIECE_HOPS);
+        assert!(hops("[16, 16, 16]") > MAX_FLAT_PIECE_HOPS);
+    }
 
     fn instance(dims: &str, faults: &str, extra: &str) -> Instance {
         let text = format!(
