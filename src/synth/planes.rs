@@ -33,7 +33,7 @@ use std::time::Instant;
 /// Piece counts per plane block tried by the plane routing, in this order while time remains,
 /// those that divide the original pieces a plane block carries (16x16 with a failed cable: 4
 /// pieces routed 1.2% above the plane's bound).
-const PLANE_PIECE_COUNTS: [u32; 4] = [4, 2, 8, 1];
+const PLANE_PIECE_COUNTS: [u32; 7] = [4, 2, 8, 6, 3, 5, 1];
 
 /// How the original pieces are cut into the two chunks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
