@@ -376,7 +376,6 @@ fn line_phase(s: &Split, n: usize, capacity: &[usize], chunks: Chunks, chunk: us
 mod tests {
     use super::*;
     use crate::schedule::{Schedule, ScheduleHeader};
-    use crate::verify::{verify_schedule, VerifyOptions};
     use std::time::Duration;
 
     /// A cable by the coordinates of its ends.
@@ -421,7 +420,7 @@ mod tests {
         let (t, c) = instance(dims, cables);
         let p = planned(&t, &c);
         let s = Schedule { header: ScheduleHeader { topology: t.clone(), collective: p.collective.clone(), meta: None }, steps: p.steps };
-        let r = verify_schedule(&s, &VerifyOptions::default()).unwrap();
+        let r = crate::verify::verify_every_rule(&s);
         assert!(r.is_valid(), "{dims:?} {cables:?}: {:?}", r.findings.failures().first());
     }
 

@@ -817,20 +817,6 @@ mod tests {
         }
     }
 
-    /// Every rule: 1-5, rule 6 on the default lowering and rule 7 (what `collsched verify` runs).
-    fn verify_every_rule(s: &Schedule) -> crate::verify::Report {
-        use crate::schedule::StepSink;
-        use crate::verify::{DeadlockCheck, RoutingDeadlock, Verifier};
-        let mut v = Verifier::new(VerifyOptions::default())
-            .with_check(Box::new(DeadlockCheck::new(crate::lower::LowerOptions::default())))
-            .with_check(Box::new(RoutingDeadlock::new()));
-        v.begin(&s.header).unwrap();
-        for (i, step) in s.steps.iter().enumerate() {
-            v.check_step(i, step);
-        }
-        v.finish()
-    }
-
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig { cases: 12, ..Default::default() })]
 
@@ -856,7 +842,7 @@ mod tests {
             let inst = instance(&format!("{dims:?}"), &faults, "");
             let opts = SynthOptions { time_limit: Duration::from_secs_f64(limit), ..Default::default() };
             let a = synthesize(&inst, &opts, Objective::Time, &mut |_| {}).unwrap();
-            let r = verify_every_rule(&a.schedule);
+            let r = crate::verify::verify_every_rule(&a.schedule);
             proptest::prop_assert!(r.is_valid(), "{:?}", r.findings.failures().first());
             let time = to_f64(&a.cost.time_ns());
             for e in &a.entries {

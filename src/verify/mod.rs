@@ -218,6 +218,21 @@ pub fn verify_schedule(schedule: &Schedule, options: &VerifyOptions) -> Result<R
     Ok(v.finish())
 }
 
+/// Verifies a schedule held in memory under every rule, as `collsched verify` does: 1-5, the
+/// per-rank programs' deadlock freedom on the default lowering (rule 6) and routing deadlock
+/// freedom (rule 7); for tests.
+#[cfg(test)]
+pub(crate) fn verify_every_rule(s: &Schedule) -> Report {
+    let mut v = Verifier::new(VerifyOptions::default())
+        .with_check(Box::new(DeadlockCheck::new(crate::lower::LowerOptions::default())))
+        .with_check(Box::new(RoutingDeadlock::new()));
+    v.begin(&s.header).expect("a valid header");
+    for (i, step) in s.steps.iter().enumerate() {
+        v.check_step(i, step);
+    }
+    v.finish()
+}
+
 /// Verifies a schedule file, optionally against a spec's instance ([`Verifier::against`]).
 pub fn verify_file_with(path: &Path, options: &VerifyOptions, instance: Option<crate::spec::Instance>) -> Result<(ScheduleHeader, Report)> {
     verify_file_checked(path, options, instance, Vec::new())
