@@ -65,8 +65,9 @@ pub fn open_decoded(path: &Path) -> Result<Decoded<BufReader<File>>> {
     decoded(path, open(path)?)
 }
 
-/// The zstd level of the files the project writes: fast, and schedules compress well at it.
-const ZSTD_LEVEL: i32 = 3;
+/// The zstd level of the files the project writes: the fastest; schedules compress well at it
+/// (the 2.9 GB JSON of a 16x16x16 all_to_all: 455 MB in 12.2 s at level 1, 19.0 s at level 3).
+const ZSTD_LEVEL: i32 = 1;
 
 /// `write_atomic`, compressing what `write` writes with zstd when `path` ends in `.zst`.
 pub fn write_atomic_encoded<T>(path: &Path, write: impl FnOnce(&mut dyn Write) -> Result<T>) -> Result<T> {

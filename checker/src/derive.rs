@@ -88,30 +88,81 @@ where
     dist
 }
 
-/// Integer shortest distances from `s` under integer link lengths. Where every length fits in 64
-/// bits (what collsched writes) the search adds machine integers: a path has fewer than 2^64
-/// links, so its length stays below 2^128.
-fn int_distances(inst: &Instance, adj: &[Vec<(usize, usize)>], len: &[BigInt], s: usize) -> Vec<Option<BigInt>> {
-    match len.iter().map(|y| y.to_u64().map(u128::from)).collect::<Option<Vec<u128>>>() {
-        Some(small) => shortest(inst, adj, &small, s).into_iter().map(|d| d.map(BigInt::from)).collect(),
-        None => shortest(inst, adj, len, s),
+/// Integer link lengths, prepared once for many shortest-path searches.
+enum Lengths<'a> {
+    /// Every up link as long (the volume bound's): hops, breadth first, times that length.
+    Equal(&'a BigInt),
+    /// Every length fits in 64 bits (what collsched writes): the search adds machine integers; a
+    /// path has fewer than 2^64 links, so its length stays below 2^128.
+    Small(Vec<u128>),
+    Big(&'a [BigInt]),
+}
+
+impl<'a> Lengths<'a> {
+    fn new(adj: &[Vec<(usize, usize)>], len: &'a [BigInt]) -> Self {
+        let mut up = adj.iter().flatten().map(|&(l, _)| &len[l]);
+        if let Some(first) = up.next() {
+            if up.all(|y| y == first) {
+                return Lengths::Equal(first);
+            }
+        }
+        match len.iter().map(|y| y.to_u64().map(u128::from)).collect::<Option<Vec<u128>>>() {
+            Some(small) => Lengths::Small(small),
+            None => Lengths::Big(len),
+        }
     }
+
+    /// Shortest distances from `s` (`None`: not reachable over up links).
+    fn distances_from(&self, inst: &Instance, adj: &[Vec<(usize, usize)>], s: usize) -> Vec<Option<BigInt>> {
+        match self {
+            Lengths::Equal(y) => hops(inst, adj, s).into_iter().map(|h| h.map(|h| *y * BigInt::from(h))).collect(),
+            Lengths::Small(len) => shortest(inst, adj, len, s).into_iter().map(|d| d.map(BigInt::from)).collect(),
+            Lengths::Big(len) => shortest(inst, adj, len, s),
+        }
+    }
+}
+
+/// Hops from `s` over up links, breadth first (`None`: not reachable).
+fn hops(inst: &Instance, adj: &[Vec<(usize, usize)>], s: usize) -> Vec<Option<u64>> {
+    let mut dist = vec![None; inst.nodes];
+    dist[s] = Some(0);
+    let mut queue = std::collections::VecDeque::from([s]);
+    while let Some(n) = queue.pop_front() {
+        let d = dist[n].unwrap_or(0) + 1;
+        for &(_, y) in &adj[n] {
+            if dist[y].is_none() {
+                dist[y] = Some(d);
+                queue.push_back(y);
+            }
+        }
+    }
+    dist
+}
+
+/// `per_source(s)` for every source, in source order, the sources shared out over the machine's
+/// threads (exact sums do not depend on the order they are added in).
+fn over_sources<T: Send>(sources: &[usize], per_source: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let share = sources.len().div_ceil(threads).max(1);
+    std::thread::scope(|scope| {
+        let parts: Vec<_> = sources.chunks(share).map(|part| scope.spawn(|| part.iter().map(|&s| per_source(s)).collect::<Vec<T>>())).collect();
+        parts.into_iter().flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
+    })
 }
 
 /// `sum over all_to_all demands of weight(bytes) x distance under len`. A uniform all_to_all sums
 /// its distances as integers and weighs them once.
-fn demand_distance(inst: &Instance, len: &[BigInt], weight: &dyn Fn(&Q) -> Q, what: &str) -> Result<Q, String> {
+fn demand_distance(inst: &Instance, len: &[BigInt], weight: &(dyn Fn(&Q) -> Q + Sync), what: &str) -> Result<Q, String> {
     let adj = inst.up_adjacency();
+    let lengths = Lengths::new(&adj, len);
     let reach = |dist: &[Option<BigInt>], s: usize, d: usize| dist[d].clone().ok_or_else(|| format!("node {d} cannot be reached from node {s} over up links"));
     match &inst.demands {
         Demands::UniformAllToAll(bytes) => {
-            let mut total = BigInt::zero();
-            for &s in &inst.ranks {
-                let dist = int_distances(inst, &adj, len, s);
-                for &d in inst.ranks.iter().filter(|&&d| d != s) {
-                    total += reach(&dist, s, d)?;
-                }
-            }
+            let per_source = over_sources(&inst.ranks, |s| {
+                let dist = lengths.distances_from(inst, &adj, s);
+                inst.ranks.iter().filter(|&&d| d != s).try_fold(BigInt::zero(), |total, &d| Ok(total + reach(&dist, s, d)?))
+            });
+            let total = per_source.into_iter().sum::<Result<BigInt, String>>()?;
             Ok(weight(bytes) * Q::from_integer(total))
         }
         Demands::AllToAll(list) => {
@@ -119,17 +170,19 @@ fn demand_distance(inst: &Instance, len: &[BigInt], weight: &dyn Fn(&Q) -> Q, wh
             for (s, d, b) in list {
                 by_source[*s].push((*d, b));
             }
-            let mut numerator = Q::zero();
-            for (s, row) in by_source.iter().enumerate().filter(|(_, row)| !row.is_empty()) {
-                let dist = int_distances(inst, &adj, len, s);
-                for &(d, bytes) in row {
+            let sources: Vec<usize> = (0..inst.nodes).filter(|&s| !by_source[s].is_empty()).collect();
+            let per_source = over_sources(&sources, |s| {
+                let dist = lengths.distances_from(inst, &adj, s);
+                let mut numerator = Q::zero();
+                for &(d, bytes) in &by_source[s] {
                     let w = weight(bytes);
                     if !w.is_zero() {
                         numerator += w * Q::from_integer(reach(&dist, s, d)?);
                     }
                 }
-            }
-            Ok(numerator)
+                Ok(numerator)
+            });
+            per_source.into_iter().sum()
         }
         Demands::Blocks { .. } => Err(format!("the {what} bound treats pieces as point-to-point demands: all_to_all only")),
     }

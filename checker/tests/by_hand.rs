@@ -69,10 +69,12 @@ fn a_failed_cable_makes_a_line() {
             {"bound": "volume", "value": "12"},
             {"bound": "cut", "value": "12", "witness": {"nodes": [0], "into": false}},
             {"bound": "cut", "value": "12", "witness": {"nodes": [2], "into": true}},
-            {"bound": "flow", "value": "12", "witness": {"lengths": ["1", "0", "0", "0", "5", "7"]}}
+            {"bound": "flow", "value": "12", "witness": {"lengths": ["1", "0", "0", "0", "5", "7"]}},
+            {"bound": "flow", "value": "12", "witness": {"lengths": ["3", "3", "3", "3", "5", "7"]}}
         ]),
     );
-    assert_eq!(derived(&c), ["2", "20", "12", "12", "12", "12"].map(q));
+    // The last lengths are 3 on every up link (the down ones do not count): the volume bound.
+    assert_eq!(derived(&c), ["2", "20", "12", "12", "12", "12", "12"].map(q));
     // A claim above what its witness proves fails, and names the claim.
     let over = cert(ring3(&[4, 5], a2a("12")), json!([{"bound": "cut", "value": "25/2", "witness": {"nodes": [0], "into": false}}]));
     assert!(rejected(&over).contains("claim 0 (cut)"), "{}", rejected(&over));

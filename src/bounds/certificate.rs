@@ -71,11 +71,18 @@ pub fn certificate_with(spec: &Spec, spec_bytes: &[u8], flow: &FlowOptions) -> R
 
 /// The certificate of an instance already built; `spec_sha256` is the hex digest of its spec.
 pub fn certificate_of_instance(inst: &Instance, spec_sha256: &str, flow: &FlowOptions) -> Value {
+    certificate_of_instance_with(inst, spec_sha256, flow, true)
+}
+
+/// [`certificate_of_instance`], with the steps flow bound (all_to_all) only if `steps_flow`: a
+/// synthesis that does not search for the fewest steps has no use for it.
+pub fn certificate_of_instance_with(inst: &Instance, spec_sha256: &str, flow: &FlowOptions, steps_flow: bool) -> Value {
     let (t, c) = (&inst.topology, &inst.collective);
     let far = farthest(t, c);
     let b = bounds_with(t, c, &far);
     // The steps bounds first (distance, transmissions, cut, flow: docs/design/MODEL.md section 6).
-    let mut claims: Vec<Value> = steps_bounds_with(t, c, flow.time_limit, &far).claims.iter().map(StepsClaim::to_json).collect();
+    let steps_flow_time = steps_flow.then_some(flow.time_limit);
+    let mut claims: Vec<Value> = steps_bounds_with(t, c, steps_flow_time, &far).claims.iter().map(StepsClaim::to_json).collect();
     if let Some((latency, ls, ld)) = far.latency {
         claims.push(json!({"bound": "latency", "value": q(latency), "witness": {"source": ls.0, "destination": ld.0}}));
     }

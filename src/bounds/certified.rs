@@ -2,7 +2,7 @@
 //! re-derived by the independent checker ([`collsched_checker`]), so that every gap collsched
 //! prints is measured against a bound that the trusted base has checked.
 
-use super::certificate::{certificate_of_instance, instance_json};
+use super::certificate::{certificate_of_instance_with, instance_json};
 use super::flow::FlowOptions;
 use super::steps::{steps_bounds, StepsBounds, StepsClaim};
 use crate::collective::Collective;
@@ -28,11 +28,13 @@ pub struct CertifiedBounds {
 }
 
 /// The certified bounds of `inst`; `flow_time` caps the flow bound's multiplicative weights (any
-/// length function gives a valid bound, only a weaker one).
+/// length function gives a valid bound, only a weaker one); the steps flow bound (all_to_all) is
+/// searched only if `steps_flow` (the largest steps bound is then that of the others).
 ///
 /// Errors: [`Error::Internal`] when the certificate does not check (a bug).
-pub fn certified_bounds(inst: &Instance, flow_time: Duration) -> Result<CertifiedBounds> {
-    let cert = certificate_of_instance(inst, &"0".repeat(64), &FlowOptions { time_limit: flow_time, ..Default::default() });
+pub fn certified_bounds(inst: &Instance, flow_time: Duration, steps_flow: bool) -> Result<CertifiedBounds> {
+    let flow = FlowOptions { time_limit: flow_time, ..Default::default() };
+    let cert = certificate_of_instance_with(inst, &"0".repeat(64), &flow, steps_flow);
     let checked = collsched_checker::check_str(&cert.to_string()).map_err(|e| Error::internal(format!("the bound certificate does not check: {e}")))?;
     let latency = checked.claims.iter().find(|cl| cl.bound == "latency").map(|cl| cl.derived.clone()).unwrap_or_default();
     let steps = checked.steps_bound.as_ref().and_then(|q| q.to_integer().to_u32());
@@ -50,7 +52,7 @@ pub fn q_to_f64(x: &Q) -> Option<f64> {
 /// Errors: [`Error::Internal`] when the certificate does not check (a bug).
 pub fn certified_bounds_ns(t: &Topology, c: &Collective, flow_time: Duration) -> Result<(Option<f64>, f64)> {
     let inst = Instance { topology: t.clone(), collective: c.clone(), pieces_given: true };
-    let b = certified_bounds(&inst, flow_time)?;
+    let b = certified_bounds(&inst, flow_time, false)?;
     Ok((b.bandwidth.as_ref().and_then(q_to_f64), q_to_f64(&b.latency).unwrap_or(0.0)))
 }
 

@@ -70,6 +70,7 @@ pub fn transfers_per_piece(kind: CollectiveKind, ranks: usize) -> i128 {
 pub fn transmissions(t: &Topology, c: &Collective) -> Option<Transmissions> {
     let r = c.num_ranks();
     let bytes: Rational = match c.kind {
+        CollectiveKind::AllToAll if c.is_uniform() => c.block_size(0, 0) * Rational::from_integer(r as i128 * (r as i128 - 1)),
         CollectiveKind::AllToAll => (0..r).flat_map(|i| (0..r).filter(move |&j| j != i).map(move |j| (i, j))).map(|(i, j)| c.block_size(i, j)).sum(),
         kind => c.piece_size_at(0) * Rational::from_integer(c.pieces as i128 * r as i128 * transfers_per_piece(kind, r)),
     };
@@ -203,6 +204,7 @@ pub fn farthest(t: &Topology, c: &Collective) -> Farthest {
     let stores = c.rank_mask(t);
     let metric = LatencyMetric::new(t);
     let all_to_all = c.kind == CollectiveKind::AllToAll;
+    let every_node_stores = t.num_nodes() == stores.len() && stores.iter().all(|&x| x);
     let needed = |si: usize, di: usize| si != di && (!all_to_all || c.is_uniform() || c.block_size(si, di) > Rational::zero());
     // Per source: (hops, destination), (scaled latency, destination), bytes times links.
     type Row = (Option<(u32, usize)>, Option<(i128, usize)>, Rational);
@@ -212,8 +214,11 @@ pub fn farthest(t: &Topology, c: &Collective) -> Farthest {
             let src = c.ranks[si];
             let hops = single_hop_distances(t, &stores, src);
             let lats = metric.scaled_distances(t, src);
-            let links = all_to_all.then(|| t.hop_distances(src));
+            // Where every node stores (a torus of ranks), a single hop is a link.
+            let links = all_to_all.then(|| if every_node_stores { hops.clone() } else { t.hop_distances(src) });
             let (mut far_hops, mut far_lat, mut byte_links): Row = (None, None, Rational::zero());
+            // A uniform all_to_all sums its links as integers and weighs them once.
+            let mut uniform_links = 0u64;
             for (di, &dst) in c.ranks.iter().enumerate().filter(|&(di, _)| needed(si, di)) {
                 if let Some(h) = hops[dst.index()].filter(|&h| far_hops.is_none_or(|(b, _)| h > b)) {
                     far_hops = Some((h, di));
@@ -221,9 +226,14 @@ pub fn farthest(t: &Topology, c: &Collective) -> Farthest {
                 if let Some(l) = lats[dst.index()].filter(|&l| far_lat.is_none_or(|(b, _)| l > b)) {
                     far_lat = Some((l, di));
                 }
-                if let Some(links) = &links {
-                    byte_links += c.block_size(si, di) * Rational::from_integer(i128::from(links[dst.index()].unwrap_or(0)));
+                match &links {
+                    Some(links) if c.is_uniform() => uniform_links += u64::from(links[dst.index()].unwrap_or(0)),
+                    Some(links) => byte_links += c.block_size(si, di) * Rational::from_integer(i128::from(links[dst.index()].unwrap_or(0))),
+                    None => {}
                 }
+            }
+            if uniform_links > 0 {
+                byte_links = c.block_size(si, si) * Rational::from_integer(i128::from(uniform_links));
             }
             (far_hops, far_lat, byte_links)
         })

@@ -172,13 +172,14 @@ fn best_cut(t: &Topology, c: &Collective) -> Option<StepsClaim> {
 /// The steps bounds of an instance (every rank connected, checked earlier); the flow bound (all_to_all)
 /// searches for lengths within `flow_time`, seeded with the best cut.
 pub fn steps_bounds(t: &Topology, c: &Collective, flow_time: Duration) -> StepsBounds {
-    steps_bounds_with(t, c, flow_time, &farthest(t, c))
+    steps_bounds_with(t, c, Some(flow_time), &farthest(t, c))
 }
 
-/// [`steps_bounds`] from the instance's [`farthest`] pairs, already scanned.
-pub fn steps_bounds_with(t: &Topology, c: &Collective, flow_time: Duration, far: &Farthest) -> StepsBounds {
+/// [`steps_bounds`] from the instance's [`farthest`] pairs, already scanned; without the flow
+/// bound when `flow_time` is `None`.
+pub fn steps_bounds_with(t: &Topology, c: &Collective, flow_time: Option<Duration>, far: &Farthest) -> StepsBounds {
     let cut = best_cut(t, c);
-    let flow = if c.kind == CollectiveKind::AllToAll {
+    let flow = if let (CollectiveKind::AllToAll, Some(flow_time)) = (c.kind, flow_time) {
         let seed = cut.as_ref().and_then(|claim| match &claim.witness {
             StepsWitness::Cut { nodes, into } => Some((nodes.as_slice(), *into)),
             _ => None,

@@ -35,7 +35,13 @@ pub(super) fn options(spec: &Spec, solver: Option<Solver>, time_limit: Option<f6
     if !(secs.is_finite() && secs > 0.0) {
         return Err(Error::bad(format!("{field} = {secs}: must be a positive number of seconds")));
     }
-    Ok(SynthOptions { solver, time_limit: Duration::from_secs_f64(secs), max_steps: None, verify_every_candidate: false })
+    Ok(SynthOptions {
+        solver,
+        time_limit: Duration::from_secs_f64(secs),
+        max_steps: None,
+        verify_every_candidate: false,
+        defer_verification_from: Some(portfolio::DEFERRED_PIECE_HOPS),
+    })
 }
 
 /// Runs the synthesis.
@@ -58,8 +64,13 @@ pub fn synthesize(
         })
     };
     let answer = portfolio::synthesize(&inst, &opts, objective, &mut progress);
-    bar.finish();
-    let mut answer = answer?;
+    let mut answer = match answer {
+        Ok(a) => a,
+        Err(e) => {
+            bar.finish();
+            return Err(e);
+        }
+    };
     let steps_status = steps_status(&answer);
     // The schedule moves out of the answer: at pod scale a copy would take gigabytes.
     let steps = std::mem::take(&mut answer.schedule.steps);
@@ -71,7 +82,22 @@ pub fn synthesize(
         }
         None => schedule.header.meta = Some(json!({ "synthesis": note })),
     }
-    crate::schedule::write_schedule_file(output, &schedule)?;
+    let written = if answer.deferred {
+        // A large schedule is verified on one core while the other writes it; the file is kept
+        // only if it verifies.
+        bar.set_message(format!("verifying {} while writing {}", answer.chosen, output.display()));
+        let chosen = answer.chosen;
+        std::thread::scope(|scope| {
+            let check = scope.spawn(|| portfolio::verify_deferred(chosen, &schedule));
+            crate::schedule::write_schedule_file_then(output, &schedule, || check.join().unwrap_or_else(|_| Err(Error::internal("the verification stopped"))))
+        })
+        .map(|unverified| answer.unverified = unverified)
+    } else {
+        bar.set_message(format!("writing {}", output.display()));
+        crate::schedule::write_schedule_file(output, &schedule)
+    };
+    bar.finish();
+    written?;
     if json_out {
         print_json(output, &schedule, &answer, steps_status.as_deref(), pareto);
     } else {

@@ -148,5 +148,39 @@ pub fn write_schedule<W: Write>(out: W, schedule: &Schedule) -> io::Result<W> {
 /// Writes a whole schedule to a file, atomically; a path ending in `.zst` gets the same JSON,
 /// zstd-compressed (docs/design/FORMATS.md).
 pub fn write_schedule_file(path: &Path, schedule: &Schedule) -> Result<()> {
-    write_atomic_encoded(path, |w| write_schedule(w, schedule).map(|_| ()).map_err(write_error(path)))
+    write_schedule_file_then(path, schedule, || Ok(()))
+}
+
+/// [`write_schedule_file`], kept only if `then` (called once the schedule is written, before the
+/// file takes its name) succeeds: on its error no file is left behind. What runs alongside the
+/// writing (a verification) can decide whether the file stands.
+pub fn write_schedule_file_then<T>(path: &Path, schedule: &Schedule, then: impl FnOnce() -> Result<T>) -> Result<T> {
+    write_atomic_encoded(path, |w| {
+        write_schedule(w, schedule).map_err(write_error(path))?;
+        then()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collective::{Collective, CollectiveKind};
+    use crate::schedule::{read_schedule_file, ScheduleHeader};
+    use crate::topology::{torus, TorusParams};
+
+    #[test]
+    fn a_schedule_whose_check_fails_leaves_no_file_and_one_that_passes_is_whole() {
+        let t = torus(&TorusParams::uniform(&[3], 32.0, 100.0)).unwrap();
+        let c = Collective::new(CollectiveKind::AllGather, t.node_ids().collect(), 1 << 10, 1, None, &t).unwrap();
+        let s = Schedule { header: ScheduleHeader { topology: t, collective: c, meta: None }, steps: vec![Step::default()] };
+        let dir = std::env::temp_dir().join(format!("collsched-write-then-{}", std::process::id()));
+        let path = dir.join("x.json.zst");
+        let e = write_schedule_file_then(&path, &s, || Err::<(), _>(crate::error::Error::internal("does not verify"))).unwrap_err();
+        assert!(e.to_string().contains("does not verify"), "{e}");
+        assert!(!path.exists());
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "a temporary file was left behind");
+        assert_eq!(write_schedule_file_then(&path, &s, || Ok(7)).unwrap(), 7);
+        assert_eq!(read_schedule_file(&path).unwrap().steps.len(), 1);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

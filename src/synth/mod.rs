@@ -47,11 +47,23 @@ pub struct SynthOptions {
     /// steps/time trade-off of `--pareto` needs); otherwise, past the deadline, candidates that
     /// cannot beat the best verified one are left out.
     pub verify_every_candidate: bool,
+    /// Price a synthesized candidate of at least this many piece-hops by one pass over its
+    /// transfers and leave the chosen one's verification to the caller
+    /// ([`portfolio::Answer::deferred`], [`portfolio::verify_deferred`]), who can run it while
+    /// writing the file; `None`: verify every candidate as it comes. The CLI defers from
+    /// [`portfolio::DEFERRED_PIECE_HOPS`].
+    pub defer_verification_from: Option<u64>,
 }
 
 impl Default for SynthOptions {
     fn default() -> Self {
-        SynthOptions { solver: Solver::Auto, time_limit: Duration::from_secs(60), max_steps: None, verify_every_candidate: false }
+        SynthOptions {
+            solver: Solver::Auto,
+            time_limit: Duration::from_secs(60),
+            max_steps: None,
+            verify_every_candidate: false,
+            defer_verification_from: None,
+        }
     }
 }
 

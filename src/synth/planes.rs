@@ -165,9 +165,14 @@ pub struct Planned {
     pub horizon: u32,
 }
 
+/// What a plane routing that the deadline cut short before it routed every piece gets once more,
+/// at the first piece count (a 16x16 plane's first horizon takes a few seconds).
+const LATE_ROUTING: std::time::Duration = std::time::Duration::from_secs(20);
+
 /// The planes-and-lines schedule of `c` on `t` over the fastest plane routing found before
 /// `deadline` (`None` when the split does not apply or the routing found nothing), and whether the
-/// deadline cut the routing's sweep short.
+/// deadline cut the routing's sweep short. A sweep cut short before its first routing is run once
+/// more past the deadline ([`LATE_ROUTING`]).
 pub fn plan(t: &Topology, c: &Collective, deadline: Instant, progress: &mut dyn FnMut(&str)) -> Result<(Option<Planned>, bool)> {
     let Some(s) = split(t, c) else { return Ok((None, false)) };
     let n = s.line_len();
@@ -189,7 +194,12 @@ pub fn plan(t: &Topology, c: &Collective, deadline: Instant, progress: &mut dyn 
     }
     let pc = Collective::new(CollectiveKind::AllToAll, plane.node_ids().collect(), (numer / denom) as u64, 1, None, &plane)?;
     let counts: Vec<u32> = PLANE_PIECE_COUNTS.iter().copied().filter(|&p| per_plane_block % p as usize == 0).collect();
-    let sweep = routing::candidates(&plane, &pc, &counts, deadline, progress)?;
+    let mut sweep = routing::candidates(&plane, &pc, &counts, deadline, progress)?;
+    if sweep.found.is_empty() && sweep.cut_short {
+        // Nothing else answers an all_to_all this large: a late plane routing beats none.
+        sweep = routing::candidates(&plane, &pc, &counts[..1], Instant::now() + LATE_ROUTING, progress)?;
+        sweep.cut_short = true;
+    }
     let Some(best) = sweep.found.into_iter().next() else { return Ok((None, sweep.cut_short)) };
     let collective = Collective::new(CollectiveKind::AllToAll, c.ranks.clone(), c.bytes_per_rank, chunks.pieces(), None, t)?;
     progress(&format!("planes and lines: composing {} plane steps on every plane and line", best.steps.len()));

@@ -236,8 +236,12 @@ pub struct Answer {
     /// found; exit code 4).
     pub limit_reached: bool,
     /// Why the chosen schedule was priced without verification (the verifier declined a state
-    /// that large), if it was; `None` when it was verified (rules 1-5).
+    /// that large), if it was; `None` when it was verified (rules 1-5), or is `deferred`.
     pub unverified: Option<String>,
+    /// The chosen schedule is synthesized, as large as [`SynthOptions::defer_verification_from`]
+    /// asked, and was priced by one pass over its transfers: its verification is left to the
+    /// caller, who runs [`verify_deferred`] (while writing the file).
+    pub deferred: bool,
 }
 
 impl Answer {
@@ -294,6 +298,8 @@ struct Gathered<'a> {
     deadline: Instant,
     /// [`SynthOptions::verify_every_candidate`].
     verify_every: bool,
+    /// When the time limit ends: the searches' `deadline` leaves room for writing the answer.
+    end: Instant,
     /// The certified bandwidth + latency bound, ns, to stop once a candidate is good enough.
     bound_ns: Option<f64>,
     best: Option<(Entry, Schedule, SyncCost)>,
@@ -304,6 +310,10 @@ struct Gathered<'a> {
     spread_error: Option<Error>,
     /// Why the chosen candidate was priced without verification, if it was.
     unverified: Option<String>,
+    /// [`SynthOptions::defer_verification_from`].
+    defer_from: Option<u64>,
+    /// Whether the best candidate's verification is deferred ([`Answer::deferred`]).
+    deferred: bool,
 }
 
 impl Gathered<'_> {
@@ -335,14 +345,19 @@ impl Gathered<'_> {
             self.limit_reached = true;
             return Ok(());
         }
-        progress(&Progress::Trying(format!("verifying {candidate}")));
-        let (cost, unverified) = match verify_schedule(&s, &VerifyOptions::default()) {
-            Ok(r) if r.is_valid() => (r.cost.expect("verification computes the cost"), None),
-            Ok(r) if candidate.is_synthesized() => {
-                return Err(Error::internal(format!("synthesis ({candidate}): the schedule fails verification: {:?}", r.findings.failures().first())));
+        let defer = candidate.is_synthesized() && self.defer_from.is_some_and(|from| piece_hops(&s) >= from);
+        if !defer {
+            progress(&Progress::Trying(format!("verifying {candidate}")));
+        }
+        let (cost, unverified) = if defer {
+            (sync_cost(&s)?, None)
+        } else {
+            match verify_schedule(&s, &VerifyOptions::default()) {
+                Ok(r) if r.is_valid() => (r.cost.expect("verification computes the cost"), None),
+                Ok(r) if candidate.is_synthesized() => return Err(failed_verification(candidate, &r)),
+                Err(Error::BadInput(why)) if candidate.is_synthesized() => (sync_cost(&s)?, Some(why)),
+                Ok(_) | Err(_) => return Ok(()),
             }
-            Err(Error::BadInput(why)) if candidate.is_synthesized() => (sync_cost(&s)?, Some(why)),
-            Ok(_) | Err(_) => return Ok(()),
         };
         let event_ns = if inst.topology.num_switches() > 0 { Some(event_cost(&s, false)?.time_ns) } else { None };
         let sccl = sccl_coordinates(&s).ok();
@@ -355,6 +370,7 @@ impl Gathered<'_> {
         if better {
             self.best = Some((entry, s, cost));
             self.unverified = unverified;
+            self.deferred = defer;
         }
         Ok(())
     }
@@ -368,6 +384,7 @@ impl Gathered<'_> {
         if self.ranked_by_sync_time() && self.best.as_ref().is_some_and(|(b, _, _)| b.rank_ns() > at_most_ns) {
             self.best = None;
             self.unverified = None;
+            self.deferred = false;
         }
     }
 
@@ -429,28 +446,29 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
     // overrun it: the certificate then has the volume and cut bounds, which it seeds with.
     let tenth = opts.time_limit.mul_f64(0.1).min(Duration::from_secs(20));
     let flow_budget = if tenth >= MIN_FLOW_BUDGET { tenth } else { Duration::ZERO };
-    let bounds = certified_bounds(inst, flow_budget)?;
+    // An all_to_all too large for the flat searches (4,096 npus: 200 million piece-hops) is
+    // answered by planes and lines; the fewest-steps search, and with it the steps flow bound,
+    // are for the flat ones and the steps objective.
+    let flat = c.kind != CollectiveKind::AllToAll || a2a_piece_hops(t, c).is_none_or(|h| h <= MAX_FLAT_PIECE_HOPS);
+    let fewest = (c.kind == CollectiveKind::AllToAll && flat) || objective == Objective::Steps;
+    let bounds = certified_bounds(inst, flow_budget, fewest)?;
     let bound = bounds.bandwidth.as_ref().map(|b| b + &bounds.latency);
     let mut found = Gathered {
         inst,
         objective,
         deadline,
         verify_every: opts.verify_every_candidate,
+        end: started + opts.time_limit,
         bound_ns: bound.as_ref().and_then(q_to_f64),
         best: None,
         entries: Vec::new(),
         limit_reached: false,
         spread_error: None,
         unverified: None,
+        defer_from: opts.defer_verification_from,
+        deferred: false,
     };
-    // An all_to_all too large for the flat searches (4,096 npus: 200 million piece-hops) is
-    // answered by planes and lines.
-    let flat = c.kind != CollectiveKind::AllToAll || a2a_piece_hops(t, c).is_none_or(|h| h <= MAX_FLAT_PIECE_HOPS);
-    let steps_report = if (c.kind == CollectiveKind::AllToAll && flat) || objective == Objective::Steps {
-        Some(fewest_steps(inst, opts, objective, bounds.steps, &mut found, progress)?)
-    } else {
-        None
-    };
+    let steps_report = if fewest { Some(fewest_steps(inst, opts, objective, bounds.steps, &mut found, progress)?) } else { None };
     if objective == Objective::Time {
         let counts: Vec<u32> = if inst.pieces_given { vec![c.pieces] } else { PIECE_COUNTS.to_vec() };
         if c.kind == CollectiveKind::AllToAll && flat {
@@ -475,7 +493,7 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
             route_and_step(t, c, &mut found, progress)?;
         }
     }
-    let Gathered { best, mut entries, limit_reached, spread_error, unverified, .. } = found;
+    let Gathered { best, mut entries, limit_reached, spread_error, unverified, deferred, .. } = found;
     let (chosen, schedule, cost) =
         best.ok_or_else(|| spread_error.unwrap_or_else(|| Error::infeasible(format!("no contention-free {} schedule was found for this instance", c.kind))))?;
     entries.sort_by(|a, b| a.rank_ns().total_cmp(&b.rank_ns()));
@@ -493,7 +511,37 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
         entries,
         limit_reached,
         unverified,
+        deferred,
     })
+}
+
+/// From this many piece-hops ([`piece_hops`]) the CLI verifies a synthesized answer while it
+/// writes it ([`SynthOptions::defer_verification_from`]): the 4,096-npu all_to_all (200 million
+/// piece-hops) takes about 30 s to verify and as long to write, each on one core.
+pub const DEFERRED_PIECE_HOPS: u64 = 1 << 24;
+
+/// The piece-hops of a schedule: every transfer's pieces times the links of its path.
+pub fn piece_hops(s: &Schedule) -> u64 {
+    s.steps.iter().flat_map(|st| &st.transfers).map(|x| (x.pieces.len() * x.path.len()) as u64).sum()
+}
+
+/// The error of a synthesized schedule that fails verification (a bug of the synthesis).
+fn failed_verification(candidate: Candidate, r: &crate::verify::Report) -> Error {
+    Error::internal(format!("synthesis ({candidate}): the schedule fails verification: {:?}", r.findings.failures().first()))
+}
+
+/// Verifies (rules 1-5) an answer's schedule whose verification was deferred
+/// ([`Answer::deferred`]): `Ok(None)` when it is valid, `Ok(Some(why))` when the verifier declines
+/// a state that large (as [`Answer::unverified`]).
+///
+/// Errors: [`Error::Internal`] when the schedule fails verification (a bug of the synthesis).
+pub fn verify_deferred(chosen: Candidate, s: &Schedule) -> Result<Option<String>> {
+    match verify_schedule(s, &VerifyOptions::default()) {
+        Ok(r) if r.is_valid() => Ok(None),
+        Ok(r) => Err(failed_verification(chosen, &r)),
+        Err(Error::BadInput(why)) => Ok(Some(why)),
+        Err(e) => Err(e),
+    }
 }
 
 /// The fewest-steps search (all_to_all, and every kind under the steps objective): half the limit
@@ -548,7 +596,11 @@ fn time_expanded_routing(
 /// time to the deadline, since composing, verifying and writing the whole takes about as long.
 fn planes_and_lines(t: &Topology, c: &Collective, deadline: Instant, found: &mut Gathered, progress: &mut dyn FnMut(&Progress)) -> Result<()> {
     let now = Instant::now();
-    let until = now + deadline.saturating_duration_since(now) / 2;
+    // Composing, verifying and writing take time in proportion to the schedule: the plane routing
+    // ends early enough for them to end by the limit, with a few seconds for one routing at least.
+    let after = Duration::from_secs_f64(a2a_piece_hops(t, c).unwrap_or(0) as f64 * PLANES_FINISH_NS_PER_PIECE_HOP * 1e-9);
+    let latest = found.end.checked_sub(after).unwrap_or(now);
+    let until = (now + deadline.saturating_duration_since(now) / 2).min(latest).max(now + MIN_PLANE_ROUTING);
     let (planned, cut_short) = {
         let mut note = |m: &str| progress(&Progress::Trying(m.to_string()));
         planes::plan(t, c, until, &mut note)?
@@ -560,6 +612,14 @@ fn planes_and_lines(t: &Topology, c: &Collective, deadline: Instant, found: &mut
     }
     Ok(())
 }
+
+/// Per piece-hop of a planes-and-lines schedule, the time of what follows its plane routing:
+/// composing (4-5 s), then verifying while writing (30-37 s) the 200 million piece-hops of
+/// 16x16x16 (measured on this project's 2-core machine, release build).
+const PLANES_FINISH_NS_PER_PIECE_HOP: f64 = 200.0;
+
+/// The least time the plane routing is given (a 16x16 plane's first horizon takes a few seconds).
+const MIN_PLANE_ROUTING: Duration = Duration::from_secs(5);
 
 /// Piece-hops of a torus all_to_all at one piece per block on shortest paths (`None` off a
 /// torus): R(R-1) times the mean distance, the sum over dimensions of a ring's (or line's).
@@ -923,6 +983,27 @@ mod tests {
                 assert!(chosen <= 1.01 * a.bound_ns.unwrap(), "{chosen} vs {:?}", a.bound_ns);
             }
         }
+    }
+
+    #[test]
+    fn a_deferred_answer_costs_what_its_verification_finds_and_a_broken_one_is_caught() {
+        // Deferred from 0 piece-hops, every synthesized candidate is priced by one pass: the
+        // answer says so, and verifying it later gives the same cost and validity.
+        let inst = instance("[4, 4]", "{\"cables\": [[[0, 0], [1, 0]]]}", "");
+        let opts = SynthOptions { time_limit: Duration::from_secs(10), defer_verification_from: Some(0), ..Default::default() };
+        let mut a = synthesize(&inst, &opts, Objective::Time, &mut |_| {}).unwrap();
+        assert!(a.deferred && a.chosen.is_synthesized(), "{}", a.chosen);
+        assert_eq!(verify_deferred(a.chosen, &a.schedule).unwrap(), None);
+        let r = verify_schedule(&a.schedule, &VerifyOptions::default()).unwrap();
+        assert_eq!(r.cost.unwrap().time_ns(), a.cost.time_ns());
+        // A transfer lost: the deferred verification fails, as an internal error.
+        let last = a.schedule.steps.iter_mut().rev().find(|s| !s.transfers.is_empty()).unwrap();
+        last.transfers.pop();
+        let e = verify_deferred(a.chosen, &a.schedule).unwrap_err();
+        assert!(matches!(e, Error::Internal(_)) && e.to_string().contains("fails verification"), "{e}");
+        // Without deferral nothing is left to the caller.
+        let b = synthesize(&inst, &SynthOptions { defer_verification_from: None, ..opts }, Objective::Time, &mut |_| {}).unwrap();
+        assert!(!b.deferred);
     }
 
     #[test]

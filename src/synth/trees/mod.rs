@@ -79,7 +79,7 @@ use crate::schedule::{Op, Step, Transfer};
 use crate::topology::{LinkClass, LinkId, NodeId, Topology};
 use crate::units::to_f64;
 use std::collections::{HashMap, VecDeque};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 const NONE: u32 = u32::MAX;
 const FAR: u16 = u16::MAX;
@@ -451,8 +451,8 @@ fn largest_remainder(share: &[f64], total: usize) -> Vec<usize> {
 }
 
 /// Places and grows every tree of `plan`, then re-chooses its parents by load until a pass gains
-/// less than 0.2%; with the busiest hops' sum of the result. `None` when `deadline`
-/// passed in the first pass.
+/// less than 0.2%, or until the next pass would not end by `deadline`; with the busiest hops' sum
+/// of the result. `None` when `deadline` passed in the first pass.
 fn balance(g: &TreeGraph, plan: Plan, pieces: usize, ndims: usize, deadline: Instant) -> Option<(Forest, u64)> {
     let r = plan.options.len();
     let trees = plan.root.len();
@@ -463,7 +463,15 @@ fn balance(g: &TreeGraph, plan: Plan, pieces: usize, ndims: usize, deadline: Ins
     let usable = g.usable.iter().filter(|&&u| u).count() as u64;
     let mut cost = u64::MAX;
     let mut nth = vec![0u32; r];
+    let mut last_pass = Duration::ZERO;
     for pass in 0..=MAX_PASSES {
+        // A pass cut short leaves the trees less balanced than the pass before it may have: one
+        // that would not end by the deadline (if it takes as long as the last) is not started.
+        let started = Instant::now();
+        if pass > 0 && started + last_pass > deadline {
+            f.cut_short = true;
+            break;
+        }
         for q in 0..trees {
             if Instant::now() >= deadline {
                 if pass == 0 {
@@ -489,6 +497,7 @@ fn balance(g: &TreeGraph, plan: Plan, pieces: usize, ndims: usize, deadline: Ins
             let first = (k + if pieces < ndims { root } else { 0 }) % ndims;
             grow(g, &mut f, &mut loads, (q, first, ndims), pass == 0);
         }
+        last_pass = started.elapsed();
         // Stop when a pass lowers the busiest hops' sum by less than 0.2%, or meets its floor.
         let now = loads.cost();
         if now.saturating_add(now / 500) >= cost || now == loads.floor(usable) {
