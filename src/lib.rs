@@ -88,7 +88,7 @@ pub use lower::{lower, ChannelSpread, LowerOptions, OpKind, OpRef, Programs};
 pub use schedule::{read_schedule, read_schedule_file, write_schedule, write_schedule_file, Op, Schedule, ScheduleHeader, Step, StepSink, Transfer, WriteSink};
 pub use spec::{Instance, Routing, Solver, Spec};
 pub use sweep::{ClassStatus, FaultFamily, MemberCheck, Plan as SweepPlan, SweepEvent, SweepSetup};
-pub use synth::portfolio::{synthesize, Answer, Candidate, HandWritten, Objective};
+pub use synth::portfolio::{synthesize, verify_deferred, Answer, Candidate, HandWritten, Objective, DEFERRED_PIECE_HOPS};
 pub use synth::spreading::spread_steps;
 pub use synth::switched::fat_tree_candidates;
 pub use synth::trees::{piece_counts as tree_piece_counts, tree_steps, Layered};

@@ -240,7 +240,7 @@ pub struct Answer {
     pub unverified: Option<String>,
     /// The chosen schedule is synthesized, as large as [`SynthOptions::defer_verification_from`]
     /// asked, and was priced by one pass over its transfers: its verification is left to the
-    /// caller, who runs [`verify_deferred`] (while writing the file).
+    /// caller, who runs [`verify_deferred`](crate::verify_deferred) (while writing the file).
     pub deferred: bool,
 }
 
@@ -515,13 +515,14 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
     })
 }
 
-/// From this many piece-hops ([`piece_hops`]) the CLI verifies a synthesized answer while it
-/// writes it ([`SynthOptions::defer_verification_from`]): the 4,096-npu all_to_all (200 million
-/// piece-hops) takes about 30 s to verify and as long to write, each on one core.
+/// From this many piece-hops (every transfer's pieces times its links) the CLI verifies a
+/// synthesized answer while it writes it ([`SynthOptions::defer_verification_from`]): the
+/// 4,096-npu all_to_all (200 million piece-hops) takes about 30 s to verify and as long to write,
+/// each on one core.
 pub const DEFERRED_PIECE_HOPS: u64 = 1 << 24;
 
 /// The piece-hops of a schedule: every transfer's pieces times the links of its path.
-pub fn piece_hops(s: &Schedule) -> u64 {
+fn piece_hops(s: &Schedule) -> u64 {
     s.steps.iter().flat_map(|st| &st.transfers).map(|x| (x.pieces.len() * x.path.len()) as u64).sum()
 }
 
