@@ -49,8 +49,9 @@ pub struct SynthOptions {
     pub verify_every_candidate: bool,
     /// Price a synthesized candidate of at least this many piece-hops by one pass over its
     /// transfers and leave the chosen one's verification to the caller
-    /// ([`Answer::deferred`](crate::Answer::deferred), [`verify_deferred`](crate::verify_deferred)), who can run it while
-    /// writing the file; `None`: verify every candidate as it comes. The CLI defers from
+    /// ([`Answer::deferred`](crate::Answer::deferred),
+    /// [`verify_deferred`](crate::verify_deferred)), who can run it while writing the file;
+    /// `None`: verify every candidate as it comes. The CLI defers from
     /// [`DEFERRED_PIECE_HOPS`](crate::DEFERRED_PIECE_HOPS).
     pub defer_verification_from: Option<u64>,
 }
