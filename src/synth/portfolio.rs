@@ -599,7 +599,7 @@ fn planes_and_lines(t: &Topology, c: &Collective, deadline: Instant, found: &mut
     let now = Instant::now();
     // Composing, verifying and writing take time in proportion to the schedule: the plane routing
     // ends early enough for them to end by the limit, with a few seconds for one routing at least.
-    let after = Duration::from_secs_f64(a2a_piece_hops(t, c).unwrap_or(0) as f64 * PLANES_FINISH_NS_PER_PIECE_HOP * 1e-9);
+    let after = Duration::from_secs_f64(a2a_piece_hops(t, c).unwrap_or(0) as f64 * FINISH_NS_PER_PIECE_HOP * 1e-9);
     let latest = found.end.checked_sub(after).unwrap_or(now);
     let until = (now + deadline.saturating_duration_since(now) / 2).min(latest).max(now + MIN_PLANE_ROUTING);
     let (planned, cut_short) = {
@@ -614,10 +614,18 @@ fn planes_and_lines(t: &Topology, c: &Collective, deadline: Instant, found: &mut
     Ok(())
 }
 
-/// Per piece-hop of a planes-and-lines schedule, the time of what follows its plane routing:
-/// composing (4-5 s), then verifying while writing (30-37 s) the 200 million piece-hops of
-/// 16x16x16 (measured on this project's 2-core machine, release build).
-const PLANES_FINISH_NS_PER_PIECE_HOP: f64 = 200.0;
+/// Per piece-hop of a large synthesized schedule, the time of what follows its search (measured
+/// on this project's 2-core machine, release build, 16x16x16 with a failed cable): after the plane
+/// routing of an all_to_all, composing (4-5 s), then verifying while writing (30-37 s) its 200
+/// million piece-hops; after the layered trees' balancing passes of an all_reduce, building the
+/// steps (3 s), then verifying while writing (35 s) its 201 million (reduce_scatter: 21 s for 100
+/// million).
+const FINISH_NS_PER_PIECE_HOP: f64 = 200.0;
+
+/// [`FINISH_NS_PER_PIECE_HOP`] for all_gather, whose verification follows which ranks hold a
+/// piece, not which contributions a value holds: 16x16x16 with a failed cable verifies while
+/// writing in 9 s per 100 million piece-hops.
+const GATHER_FINISH_NS_PER_PIECE_HOP: f64 = 100.0;
 
 /// The least time the plane routing is given (a 16x16 plane's first horizon takes a few seconds).
 const MIN_PLANE_ROUTING: Duration = Duration::from_secs(5);
@@ -669,7 +677,12 @@ fn layered_trees(inst: &Instance, deadline: Instant, found: &mut Gathered, progr
         // The finer trees usually win: the schedule they beat is let go before their steps are
         // built (on 8x8x8 with a failed cable, the all_gather's 12-pieces schedule, 25 MB, while
         // the 24-pieces one takes 50 MB).
-        match trees::tree_steps_within(t, &cp, deadline, &mut |at_most| found.let_go_if_beaten(at_most))? {
+        // Building, verifying and writing the steps take time in proportion to them: the balancing
+        // passes end early enough for those to end by the limit.
+        let per_piece_hop = if c.kind.is_reducing() { FINISH_NS_PER_PIECE_HOP } else { GATHER_FINISH_NS_PER_PIECE_HOP };
+        let after = Duration::from_secs_f64(tree_piece_hops(c, pieces) as f64 * per_piece_hop * 1e-9);
+        let passes_until = found.end.checked_sub(after).unwrap_or(started);
+        match trees::tree_steps_within(t, &cp, (deadline, passes_until), &mut |at_most| found.let_go_if_beaten(at_most))? {
             Some(layered) => {
                 found.limit_reached |= layered.cut_short;
                 let candidate = Candidate::LayeredTrees { pieces, pipelined: layered.pipelined };
