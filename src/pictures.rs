@@ -173,12 +173,13 @@ pub fn topology_svg(t: &crate::topology::Topology, title: &str) -> String {
         h = 100.0 + cell * dy as f64;
     } else {
         let npus = t.num_npus();
+        let up = crate::topology::UpAdjacency::new(t);
         let layer_of = |i: usize| -> usize {
             if i < npus {
                 0
             } else {
                 // Switches one hop from an npu are layer 1, their other neighbours layer 2, ...
-                let d = t.hop_distances(NodeId(i as u32));
+                let d = up.hop_distances(NodeId(i as u32));
                 (0..npus).filter_map(|p| d[p]).min().unwrap_or(1) as usize
             }
         };

@@ -283,8 +283,7 @@ pub fn exact_steps_length_bound(t: &Topology, c: &Collective, lengths: &[u64]) -
 
 /// The lengths of a cut: 1 on the up links leaving `nodes` (entering, with `into`), else 0.
 fn cut_lengths(t: &Topology, nodes: &[crate::topology::NodeId], into: bool) -> Vec<u64> {
-    let mut u = vec![into; t.num_nodes()];
-    nodes.iter().for_each(|n| u[n.index()] = !into);
+    let u = super::cut::membership(t, nodes, into);
     t.links().map(|(_, l)| u64::from(l.up && u[l.src.index()] && !u[l.dst.index()])).collect()
 }
 

@@ -10,11 +10,11 @@ pub mod flow;
 pub mod steps;
 
 use crate::collective::{Collective, CollectiveKind};
-use crate::topology::{NodeId, Topology};
+use crate::topology::{NodeId, Topology, UpAdjacency};
 use crate::units::{rational_from_decimal, Rational};
 use num_traits::Zero;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::BinaryHeap;
 
 /// The bounds of one instance.
 #[derive(Clone, Debug, PartialEq)]
@@ -94,29 +94,30 @@ pub fn transmissions(t: &Topology, c: &Collective) -> Option<Transmissions> {
 /// Single-hop distances from `from` to every rank: BFS where a hop goes from a rank over links
 /// that are up, through switches and npus outside the collective only (`stores[n]` false), to
 /// another rank (only ranks store, docs/design/MODEL.md sections 1 and 3). `stores` is indexed by
-/// npu id (nodes past its end are switches).
-pub fn single_hop_distances(t: &Topology, stores: &[bool], from: NodeId) -> Vec<Option<u32>> {
-    let mut dist = vec![None; t.num_nodes()];
+/// npu id (nodes past its end are switches). `up` is the topology's [`UpAdjacency`].
+pub fn single_hop_distances(up: &UpAdjacency, stores: &[bool], from: NodeId) -> Vec<Option<u32>> {
+    let n = up.num_nodes();
+    let mut dist = vec![None; n];
     dist[from.index()] = Some(0);
-    let mut queue = VecDeque::from([from]);
-    // The pass-through nodes seen while expanding the current node (stamped with its turn).
-    let mut seen = vec![usize::MAX; t.num_nodes()];
+    let mut queue = vec![from.0];
+    // The pass-through nodes seen while expanding the queue's `turn`-th node (stamped with it).
+    let mut seen = vec![usize::MAX; n];
     let mut stack = Vec::new();
     let mut turn = 0usize;
-    while let Some(n) = queue.pop_front() {
-        let d = dist[n.index()].expect("queued nodes have a distance");
+    while let Some(&x0) = queue.get(turn) {
+        let d = dist[x0 as usize].map_or(0, |d| d + 1);
         // Expand through the nodes that do not store within one hop.
-        stack.push(n);
+        stack.push(x0);
         while let Some(x) = stack.pop() {
-            for l in t.up_out_links(x) {
-                let y = t.link(l).dst;
-                if stores.get(y.index()).copied().unwrap_or(false) {
-                    if dist[y.index()].is_none() {
-                        dist[y.index()] = Some(d + 1);
-                        queue.push_back(y);
+            for &y in up.heads(x as usize) {
+                let yi = y as usize;
+                if stores.get(yi).copied().unwrap_or(false) {
+                    if dist[yi].is_none() {
+                        dist[yi] = Some(d);
+                        queue.push(y);
                     }
-                } else if seen[y.index()] != turn {
-                    seen[y.index()] = turn;
+                } else if seen[yi] != turn {
+                    seen[yi] = turn;
                     stack.push(y);
                 }
             }
@@ -155,25 +156,30 @@ impl LatencyMetric {
         Rational::new(scaled, self.denominator)
     }
 
+    /// Latencies of `hops` links each, when every link weighs the same.
+    pub fn uniform_distances(&self, hops: &[Option<u32>]) -> Option<Vec<Option<i128>>> {
+        self.uniform.map(|w| hops.iter().map(|d| d.map(|h| w * i128::from(h))).collect())
+    }
+
     /// Shortest latencies from `from` to every node in units of `1 / denominator` ns (`None`
-    /// where unreachable): breadth-first when every link weighs the same, Dijkstra otherwise.
-    pub fn scaled_distances(&self, t: &Topology, from: NodeId) -> Vec<Option<i128>> {
-        if let Some(w) = self.uniform {
-            return t.hop_distances(from).into_iter().map(|d| d.map(|h| w * i128::from(h))).collect();
+    /// where unreachable), over `up` (the topology's [`UpAdjacency`]): breadth-first when every
+    /// link weighs the same, Dijkstra otherwise.
+    pub fn scaled_distances(&self, up: &UpAdjacency, from: NodeId) -> Vec<Option<i128>> {
+        if let Some(lats) = self.uniform_distances(&up.hop_distances(from)) {
+            return lats;
         }
-        let mut dist: Vec<Option<i128>> = vec![None; t.num_nodes()];
+        let mut dist: Vec<Option<i128>> = vec![None; up.num_nodes()];
         dist[from.index()] = Some(0);
         let mut heap = BinaryHeap::from([Reverse((0i128, from.0))]);
         while let Some(Reverse((d, n))) = heap.pop() {
             if dist[n as usize].is_some_and(|x| x < d) {
                 continue;
             }
-            for l in t.up_out_links(NodeId(n)) {
-                let y = t.link(l).dst;
+            for (l, y) in up.out(n as usize) {
                 let nd = d + self.weight[l.index()];
-                if dist[y.index()].is_none_or(|x| nd < x) {
-                    dist[y.index()] = Some(nd);
-                    heap.push(Reverse((nd, y.0)));
+                if dist[y].is_none_or(|x| nd < x) {
+                    dist[y] = Some(nd);
+                    heap.push(Reverse((nd, y as u32)));
                 }
             }
         }
@@ -203,6 +209,7 @@ pub fn farthest(t: &Topology, c: &Collective) -> Farthest {
     use rayon::prelude::*;
     let stores = c.rank_mask(t);
     let metric = LatencyMetric::new(t);
+    let up = UpAdjacency::new(t);
     let all_to_all = c.kind == CollectiveKind::AllToAll;
     let every_node_stores = t.num_nodes() == stores.len() && stores.iter().all(|&x| x);
     let needed = |si: usize, di: usize| si != di && (!all_to_all || c.is_uniform() || c.block_size(si, di) > Rational::zero());
@@ -212,10 +219,11 @@ pub fn farthest(t: &Topology, c: &Collective) -> Farthest {
         .into_par_iter()
         .map(|si| {
             let src = c.ranks[si];
-            let hops = single_hop_distances(t, &stores, src);
-            let lats = metric.scaled_distances(t, src);
-            // Where every node stores (a torus of ranks), a single hop is a link.
-            let links = all_to_all.then(|| if every_node_stores { hops.clone() } else { t.hop_distances(src) });
+            let hops = single_hop_distances(&up, &stores, src);
+            // Where every node stores (a torus of ranks), a single hop is a link: one scan serves
+            // the hops, the links and (when every link weighs the same) the latencies.
+            let lats = every_node_stores.then(|| metric.uniform_distances(&hops)).flatten().unwrap_or_else(|| metric.scaled_distances(&up, src));
+            let links = all_to_all.then(|| if every_node_stores { hops.clone() } else { up.hop_distances(src) });
             let (mut far_hops, mut far_lat, mut byte_links): Row = (None, None, Rational::zero());
             // A uniform all_to_all sums its links as integers and weighs them once.
             let mut uniform_links = 0u64;

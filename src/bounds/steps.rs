@@ -13,7 +13,7 @@
 //!   so `T x sum_e y_e >= sum over pieces of y-distance` ([`super::flow::steps_flow_bound`];
 //!   every length 1 is the volume bound, the indicator of a cut is that cut).
 
-use super::cut::{candidate_cuts, crossing, Crossing};
+use super::cut::{candidate_cuts, crossing, links_leaving, membership, Crossing};
 use super::flow::{steps_flow_bound, FlowOptions};
 use super::{farthest, transfers_per_piece, Farthest};
 use crate::collective::{Collective, CollectiveKind};
@@ -153,9 +153,8 @@ fn best_cut(t: &Topology, c: &Collective) -> Option<StepsClaim> {
     let mut best: Option<StepsClaim> = None;
     for (_, nodes) in candidate_cuts(t) {
         for into in [false, true] {
-            let mut u = vec![into; t.num_nodes()];
-            nodes.iter().for_each(|n| u[n.index()] = !into);
-            let links = t.links().filter(|(_, l)| l.up && u[l.src.index()] && !u[l.dst.index()]).count() as u64;
+            let u = membership(t, &nodes, into);
+            let links = links_leaving(t, &u, &nodes).count() as u64;
             let pieces = pieces_crossing(c, &u);
             if links == 0 || pieces == 0 {
                 continue;

@@ -382,7 +382,8 @@ impl<'a> Router<'a> {
 /// The pieces of an all_to_all with their sizes, farthest and largest first.
 fn items(t: &Topology, c: &Collective) -> Vec<Item> {
     let mut out: Vec<(u32, Item)> = Vec::new();
-    let dist: Vec<Vec<Option<u32>>> = c.ranks.iter().map(|&r| t.hop_distances(r)).collect();
+    let up = crate::topology::UpAdjacency::new(t);
+    let dist: Vec<Vec<Option<u32>>> = c.ranks.iter().map(|&r| up.hop_distances(r)).collect();
     for i in (0..c.piece_space()).filter(|&i| c.is_required_index(i)) {
         let id = c.piece_at(i);
         let (s, d) = (id.parts()[0] as usize, id.parts()[1] as usize);

@@ -5,12 +5,14 @@
 //! [`petgraph`] directed graph whose node and edge indices are exactly the [`NodeId`]s and
 //! [`LinkId`]s of the schedule file, so graph algorithms and the file agree on every id.
 
+mod adjacency;
 pub mod astra;
 pub(crate) mod custom;
 mod fat_tree;
 mod faults;
 mod torus;
 
+pub use adjacency::UpAdjacency;
 pub use custom::{custom, CustomLink, CustomNode};
 pub use fat_tree::{fat_tree, FatTreeParams, FatTreeShape};
 pub use faults::{tpuv4_ocs_cables, FaultPattern, Ocs};
@@ -401,21 +403,9 @@ impl Topology {
     }
 
     /// Hop distances (in links that are up) from `from` to every node; `None` if unreachable.
+    /// Scans from many nodes build an `UpAdjacency` once and call its `hop_distances`.
     pub fn hop_distances(&self, from: NodeId) -> Vec<Option<u32>> {
-        let mut dist = vec![None; self.num_nodes()];
-        dist[from.index()] = Some(0);
-        let mut queue = VecDeque::from([from]);
-        while let Some(n) = queue.pop_front() {
-            let d = dist[n.index()].unwrap_or(0);
-            for l in self.up_out_links(n) {
-                let next = self.link(l).dst;
-                if dist[next.index()].is_none() {
-                    dist[next.index()] = Some(d + 1);
-                    queue.push_back(next);
-                }
-            }
-        }
-        dist
+        UpAdjacency::new(self).hop_distances(from)
     }
 }
 

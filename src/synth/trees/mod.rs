@@ -191,7 +191,13 @@ impl TreeGraph {
     /// The usable hops a rank may join its parent by (out of it for the reducing kinds, into it
     /// otherwise), each with the rank at its other end and its torus dimension.
     fn candidates(&self, v: usize) -> &[(u32, u32, u8)] {
-        &self.cand[self.cand_start[v] as usize..self.cand_start[v + 1] as usize]
+        &self.cand[self.slot(v, 0)..self.slot(v + 1, 0)]
+    }
+
+    /// Where rank `v`'s candidate `i` sits in `cand`: the index of its hop's load, so that the
+    /// ranks of a range own one contiguous slice of the loads.
+    fn slot(&self, v: usize, i: usize) -> usize {
+        self.cand_start[v] as usize + i
     }
 
     /// Hop distances between `root` and every rank (to the root for the reducing kinds); with
@@ -522,7 +528,7 @@ fn balance(g: &TreeGraph, plan: Plan, (pieces, ndims, parts): (usize, usize, usi
         let mut load_parts = Vec::with_capacity(parts);
         let mut rest = loads.load.as_mut_slice();
         for i in 0..parts {
-            let width = (g.cand_start[bounds[i + 1]] - g.cand_start[bounds[i]]) as usize * loads.levels;
+            let width = (g.slot(bounds[i + 1], 0) - g.slot(bounds[i], 0)) * loads.levels;
             let (mine, tail) = rest.split_at_mut(width);
             load_parts.push(mine);
             rest = tail;
@@ -584,8 +590,8 @@ impl Placed<'_> {
     /// edges off the loads and grows it again by load. `false` when `until` passed first.
     fn pass(&self, ranks: Range<usize>, rows: &mut [&mut [u16]], mut loads: Loads<&mut [u32]>, pass: usize, until: Instant) -> bool {
         let r = self.shapes.ranks;
-        let base = self.g.cand_start[ranks.start] as usize;
-        let slot = |v: usize, i: u16| self.g.cand_start[v] as usize - base + i as usize;
+        let base = self.g.slot(ranks.start, 0);
+        let slot = |v: usize, i: u16| self.g.slot(v, i as usize) - base;
         for (q, row) in rows.iter_mut().enumerate() {
             if Instant::now() >= until {
                 return false;
@@ -711,11 +717,10 @@ const RANK_TILE: usize = 32;
 fn tile_lists(g: &TreeGraph, forest: &Forest, v0: usize) -> Vec<(usize, usize, Vec<PieceId>)> {
     let (r, p, d) = (forest.ranks, forest.pieces, forest.levels);
     let ranks = v0..(v0 + RANK_TILE).min(r);
-    let first = g.cand_start[v0] as usize;
-    let width = g.cand_start[ranks.end] as usize - first;
+    let first = g.slot(v0, 0);
+    let width = g.slot(ranks.end, 0) - first;
     // The list of (tree q, rank v): its level's row, its parent hop's column in the tile.
-    let slot =
-        |q: usize, v: usize| (v != forest.root(q)).then(|| forest.level(q, v) * width + g.cand_start[v] as usize - first + forest.parent[q * r + v] as usize);
+    let slot = |q: usize, v: usize| (v != forest.root(q)).then(|| forest.level(q, v) * width + g.slot(v, forest.parent[q * r + v] as usize) - first);
     let mut count = vec![0u32; d * width];
     for q in 0..r * p {
         ranks.clone().filter_map(|v| slot(q, v)).for_each(|i| count[i] += 1);
