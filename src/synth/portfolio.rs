@@ -317,6 +317,14 @@ struct Gathered<'a> {
 }
 
 impl Gathered<'_> {
+    /// When a search must end for what follows it (building, verifying and writing `piece_hops`
+    /// piece-hops at `ns_per_piece_hop` each) to end by the time limit; `or` if that time is
+    /// before any instant.
+    fn finish_from(&self, piece_hops: u64, ns_per_piece_hop: f64, or: Instant) -> Instant {
+        let after = Duration::from_secs_f64(piece_hops as f64 * ns_per_piece_hop * 1e-9);
+        self.end.checked_sub(after).unwrap_or(or)
+    }
+
     /// Whether the best candidate is within [`GOOD_ENOUGH_GAP`] of the bound.
     fn good_enough(&self) -> bool {
         match (&self.best, self.bound_ns) {
@@ -599,8 +607,7 @@ fn planes_and_lines(t: &Topology, c: &Collective, deadline: Instant, found: &mut
     let now = Instant::now();
     // Composing, verifying and writing take time in proportion to the schedule: the plane routing
     // ends early enough for them to end by the limit, with a few seconds for one routing at least.
-    let after = Duration::from_secs_f64(a2a_piece_hops(t, c).unwrap_or(0) as f64 * FINISH_NS_PER_PIECE_HOP * 1e-9);
-    let latest = found.end.checked_sub(after).unwrap_or(now);
+    let latest = found.finish_from(a2a_piece_hops(t, c).unwrap_or(0), FINISH_NS_PER_PIECE_HOP, now);
     let until = (now + deadline.saturating_duration_since(now) / 2).min(latest).max(now + MIN_PLANE_ROUTING);
     let (planned, cut_short) = {
         let mut note = |m: &str| progress(&Progress::Trying(m.to_string()));
@@ -680,8 +687,7 @@ fn layered_trees(inst: &Instance, deadline: Instant, found: &mut Gathered, progr
         // Building, verifying and writing the steps take time in proportion to them: the balancing
         // passes end early enough for those to end by the limit.
         let per_piece_hop = if c.kind.is_reducing() { FINISH_NS_PER_PIECE_HOP } else { GATHER_FINISH_NS_PER_PIECE_HOP };
-        let after = Duration::from_secs_f64(tree_piece_hops(c, pieces) as f64 * per_piece_hop * 1e-9);
-        let passes_until = found.end.checked_sub(after).unwrap_or(started);
+        let passes_until = found.finish_from(tree_piece_hops(c, pieces), per_piece_hop, started);
         match trees::tree_steps_within(t, &cp, (deadline, passes_until), &mut |at_most| found.let_go_if_beaten(at_most))? {
             Some(layered) => {
                 found.limit_reached |= layered.cut_short;

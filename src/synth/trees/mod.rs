@@ -647,7 +647,7 @@ impl Loads {
     /// (per half: the all-gather of an all_reduce mirrors its reduce-scatter).
     fn cost(&self) -> u64 {
         let slots = self.load.len() / self.levels.max(1);
-        (0..self.levels).map(|l| (0..slots).map(|h| self.load[h * self.levels + l]).max().unwrap_or(0) as u64).sum()
+        (0..self.levels).map(|l| (0..slots).map(|h| self.get(h, l)).max().unwrap_or(0) as u64).sum()
     }
 
     /// The least [`Loads::cost`] the same pieces per level could have over `hops` hops: each
@@ -658,11 +658,13 @@ impl Loads {
     }
 }
 
-impl Loads<&mut [u32]> {
+impl<L: AsRef<[u32]>> Loads<L> {
     fn get(&self, slot: usize, level: usize) -> u32 {
-        self.load[slot * self.levels + level]
+        self.load.as_ref()[slot * self.levels + level]
     }
+}
 
+impl Loads<&mut [u32]> {
     fn add(&mut self, slot: usize, level: usize, delta: i32) {
         let i = slot * self.levels + level;
         self.load[i] = self.load[i].wrapping_add_signed(delta);
