@@ -663,7 +663,14 @@ const MAX_FLAT_PIECE_HOPS: u64 = 1 << 22;
 /// schedule stays below [`MAX_TREE_PIECE_HOPS`], time remains and the best is not good enough.
 fn layered_trees(inst: &Instance, deadline: Instant, found: &mut Gathered, progress: &mut dyn FnMut(&Progress)) -> Result<()> {
     let (t, c) = (&inst.topology, &inst.collective);
-    let counts = if inst.pieces_given { vec![c.pieces] } else { trees::piece_counts(t) };
+    let mut counts = if inst.pieces_given { vec![c.pieces] } else { trees::piece_counts(t) };
+    // The pipelined all_reduce's finer count right after the coarsest, so that the limit does not
+    // cut it off (5x5x5 with a failed cable: 3, 6 and 12 pieces took 22 s of the 60).
+    if !inst.pieces_given {
+        if let Some(p) = trees::pipelined_piece_count(t, c) {
+            counts.insert(1, p);
+        }
+    }
     // The last count's pieces and how long it took to build and verify.
     let mut last: Option<(u32, Duration)> = None;
     for (i, pieces) in counts.into_iter().enumerate() {

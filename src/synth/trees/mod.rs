@@ -52,10 +52,11 @@
 //!
 //! **Pipelined halves (all_reduce).** Where ranks have unequal hops, [`tree_steps`] also lists the
 //! forest's tasks step by step, each hop carrying reduces or copies as they become ready
-//! ([`pipelined`]) over the forests of both plans, and keeps the fastest schedule: 4x4x4 93.9 us
-//! (7.8%), 3x3x3 94.3 us (10.3%), 5x5x5 101.9 us (16.4%, from 21.6%; the free roots' forest,
-//! whose layered halves are the slower). Above [`MAX_PIPELINED_EDGES`] neither the task list nor
-//! the free roots' forest is built (on 16x16x16 with a failed cable it took 24 s of the trees' 49
+//! ([`pipelined`]) over the forests of both plans, and keeps the fastest schedule: 4x4x4 92.7 us
+//! (6.44%), 3x3x3 91.6 us (7.15%), 5x5x5 93.9 us (7.30%, from 21.6% layered), with steps cut
+//! short where few hops have work and, for 3x3x3 and 5x5x5, 24 pieces per block
+//! ([`pipelined_piece_count`]). Above [`MAX_PIPELINED_EDGES`] neither the task list nor the free
+//! roots' forest is built (on 16x16x16 with a failed cable it took 24 s of the trees' 49
 //! s, to lose). Where both are built, the two plans balance on two threads.
 //!
 //! **At pod scale.** A rank's choice of parent reads and changes the loads of its own hops only
@@ -182,7 +183,7 @@ impl TreeGraph {
     }
 
     /// The slowest hop's bandwidth (GB/s, of its first link) and the largest hop latency (ns).
-    fn slowest(&self, t: &Topology) -> (f64, f64) {
+    pub(super) fn slowest(&self, t: &Topology) -> (f64, f64) {
         let gbps = self.hops.hops.iter().map(|h| t.link(h.path[0]).bandwidth_gbps).fold(f64::INFINITY, f64::min);
         let latency = self.hops.hops.iter().map(|h| t.path_latency_ns(&h.path)).fold(0.0, f64::max);
         (gbps, latency)
@@ -330,6 +331,27 @@ pub fn piece_counts(t: &Topology) -> Vec<u32> {
         None => vec![1, 2, 4],
     }
 }
+
+/// One finer piece count for an all_reduce whose ranks have unequal numbers of links (a failed
+/// cable or node, a mesh): the least multiple of the first of [`piece_counts`] that reaches
+/// [`PIPELINED_PIECES`], where [`piece_counts`] stops short of it and the forest is small enough
+/// for the pipelined halves ([`MAX_PIPELINED_EDGES`]). Their list schedule fills the turn from the
+/// reduce-scatter to the all-gather better with more, smaller pieces (5x5x5 with a failed cable:
+/// 16.4% above the certified bound at 3 pieces per block, 15.4% at 12, 7.3% at 24; 4x4x4, whose
+/// counts reach 24: 6.44% at 24, 6.39% at 48 in three times as long).
+pub fn pipelined_piece_count(t: &Topology, c: &Collective) -> Option<u32> {
+    let links = |v: &NodeId| t.up_out_links(*v).count();
+    let first = c.ranks.first().map(links)?;
+    let unequal = c.ranks.iter().any(|v| links(v) != first);
+    let counts = piece_counts(t);
+    let pieces = PIPELINED_PIECES.div_ceil(counts[0]) * counts[0];
+    let r = c.num_ranks();
+    let fits = r * r * pieces as usize <= MAX_PIPELINED_EDGES;
+    (c.kind == CollectiveKind::AllReduce && unequal && fits && counts.iter().all(|&p| p < pieces)).then_some(pieces)
+}
+
+/// The pieces per block the pipelined halves want at least (see [`pipelined_piece_count`]).
+const PIPELINED_PIECES: u32 = 24;
 
 /// The first forest of [`forests`].
 #[cfg(test)]
@@ -888,6 +910,32 @@ mod tests {
                 assert!(time <= 1.03 * bound, "{dims:?} {kind}: {time} ns against {bound} ns");
             }
         }
+    }
+
+    /// The finer count of the pipelined halves: only for an all_reduce whose ranks have unequal
+    /// links, only where the topology's counts stop short of it and the forest is small enough.
+    #[test]
+    fn the_pipelined_count_is_asked_for_where_the_halves_are_pipelined() {
+        let count = |dims: &[usize], cables: &[(usize, usize)], kind| {
+            let mut t = torus(&TorusParams::uniform(dims, 32.0, 100.0)).unwrap();
+            fail_picked_cables(&mut t, cables);
+            let c = Collective::new(kind, t.node_ids().collect(), 8 << 20, 1, None, &t).unwrap();
+            pipelined_piece_count(&t, &c)
+        };
+        let ar = CollectiveKind::AllReduce;
+        // 5x5x5: counts 3, 6, 12; 3x3: 2, 4, 8 (24 is a multiple of both).
+        assert_eq!(count(&[5, 5, 5], &[(0, 0)], ar), Some(24));
+        assert_eq!(count(&[3, 3], &[(7, 1)], ar), Some(24));
+        // A 5-ring with a failed cable: counts 1, 2, 4.
+        assert_eq!(count(&[5], &[(0, 0)], ar), Some(24));
+        assert_eq!(count(&[5, 5, 5], &[], ar), None, "every rank has six links");
+        assert_eq!(count(&[5, 5, 5], &[(0, 0)], CollectiveKind::AllGather), None);
+        assert_eq!(count(&[4, 4, 4], &[(0, 0)], ar), None, "its counts reach 24 already");
+        assert_eq!(count(&[8, 8, 8], &[(0, 0)], ar), None, "beyond the pipelined forests' size");
+        // A mesh: ranks at its ends have fewer links.
+        let mesh = torus(&TorusParams { wrap: vec![false, true], ..TorusParams::uniform(&[3, 3], 32.0, 100.0) }).unwrap();
+        let c = Collective::new(ar, mesh.node_ids().collect(), 8 << 20, 1, None, &mesh).unwrap();
+        assert_eq!(pipelined_piece_count(&mesh, &c), Some(24));
     }
 
     /// The balancing passes split among threads by ranks choose every parent as one thread does,

@@ -38,6 +38,20 @@
 //! whose layered halves are the slower, pipelines to 102.7 us (17.3%, layered 106.4 us); on 8x8x8
 //! neither gains. With the forward-backward round (2026-12-02): 4x4x4 93.9 us (7.8%; the test's
 //! cable: 96.7 -> 93.9 us), 5x5x5 101.9 us (16.4%), 3x3x3 unchanged (10.3%).
+//!
+//! **Steps cut short.** With every step at the budget, the turn from the reduce-scatter to the
+//! all-gather cost about one and a half full steps: at 24 pieces per block on 4x4x4, two steps
+//! whose hops carried 61% and 78% of the budget on average while the busiest carried all of it,
+//! since a copy is ready only once its piece's reduce-scatter has ended, and it then needs a step
+//! per level to spread. [`fastest`] therefore also schedules each budget with steps cut short
+//! ([`step_budget`]): a step carries the count of pieces that moves the most per unit of its
+//! time (its busiest hop's pieces plus one latency), the budget where every hop has it ready and
+//! fewer where few hops have work, so that the turn and the last copies take short steps. 4x4x4
+//! with a failed cable: 93.9 -> 92.7 us (7.80% -> 6.44%, 29 steps at up to 32 pieces against 34
+//! at 16); 3x3x3 10.3% -> 7.15% (at 24 pieces per block, [`super::pipelined_piece_count`]); 5x5x5
+//! 16.4% -> 7.30% (at 24 pieces per block; at its former 3, 15.3%); on 8x8x8 (at 6 and 12
+//! pieces per block, beyond the size the portfolio pipelines) it stays behind the layered halves
+//! (108 us against 107.5 us).
 
 use super::{Forest, TreeGraph};
 use crate::collective::{Collective, PieceId};
@@ -101,15 +115,16 @@ impl Links {
     }
 }
 
-/// The pipelined all_reduce over `forest` with at most `budget` pieces per transfer, tasks ranked
-/// by the levels behind them; with `improved`, then by a forward-backward round ([`fastest`]).
+/// The pipelined all_reduce over `forest` with at most `budget` pieces per transfer (every step at
+/// the budget when `lambda` is infinite, else steps cut as [`step_budget`] says), tasks ranked by
+/// the levels behind them; with `improved`, then by a forward-backward round ([`fastest`]).
 #[cfg(test)]
-pub fn pipelined_steps(t: &Topology, g: &TreeGraph, forest: &Forest, budget: usize, improved: bool) -> Vec<Step> {
+pub fn pipelined_steps(t: &Topology, g: &TreeGraph, forest: &Forest, (budget, lambda): (usize, f64), improved: bool) -> Vec<Step> {
     let l = Links::new(g, forest);
     let dag = Dag { l: &l, g };
-    let mut at = dag.schedule(t, true, &dag.levels_behind(), budget);
+    let mut at = dag.schedule(t, true, &dag.levels_behind(), budget, lambda);
     if improved {
-        at = dag.refined(t, &at, budget);
+        at = dag.refined(t, &at, budget, lambda);
     }
     dag.steps(&at, forest.pieces())
 }
@@ -203,9 +218,10 @@ impl Dag<'_> {
 
     /// List-schedules the tasks, forward in time (a task once what it waits for is done) or
     /// backward (once what waits for it is): every step each hop whose links are free takes up
-    /// to `budget` ready tasks of one op, the op whose most urgent task ranks higher (`rank`,
-    /// then the task's index). The step of every task (`u32::MAX` for non-tasks).
-    fn schedule(&self, t: &Topology, forward: bool, rank: &[u32], budget: usize) -> Vec<u32> {
+    /// to `budget` ready tasks of one op (fewer where [`step_budget`] cuts the step short for a
+    /// finite `lambda`), the op whose most urgent task ranks higher (`rank`, then the task's
+    /// index). The step of every task (`u32::MAX` for non-tasks).
+    fn schedule(&self, t: &Topology, forward: bool, rank: &[u32], budget: usize, lambda: f64) -> Vec<u32> {
         let nhops = self.g.num_hops();
         // Per hop: the ready reduces and the ready copies that cross it.
         let mut ready: Vec<[BinaryHeap<(u32, u32)>; 2]> = vec![[BinaryHeap::new(), BinaryHeap::new()]; nhops];
@@ -226,20 +242,17 @@ impl Dag<'_> {
         let mut used_in = vec![u32::MAX; t.num_links()];
         let mut done = Vec::new();
         let mut step = 0u32;
+        let mut counts = vec![0usize; budget + 1];
         while left > 0 {
+            let take = step_budget(&ready, budget, lambda, &mut counts);
             for (h, queues) in ready.iter_mut().enumerate() {
-                let kind = match (queues[0].peek(), queues[1].peek()) {
-                    (None, None) => continue,
-                    (Some(a), Some(b)) if b.0 > a.0 => 1,
-                    (Some(_), _) => 0,
-                    (None, Some(_)) => 1,
-                };
+                let Some(kind) = op_taken(queues) else { continue };
                 let path = self.g.path(h);
                 if path.iter().any(|k| used_in[k.index()] == step) {
                     continue;
                 }
                 path.iter().for_each(|k| used_in[k.index()] = step);
-                for _ in 0..budget {
+                for _ in 0..take {
                     let Some((_, id)) = queues[kind].pop() else { break };
                     at[id as usize] = step;
                     done.push(id as usize);
@@ -263,8 +276,8 @@ impl Dag<'_> {
 
     /// A forward schedule `at` refined once (forward-backward improvement): backward in the order
     /// its tasks ended, then forward in the order the backward pass left them.
-    fn refined(&self, t: &Topology, at: &[u32], budget: usize) -> Vec<u32> {
-        self.schedule(t, true, &self.schedule(t, false, at, budget), budget)
+    fn refined(&self, t: &Topology, at: &[u32], budget: usize, lambda: f64) -> Vec<u32> {
+        self.schedule(t, true, &self.schedule(t, false, at, budget, lambda), budget, lambda)
     }
 
     /// The steps of a forward schedule `at` (`p` pieces per block): per step and hop one
@@ -297,25 +310,33 @@ pub struct Pipelined {
 }
 
 /// The fastest pipelined all_reduce of `c` over `forest` in the step-synchronous model, over
-/// budgets of 2, 4, 8, ... pieces per transfer until the steps are as few as the trees' levels
-/// allow. `None` when `deadline` passed before the first budget was tried.
+/// budgets of 2, 4, 8, ... pieces per transfer until the steps at the full budget are as few as
+/// the trees' levels allow, each with every step at the budget and with steps cut short
+/// ([`step_budget`]), each refined once. `None` when `deadline` passed before the first budget was
+/// tried.
 pub fn fastest(t: &Topology, c: &Collective, g: &TreeGraph, forest: &Forest, deadline: Instant) -> Result<Option<Pipelined>> {
     let l = Links::new(g, forest);
     let dag = Dag { l: &l, g };
     let levels = 2 * l.height.iter().copied().max().unwrap_or(0) as usize;
+    let (gbps, latency) = g.slowest(t);
+    let lambda = latency * gbps / to_f64(&c.piece_size_at(0));
     let mut best: Option<Pipelined> = None;
     let mut budget = 2;
     while Instant::now() < deadline && budget <= MAX_BUDGET {
-        // The tasks ranked by the levels behind them, then refined once.
-        let first = dag.schedule(t, true, &dag.levels_behind(), budget);
-        let improved = dag.refined(t, &first, budget);
         let mut few = false;
-        for at in [first, improved] {
-            let steps = dag.steps(&at, forest.pieces());
-            let time_ns = time_ns(t, c, &steps)?;
-            few |= steps.len() <= levels;
-            if best.as_ref().is_none_or(|b| time_ns < b.time_ns) {
-                best = Some(Pipelined { steps, budget, time_ns });
+        // Every step at the budget, and steps cut to what moves the most per unit of time (where
+        // steps have a latency: without one that is a single piece per step at every budget).
+        for lambda in [f64::INFINITY, lambda].into_iter().filter(|&x| x > 0.0) {
+            // The tasks ranked by the levels behind them, then refined once.
+            let first = dag.schedule(t, true, &dag.levels_behind(), budget, lambda);
+            let improved = dag.refined(t, &first, budget, lambda);
+            for at in [first, improved] {
+                let steps = dag.steps(&at, forest.pieces());
+                let time_ns = time_ns(t, c, &steps)?;
+                few |= !lambda.is_finite() && steps.len() <= levels;
+                if best.as_ref().is_none_or(|b| time_ns < b.time_ns) {
+                    best = Some(Pipelined { steps, budget, time_ns });
+                }
             }
         }
         if few {
@@ -324,6 +345,44 @@ pub fn fastest(t: &Topology, c: &Collective, g: &TreeGraph, forest: &Forest, dea
         budget *= 2;
     }
     Ok(best)
+}
+
+/// Which of a hop's ready queues (reduces, copies) it takes from this step: the one whose most
+/// urgent task ranks higher; `None` when both are empty.
+fn op_taken(queues: &[BinaryHeap<(u32, u32)>; 2]) -> Option<usize> {
+    match (queues[0].peek(), queues[1].peek()) {
+        (None, None) => None,
+        (Some(a), Some(b)) if b.0 > a.0 => Some(1),
+        (Some(_), _) => Some(0),
+        (None, Some(_)) => Some(1),
+    }
+}
+
+/// The pieces every free hop may take this step: of 1..=`budget`, the count that moves the most
+/// ready pieces per unit of the step's time (its busiest hop's pieces plus its latency, `lambda`
+/// pieces' worth), a hop's ready pieces counted as the larger of its two queues. Where every hop
+/// has `budget` ready that is `budget`; where few hops have work left (the turn from the
+/// reduce-scatter to the all-gather, the last copies) the step is cut short, so that what its
+/// transfers deliver moves on sooner. Counting only the queue the hop takes from was slower
+/// (4x4x4 with a failed cable: 93.1 us against 92.7 us). `counts` has `budget + 1` entries.
+fn step_budget(ready: &[[BinaryHeap<(u32, u32)>; 2]], budget: usize, lambda: f64, counts: &mut [usize]) -> usize {
+    if !lambda.is_finite() {
+        return budget;
+    }
+    counts.iter_mut().for_each(|x| *x = 0);
+    for queues in ready {
+        counts[queues[0].len().max(queues[1].len()).min(budget)] += 1;
+    }
+    let (mut at_least, mut work, mut best) = (counts[1..].iter().sum::<usize>(), 0usize, (0.0, budget));
+    for (b, &exactly) in counts.iter().enumerate().skip(1) {
+        work += at_least;
+        at_least -= exactly;
+        let rate = work as f64 / (b as f64 + lambda);
+        if rate > best.0 {
+            best = (rate, b);
+        }
+    }
+    best.1
 }
 
 /// The largest budget tried: pieces per transfer.
@@ -361,6 +420,7 @@ mod tests {
             cuts in proptest::collection::vec((0usize..1000, 0usize..8), 0..=3),
             pieces in 1u32..=4,
             budget in 1usize..=12,
+            lambda in proptest::prop_oneof![proptest::strategy::Just(f64::INFINITY), 0.05f64..4.0],
             drop in proptest::collection::vec(0usize..1000, 0..=2),
         ) {
             let mut t = torus(&TorusParams::uniform(&dims, 32.0, 100.0)).unwrap();
@@ -373,7 +433,7 @@ mod tests {
             let g = TreeGraph::new(&t, &c);
             let f = forest(&t, &c, &g, Instant::now() + Duration::from_secs(60)).unwrap().unwrap();
             for improved in [false, true] {
-                let steps = pipelined_steps(&t, &g, &f, budget, improved);
+                let steps = pipelined_steps(&t, &g, &f, (budget, lambda), improved);
                 for s in &steps {
                     let mut used = HashSet::new();
                     for x in &s.transfers {
@@ -398,7 +458,7 @@ mod tests {
         let g = TreeGraph::new(&t, &c);
         let far = Instant::now() + Duration::from_secs(600);
         let f = forest(&t, &c, &g, far).unwrap().unwrap();
-        let counts: Vec<usize> = [2, 4, 8, 16].iter().map(|&b| pipelined_steps(&t, &g, &f, b, false).len()).collect();
+        let counts: Vec<usize> = [2, 4, 8, 16].iter().map(|&b| pipelined_steps(&t, &g, &f, (b, f64::INFINITY), false).len()).collect();
         assert!(counts.windows(2).all(|w| w[1] < w[0]), "{counts:?}");
         let layered = time_ns(&t, &c, &crate::synth::trees::layered_steps(&t, &c, &g, &f)).unwrap();
         let best = fastest(&t, &c, &g, &f, far).unwrap().unwrap().time_ns;
@@ -406,7 +466,36 @@ mod tests {
         assert!(best < 0.96 * layered, "{best} ns pipelined against {layered} ns layered");
         // The forward-backward round gains on the first schedules of every budget (measured: 93.9
         // us against 96.7 us).
-        let plain = [2, 4, 8, 16, 32, 64].iter().map(|&b| time_ns(&t, &c, &pipelined_steps(&t, &g, &f, b, false)).unwrap()).fold(f64::INFINITY, f64::min);
+        let fastest_of = |improved: bool| {
+            let time = |b: usize| time_ns(&t, &c, &pipelined_steps(&t, &g, &f, (b, f64::INFINITY), improved)).unwrap();
+            [2, 4, 8, 16, 32, 64].map(time).into_iter().fold(f64::INFINITY, f64::min)
+        };
+        let plain = fastest_of(false);
         assert!(best < 0.99 * plain, "{best} ns improved against {plain} ns");
+        // Steps cut short where few hops have work gain on every step at the budget (measured:
+        // 92.7 us against 93.9 us).
+        let full = fastest_of(true);
+        assert!(best < 0.995 * full, "{best} ns with steps cut short against {full} ns");
+    }
+
+    /// A step carries the budget where every hop has it ready, and is cut short where few hops
+    /// have work: there a short step moves more per unit of time than a full one.
+    #[test]
+    fn a_step_is_cut_short_where_few_hops_have_work() {
+        let queue = |n: u32| (0..n).map(|i| (0, i)).collect::<BinaryHeap<(u32, u32)>>();
+        let hops = |lens: &[u32]| lens.iter().map(|&n| [queue(n), BinaryHeap::new()]).collect::<Vec<_>>();
+        let mut counts = vec![0; 9];
+        assert_eq!(step_budget(&hops(&[10, 9, 8, 12]), 8, 0.5, &mut counts), 8);
+        // One hop with 8 ready, three with 1: a step of 1 moves 4 pieces in 1.5 pieces' time, a
+        // step of 8 moves 11 in 8.5.
+        assert_eq!(step_budget(&hops(&[8, 1, 1, 1]), 8, 0.5, &mut counts), 1);
+        // With a latency of 20 pieces' time the full step is worth it.
+        assert_eq!(step_budget(&hops(&[8, 1, 1, 1]), 8, 20.0, &mut counts), 8);
+        assert_eq!(step_budget(&hops(&[8, 1, 1, 1]), 8, f64::INFINITY, &mut counts), 8);
+        // A hop's ready pieces are the larger of its two queues.
+        let mut mixed = hops(&[1, 1, 1, 1]);
+        mixed[0][1] = queue(8);
+        assert_eq!(step_budget(&mixed, 8, 0.5, &mut counts), 1);
+        assert_eq!(step_budget(&mixed, 8, 20.0, &mut counts), 8);
     }
 }
