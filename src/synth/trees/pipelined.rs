@@ -318,9 +318,12 @@ pub fn fastest(t: &Topology, c: &Collective, g: &TreeGraph, forest: &Forest, dea
     let l = Links::new(g, forest);
     let dag = Dag { l: &l, g };
     let levels = 2 * l.height.iter().copied().max().unwrap_or(0) as usize;
+    let piece_bytes = to_f64(&c.piece_size_at(0));
     let (gbps, latency) = g.slowest(t);
-    let lambda = latency * gbps / to_f64(&c.piece_size_at(0));
-    let mut best: Option<Pipelined> = None;
+    let lambda = latency * gbps / piece_bytes;
+    let clock = Clock::new(t, g, piece_bytes);
+    // The best task steps so far: their time, budget and steps.
+    let mut best: Option<(f64, usize, Vec<u32>)> = None;
     let mut budget = 2;
     while Instant::now() < deadline && budget <= MAX_BUDGET {
         let mut few = false;
@@ -331,11 +334,10 @@ pub fn fastest(t: &Topology, c: &Collective, g: &TreeGraph, forest: &Forest, dea
             let first = dag.schedule(t, true, &dag.levels_behind(), budget, lambda);
             let improved = dag.refined(t, &first, budget, lambda);
             for at in [first, improved] {
-                let steps = dag.steps(&at, forest.pieces());
-                let time_ns = time_ns(t, c, &steps)?;
-                few |= !lambda.is_finite() && steps.len() <= levels;
-                if best.as_ref().is_none_or(|b| time_ns < b.time_ns) {
-                    best = Some(Pipelined { steps, budget, time_ns });
+                let (time_ns, steps) = clock.time_ns(&dag, &at);
+                few |= !lambda.is_finite() && steps <= levels;
+                if best.as_ref().is_none_or(|b| time_ns < b.0) {
+                    best = Some((time_ns, budget, at));
                 }
             }
         }
@@ -344,7 +346,48 @@ pub fn fastest(t: &Topology, c: &Collective, g: &TreeGraph, forest: &Forest, dea
         }
         budget *= 2;
     }
-    Ok(best)
+    // Only the fastest becomes steps, priced again by the cost model itself.
+    best.map(|(_, budget, at)| {
+        let steps = dag.steps(&at, forest.pieces());
+        Ok(Pipelined { time_ns: time_ns(t, c, &steps)?, steps, budget })
+    })
+    .transpose()
+}
+
+/// The step-synchronous time of task steps without building the steps (docs/design/MODEL.md
+/// section 5, for pieces of one size): per step, the hop whose pieces take longest at its
+/// slowest link, plus the largest latency of a hop in use.
+struct Clock {
+    /// Per hop: ns per piece at its slowest link, and its path latency.
+    piece_ns: Vec<f64>,
+    latency_ns: Vec<f64>,
+}
+
+impl Clock {
+    fn new(t: &Topology, g: &TreeGraph, piece_bytes: f64) -> Self {
+        let hops = 0..g.num_hops();
+        let slowest = |h: usize| g.path(h).iter().map(|l| t.link(*l).bandwidth_gbps).fold(f64::INFINITY, f64::min);
+        Clock { piece_ns: hops.clone().map(|h| piece_bytes / slowest(h)).collect(), latency_ns: hops.map(|h| t.path_latency_ns(g.path(h))).collect() }
+    }
+
+    /// The time of the task steps `at` and their number of steps.
+    fn time_ns(&self, dag: &Dag, at: &[u32]) -> (f64, usize) {
+        let nhops = self.piece_ns.len();
+        let count = at.iter().filter(|&&s| s != u32::MAX).max().map_or(0, |&s| s as usize + 1);
+        let mut load = vec![0u32; count * nhops];
+        for (id, &s) in at.iter().enumerate().filter(|x| *x.1 != u32::MAX) {
+            load[s as usize * nhops + dag.hop(id)] += 1;
+        }
+        let time = load
+            .chunks(nhops.max(1))
+            .map(|step| {
+                let used = step.iter().zip(&self.piece_ns).zip(&self.latency_ns).filter(|x| *x.0 .0 > 0);
+                let (busiest, latency) = used.fold((0.0f64, 0.0f64), |(b, l), ((&n, &ns), &lat)| (b.max(f64::from(n) * ns), l.max(lat)));
+                busiest + latency
+            })
+            .sum();
+        (time, count)
+    }
 }
 
 /// Which of a hop's ready queues (reduces, copies) it takes from this step: the one whose most
