@@ -189,6 +189,15 @@ impl TreeGraph {
         (gbps, latency)
     }
 
+    /// Whether `c`'s halves are also pipelined over forests of `pieces` per block: an all_reduce
+    /// where some rank has fewer hops than another (on equal hops the layered halves meet the
+    /// bandwidth bound) and the forest has at most [`MAX_PIPELINED_EDGES`] (tree, rank) pairs.
+    fn pipelines(&self, c: &Collective, pieces: usize) -> bool {
+        let r = self.nodes.len();
+        let unequal = (0..r).any(|v| self.candidates(v).len() != self.candidates(0).len());
+        c.kind == CollectiveKind::AllReduce && unequal && r * pieces * r <= MAX_PIPELINED_EDGES
+    }
+
     /// The usable hops a rank may join its parent by (out of it for the reducing kinds, into it
     /// otherwise), each with the rank at its other end and its torus dimension.
     fn candidates(&self, v: usize) -> &[(u32, u32, u8)] {
@@ -332,22 +341,20 @@ pub fn piece_counts(t: &Topology) -> Vec<u32> {
     }
 }
 
-/// One finer piece count for an all_reduce whose ranks have unequal numbers of links (a failed
-/// cable or node, a mesh): the least multiple of the first of [`piece_counts`] that reaches
-/// [`PIPELINED_PIECES`], where [`piece_counts`] stops short of it and the forest is small enough
-/// for the pipelined halves ([`MAX_PIPELINED_EDGES`]). Their list schedule fills the turn from the
-/// reduce-scatter to the all-gather better with more, smaller pieces (5x5x5 with a failed cable:
-/// 16.4% above the certified bound at 3 pieces per block, 15.4% at 12, 7.3% at 24; 4x4x4, whose
-/// counts reach 24: 6.44% at 24, 6.39% at 48 in three times as long).
+/// One finer piece count for an all_reduce whose halves are pipelined (ranks with unequal
+/// numbers of hops: a failed cable or node, a mesh; see `TreeGraph::pipelines`): the least
+/// multiple of the first of [`piece_counts`] that reaches [`PIPELINED_PIECES`], where
+/// [`piece_counts`] stops short of it. Their list schedule fills the turn from the reduce-scatter
+/// to the all-gather better with more, smaller pieces (5x5x5 with a failed cable: 16.4% above the
+/// certified bound at 3 pieces per block, 15.4% at 12, 7.3% at 24; 4x4x4, whose counts reach 24:
+/// 6.44% at 24, 6.39% at 48 in three times as long).
 pub fn pipelined_piece_count(t: &Topology, c: &Collective) -> Option<u32> {
-    let links = |v: &NodeId| t.up_out_links(*v).count();
-    let first = c.ranks.first().map(links)?;
-    let unequal = c.ranks.iter().any(|v| links(v) != first);
     let counts = piece_counts(t);
     let pieces = PIPELINED_PIECES.div_ceil(counts[0]) * counts[0];
     let r = c.num_ranks();
-    let fits = r * r * pieces as usize <= MAX_PIPELINED_EDGES;
-    (c.kind == CollectiveKind::AllReduce && unequal && fits && counts.iter().all(|&p| p < pieces)).then_some(pieces)
+    // The hops are found only where the kind and the forest's size leave the question open.
+    let open = c.kind == CollectiveKind::AllReduce && r * pieces as usize * r <= MAX_PIPELINED_EDGES && counts.iter().all(|&p| p < pieces);
+    (open && TreeGraph::new(t, c).pipelines(c, pieces as usize)).then_some(pieces)
 }
 
 /// The pieces per block the pipelined halves want at least (see [`pipelined_piece_count`]).
@@ -407,7 +414,7 @@ fn forests_in_parts(t: &Topology, c: &Collective, g: &TreeGraph, until: (Instant
     // all_reduce's second plan: roots by hops, more levels. It wins only pipelined or on the
     // smallest tori (its layered halves lost on 5x5x5 and 8x8x8: the ramp levels and their
     // latency), so it is built only where the pipelined halves are tried.
-    let free = if c.kind == CollectiveKind::AllReduce && r * p * r <= MAX_PIPELINED_EDGES { free_root_plan(g, &shapes, p) } else { None };
+    let free = if g.pipelines(c, p) { free_root_plan(g, &shapes, p) } else { None };
     let levels = shapes.height.iter().copied().max().unwrap_or(0) as usize;
     let fixed =
         Plan { options: (0..r as u32).map(|v| vec![v]).collect(), root: (0..(r * p) as u32).map(|q| q / p as u32).collect(), levels, shapes, spread: false };
@@ -818,8 +825,7 @@ pub fn tree_steps_within(t: &Topology, c: &Collective, (deadline, passes_until):
     // all_reduce pipelined over the trees of both plans, where some rank has fewer hops than
     // another (on equal hops the layered halves meet the bandwidth bound) and the tasks are few
     // enough; the fastest of the three is kept.
-    let unequal = (0..g.nodes.len()).any(|v| g.candidates(v).len() != g.candidates(0).len());
-    if c.kind == CollectiveKind::AllReduce && unequal && f.trees() * f.ranks() <= MAX_PIPELINED_EDGES {
+    if g.pipelines(c, f.pieces()) {
         let mut time = pipelined::time_ns(t, c, &steps)?;
         for forest in std::iter::once(&f).chain(other.as_ref()) {
             if let Some(best) = pipelined::fastest(t, c, &g, forest, deadline)? {

@@ -324,6 +324,8 @@ pub fn fastest(t: &Topology, c: &Collective, g: &TreeGraph, forest: &Forest, dea
     let clock = Clock::new(t, g, piece_bytes);
     // The best task steps so far: their time, budget and steps.
     let mut best: Option<(f64, usize, Vec<u32>)> = None;
+    // The tasks ranked by the levels behind them (the same for every budget).
+    let behind = dag.levels_behind();
     let mut budget = 2;
     while Instant::now() < deadline && budget <= MAX_BUDGET {
         let mut few = false;
@@ -331,7 +333,7 @@ pub fn fastest(t: &Topology, c: &Collective, g: &TreeGraph, forest: &Forest, dea
         // steps have a latency: without one that is a single piece per step at every budget).
         for lambda in [f64::INFINITY, lambda].into_iter().filter(|&x| x > 0.0) {
             // The tasks ranked by the levels behind them, then refined once.
-            let first = dag.schedule(t, true, &dag.levels_behind(), budget, lambda);
+            let first = dag.schedule(t, true, &behind, budget, lambda);
             let improved = dag.refined(t, &first, budget, lambda);
             for at in [first, improved] {
                 let (time_ns, steps) = clock.time_ns(&dag, &at);
