@@ -339,10 +339,8 @@ pub fn fastest(t: &Topology, c: &Collective, g: &TreeGraph, forest: &Forest, dea
     let l = Links::new(g, forest);
     let dag = Dag { l: &l, g };
     let levels = 2 * l.height.iter().copied().max().unwrap_or(0) as usize;
-    let piece_bytes = to_f64(&c.piece_size_at(0));
-    let (gbps, latency) = g.slowest(t);
-    let lambda = latency * gbps / piece_bytes;
-    let clock = Clock::new(t, g, piece_bytes);
+    let lambda = latency_in_pieces(t, c, g);
+    let clock = Clock::new(t, g, to_f64(&c.piece_size_at(0)));
     // The best task steps so far: their time, budget and steps.
     let mut best: Option<(f64, usize, Vec<u32>)> = None;
     // The tasks ranked by the levels behind them (the same for every budget).
@@ -377,6 +375,13 @@ pub fn fastest(t: &Topology, c: &Collective, g: &TreeGraph, forest: &Forest, dea
         Ok(Pipelined { time_ns: time_ns(t, c, &steps)?, steps, budget })
     })
     .transpose()
+}
+
+/// A step's latency in the time a piece takes, at the slowest hop's latency and bandwidth: the
+/// `lambda` of [`Cut`].
+fn latency_in_pieces(t: &Topology, c: &Collective, g: &TreeGraph) -> f64 {
+    let (gbps, latency) = g.slowest(t);
+    latency * gbps / to_f64(&c.piece_size_at(0))
 }
 
 /// The step-synchronous time of task steps without building the steps (docs/design/MODEL.md
@@ -450,12 +455,10 @@ fn op_taken(queues: &[BinaryHeap<(u32, u32)>; 2]) -> Option<usize> {
 /// pieces' worth), a hop's ready pieces counted as the larger of its two queues. Where every hop
 /// has `budget` ready that is `budget`; where few hops have work left (the turn from the
 /// reduce-scatter to the all-gather, the last copies) the step is cut short, so that what its
-/// transfers deliver moves on sooner. Counting only the queue the hop takes from was slower
-/// (4x4x4 with a failed cable: 93.1 us against 92.7 us). `counts` has `budget + 1` entries.
+/// transfers deliver moves on sooner (an infinite `lambda` gives the budget). Counting only the
+/// queue the hop takes from was slower (4x4x4 with a failed cable: 93.1 us against 92.7 us).
+/// `counts` has `budget + 1` entries.
 fn step_budget(ready: &[[BinaryHeap<(u32, u32)>; 2]], budget: usize, lambda: f64, counts: &mut [usize]) -> usize {
-    if !lambda.is_finite() {
-        return budget;
-    }
     counts.iter_mut().for_each(|x| *x = 0);
     for queues in ready {
         counts[queues[0].len().max(queues[1].len()).min(budget)] += 1;
@@ -618,7 +621,7 @@ mod tests {
         assert!(best < 0.99 * plain, "{best} ns improved against {plain} ns");
         // The last steps cut by what is left gain on steps cut by rate alone (measured: 92.3 us
         // against 92.7 us; on this forest every step at the budget is faster still, 90.6 us).
-        let lambda = 100.0 * 32.0 / to_f64(&c.piece_size_at(0));
+        let lambda = latency_in_pieces(&t, &c, &g);
         let (rate, ahead) = (fastest_of(Cut::Rate(lambda), true), fastest_of(Cut::RateThenAhead(lambda), true));
         assert!(ahead < 0.998 * rate, "{ahead} ns by what is left against {rate} ns by rate");
     }
