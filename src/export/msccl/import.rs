@@ -7,9 +7,15 @@
 //! sizes, so the imported collective has `bytes_per_rank` = `nchunksperloop`: one byte per
 //! chunk, every piece exactly one byte.
 //!
-//! **Topology.** Onto a given topology, every send from gpu a to gpu b needs a direct link
-//! a -> b that is up; without one, onto a full mesh of R npus built here (every ordered pair a
-//! link, bandwidth 1 GB/s, latency 0).
+//! **Topology.** Onto a given topology, a send from gpu a to gpu b takes the direct link a -> b
+//! that is up; where there is none (a fat tree: gpus meet at switches), one of the shortest
+//! paths from a to b through switches and npus outside the ranks (a single-hop transfer,
+//! docs/design/MODEL.md section 3), up to [`MAX_ROUTES`] of them in the order of their links, the
+//! first that shares no link with another pair's transfer in its step; when every one does, the
+//! message moves to a later step (the network carries it after the sends in its way). Where no
+//! such path exists, the shortest paths through other ranks' routers (a routed transfer, as the
+//! fold of FoldedRing on a ring with a failed cable). A pair that no path joins is refused. Without a topology, onto a full mesh of R npus built here (every
+//! ordered pair a link, bandwidth 1 GB/s, latency 0).
 //!
 //! **Steps.** The program is run under the runtime's buffering ([`super::simulate()`], in the
 //! first placement the file declares, out-of-place before in-place, so an in-place program is
@@ -20,12 +26,16 @@
 //! run gives the same operation, share one transfer (rule 2).
 
 use super::model::{read_program, Program};
-use super::simulate::{simulate, Buffering, ChunkValue, Placement};
+use super::simulate::{simulate_routed, Buffering, ChunkValue, Placement, Routes};
 use crate::collective::{Collective, CollectiveKind, PieceId};
 use crate::error::{Error, Result};
 use crate::schedule::{Op, Schedule, ScheduleHeader, Step, Transfer};
 use crate::topology::{LinkClass, LinkId, NodeId, NodeKind, Shape, Topology, TopologyBuilder};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+/// Shortest paths through switches tried per gpu pair without a direct link (a two-level fat
+/// tree of radix 16 has 8 per pair of leaves).
+pub const MAX_ROUTES: usize = 64;
 
 /// A full mesh of `n` npus: every ordered pair a link of bandwidth 1 GB/s and latency 0.
 pub fn full_mesh(n: usize) -> Result<Topology> {
@@ -45,7 +55,8 @@ pub fn full_mesh(n: usize) -> Result<Topology> {
 ///
 /// `topology`: the network the gpus run on (gpu g is npu g); `None` builds a `full_mesh` of the
 /// gpus. Errors ([`Error::bad`]): a file the runtime's reader refuses, a `coll` other than the
-/// four collectives, a send from a to b without a direct up link a -> b (naming the pair), a
+/// four collectives, a send from a to b without a direct up link a -> b or a path through
+/// switches (naming the pair), a
 /// program that does not run to its end (unpaired sends, a deadlock even with buffering), a
 /// message carrying a chunk that holds nothing.
 pub fn import_msccl(xml: &str, topology: Option<&Topology>) -> Result<Schedule> {
@@ -79,7 +90,8 @@ pub fn import_program(p: &Program, topology: Option<&Topology>) -> Result<Schedu
     let ranks: Vec<NodeId> = (0..n as u32).map(NodeId).collect();
     let collective = Collective::new(kind, ranks, per_loop as u64, pieces, None, topo).map_err(|e| e.context("MSCCL import"))?;
     let placement = Placement::declared(p).first().copied().unwrap_or(Placement::OutOfPlace);
-    let run = simulate(p, placement, Buffering::Runtime).map_err(|e| Error::bad(format!("MSCCL XML ({}): {e}", placement.name())))?;
+    let routes = routes(p, topo, n)?;
+    let run = simulate_routed(p, placement, Buffering::Runtime, routes).map_err(|e| Error::bad(format!("MSCCL XML ({}): {e}", placement.name())))?;
     let piece = |v: &ChunkValue| -> Option<PieceId> {
         let (o, p) = (v.offset as u32, pieces);
         let origin = *v.gpus.first()? as u32;
@@ -89,9 +101,9 @@ pub fn import_program(p: &Program, topology: Option<&Topology>) -> Result<Schedu
             _ => PieceId::block(o / p, o % p),
         })
     };
-    let mut levels: BTreeMap<usize, Vec<(LinkId, Op, Vec<PieceId>)>> = BTreeMap::new();
+    let mut levels: BTreeMap<usize, Vec<Transfer>> = BTreeMap::new();
     for m in &run.messages {
-        let link = link_between(topo, m.from, m.to)?;
+        let path: Vec<LinkId> = m.route.iter().map(|&l| LinkId(l as u32)).collect();
         let op = if m.reduce { Op::Reduce } else { Op::Copy };
         let carried: Vec<PieceId> = m
             .payload
@@ -100,23 +112,124 @@ pub fn import_program(p: &Program, topology: Option<&Topology>) -> Result<Schedu
             .collect::<Option<_>>()
             .ok_or_else(|| Error::bad(format!("MSCCL XML: gpu {} sends gpu {} a chunk that holds nothing", m.from, m.to)))?;
         let step = levels.entry(m.level).or_default();
-        match step.iter_mut().find(|(l, o, _)| *l == link && *o == op) {
-            Some((_, _, held)) => held.extend(carried.into_iter().filter(|x| !held.contains(x)).collect::<Vec<_>>()),
-            None => step.push((link, op, carried)),
+        match step.iter_mut().find(|t| t.path == path && t.op == op) {
+            Some(t) => t.pieces.extend(carried.into_iter().filter(|x| !t.pieces.contains(x)).collect::<Vec<_>>()),
+            None => step.push(Transfer { path, op, pieces: carried }),
         }
     }
-    let steps = levels.into_values().map(|ts| Step { transfers: ts.into_iter().map(|(l, op, pieces)| Transfer::hop(l, op, pieces)).collect() }).collect();
+    let steps = levels.into_values().map(|transfers| Step { transfers }).collect();
     let name = p.name.clone().unwrap_or_default();
     let proto = p.proto.as_ref().map(|(t, _)| t.clone()).unwrap_or_default();
     let meta = serde_json::json!({ "imported_from": "msccl-xml", "name": name, "proto": proto, "bytes_per_chunk": 1, "placement": placement.name() });
     Ok(Schedule { header: ScheduleHeader { topology: topo.clone(), collective, meta: Some(meta) }, steps })
 }
 
-fn link_between(topo: &Topology, a: usize, b: usize) -> Result<LinkId> {
-    topo.out_links(NodeId(a as u32))
-        .filter(|&l| topo.link(l).dst == NodeId(b as u32) && topo.link(l).up)
-        .min()
-        .ok_or_else(|| Error::bad(format!("MSCCL import: gpu {a} sends to gpu {b}, but the topology has no direct link {a} -> {b} that is up")))
+/// The candidate paths of every pair the program sends over (module docs): the direct up link,
+/// else the shortest paths through switches and npus outside the ranks, else through any npu's
+/// router; an error names a pair with none.
+fn routes(p: &Program, topo: &Topology, ranks: usize) -> Result<Routes> {
+    let (mut out, mut paths_between) = (Routes::new(), Paths::new(topo));
+    for (a, gpu) in p.gpus.iter().enumerate() {
+        for tb in &gpu.tbs {
+            let Ok(b) = usize::try_from(tb.send) else { continue };
+            if b >= ranks || a >= topo.num_nodes() || b >= topo.num_nodes() || out.contains_key(&(a, b)) {
+                continue;
+            }
+            let direct = topo.out_links(NodeId(a as u32)).filter(|&l| topo.link(l).dst.index() == b && topo.link(l).up).min();
+            let mut paths = direct.map(|l| vec![vec![l]]).unwrap_or_else(|| paths_between.between(a, b, ranks));
+            if paths.is_empty() {
+                paths = paths_between.between(a, b, 0);
+            }
+            if paths.is_empty() {
+                return Err(Error::bad(format!(
+                    "MSCCL import: gpu {a} sends to gpu {b}, but the topology has no direct link {a} -> {b} that is up, nor any path"
+                )));
+            }
+            out.insert((a, b), paths.into_iter().map(|path| path.into_iter().map(LinkId::index).collect()).collect());
+        }
+    }
+    Ok(out)
+}
+
+/// Shortest paths between npus, with every node's hop counts computed once.
+struct Paths<'t> {
+    topo: &'t Topology,
+    /// Up links by source node (forward) and by destination node (backward).
+    next: [Vec<Vec<usize>>; 2],
+    /// (node, backward, ranks) -> hops from (or to) the node through inner nodes only.
+    hops: HashMap<(usize, bool, usize), Vec<usize>>,
+}
+
+impl<'t> Paths<'t> {
+    fn new(topo: &'t Topology) -> Self {
+        let mut next = [vec![Vec::new(); topo.num_nodes()], vec![Vec::new(); topo.num_nodes()]];
+        for l in (0..topo.num_links() as u32).map(LinkId).filter(|&l| topo.link(l).up) {
+            let (s, d) = (topo.link(l).src.index(), topo.link(l).dst.index());
+            next[0][s].push(d);
+            next[1][d].push(s);
+        }
+        Paths { topo, next, hops: HashMap::new() }
+    }
+
+    /// Hops from `from` (or to it, `backward`) over up links, passing only through nodes that
+    /// are not among the first `ranks` npus.
+    fn hops(&mut self, from: usize, backward: bool, ranks: usize) -> &[usize] {
+        let next = &self.next[usize::from(backward)];
+        self.hops.entry((from, backward, ranks)).or_insert_with(|| {
+            let mut dist = vec![usize::MAX; next.len()];
+            dist[from] = 0;
+            let mut queue = VecDeque::from([from]);
+            while let Some(v) = queue.pop_front() {
+                if v != from && v < ranks {
+                    continue;
+                }
+                for &w in &next[v] {
+                    if dist[w] == usize::MAX {
+                        dist[w] = dist[v] + 1;
+                        queue.push_back(w);
+                    }
+                }
+            }
+            dist
+        })
+    }
+
+    /// Up to [`MAX_ROUTES`] shortest paths (in links) from npu `a` to npu `b` over up links
+    /// whose inner nodes are not among the first `ranks` npus (0: any node), in the order of
+    /// their link ids.
+    fn between(&mut self, a: usize, b: usize, ranks: usize) -> Vec<Vec<LinkId>> {
+        let topo = self.topo;
+        let from_a = self.hops(a, false, ranks).to_vec();
+        let to_b = self.hops(b, true, ranks);
+        let length = from_a[b];
+        let mut paths = Vec::new();
+        if length == usize::MAX {
+            return paths;
+        }
+        // A link v -> w lies on a shortest path exactly when its ends' hop counts add up to it.
+        let on_path = |l: LinkId| {
+            let (v, w) = (topo.link(l).src.index(), topo.link(l).dst.index());
+            topo.link(l).up && (w == b || w >= ranks) && from_a[v] != usize::MAX && to_b[w] != usize::MAX && from_a[v] + 1 + to_b[w] == length
+        };
+        let mut stack: Vec<(usize, Vec<LinkId>)> = vec![(a, Vec::new())];
+        while let Some((v, prefix)) = stack.pop() {
+            if v == b {
+                paths.push(prefix);
+                if paths.len() == MAX_ROUTES {
+                    break;
+                }
+                continue;
+            }
+            let mut next: Vec<LinkId> = topo.out_links(NodeId(v as u32)).filter(|&l| on_path(l)).collect();
+            next.sort_unstable_by(|x, y| y.cmp(x));
+            for l in next {
+                let mut p = prefix.clone();
+                p.push(l);
+                stack.push((topo.link(l).dst.index(), p));
+            }
+        }
+        paths
+    }
 }
 
 #[cfg(test)]
@@ -194,14 +307,108 @@ mod tests {
     }
 
     #[test]
-    fn a_send_without_a_link_is_refused() {
+    fn a_send_without_a_link_is_routed_through_the_ranks_between_or_refused() {
         let t = torus_with(&[4, 4], &[]);
         let c = Collective::new(CollectiveKind::AllToAll, t.node_ids().collect(), 1 << 16, 1, None, &t).unwrap();
         let s = torus_all_to_all(&t, &c, RingAlgorithm::HalfRing, Scheduler::DimRotation).unwrap();
         let xml = msccl_xml(&lower(&s, &LowerOptions::default()).unwrap(), &MscclOptions::default()).unwrap();
+        // On a ring of 16 the torus's second dimension (4 apart) is routed over 4 links.
         let ring = torus_with(&[16], &[]);
-        let e = import_msccl(&xml, Some(&ring)).unwrap_err();
-        assert!(e.message().contains("no direct link"), "{e}");
+        let back = import_msccl(&xml, Some(&ring)).unwrap();
+        assert!(verify_schedule(&back, &VerifyOptions::default()).unwrap().is_valid());
+        assert_eq!(ends(&back), ends(&s));
+        let longest = back.steps.iter().flat_map(|st| &st.transfers).map(|tr| tr.path.len()).max();
+        assert_eq!(longest, Some(4));
+        // One way round, every pair is routed; cut once, the pairs across the cut are refused.
+        for cut in [None, Some(4)] {
+            let mut b = TopologyBuilder::new();
+            let nodes: Vec<NodeId> = (0..16).map(|g| b.node(NodeKind::Npu, format!("gpu{g}"))).collect();
+            for (i, &a) in nodes.iter().enumerate().filter(|&(i, _)| Some(i) != cut) {
+                b.link(a, nodes[(i + 1) % 16], 1.0, 0.0, LinkClass::Custom);
+            }
+            let one_way = b.build(Shape::Custom, 0.0).unwrap();
+            match (cut, import_msccl(&xml, Some(&one_way))) {
+                (None, Ok(back)) => assert!(verify_schedule(&back, &VerifyOptions::default()).unwrap().is_valid()),
+                (Some(_), Err(e)) => assert!(e.message().contains("nor any path"), "{e}"),
+                (_, r) => panic!("{cut:?}: {:?}", r.map(|s| s.steps.len())),
+            }
+        }
         assert!(import_msccl("<algo", None).is_err());
+    }
+
+    /// (sender, receiver, piece) of every transfer, sorted: the ranks a routed path joins.
+    fn ends(s: &Schedule) -> Vec<(u32, u32, PieceId)> {
+        let t = &s.header.topology;
+        let mut v: Vec<_> = s
+            .steps
+            .iter()
+            .flat_map(|st| &st.transfers)
+            .flat_map(|tr| {
+                let (a, b) = (t.link(tr.path[0]).src.0, t.link(*tr.path.last().unwrap()).dst.0);
+                tr.pieces.iter().map(move |p| (a, b, *p))
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn sends_through_switches_take_paths_that_share_no_link() {
+        use crate::algorithms::switched::{switched, Routing, SwitchedAlgorithm};
+        use crate::topology::{fat_tree, FatTreeParams};
+        for (levels, k, osr, board) in [(2, 8, 1.0, None), (2, 12, 2.0, Some(4)), (3, 4, 1.0, Some(2))] {
+            let t = fat_tree(&FatTreeParams { levels, k, osr, npus: 16, board, bandwidth_gbps: 400.0, latency_ns: 25.0, switch_latency_ns: 1000.0 }).unwrap();
+            let ranks: Vec<NodeId> = (0..16).map(NodeId).collect();
+            for (kind, a) in [(CollectiveKind::AllToAll, SwitchedAlgorithm::Pairwise), (CollectiveKind::AllReduce, SwitchedAlgorithm::Ring)] {
+                for routing in [Routing::Balanced, Routing::SinglePath] {
+                    let what = format!("{levels}L-k{k}-osr{osr} {board:?} {kind} {}", routing.name());
+                    let c = Collective::new(kind, ranks.clone(), 1 << 16, 1, None, &t).unwrap();
+                    let s = switched(&t, &c, a, routing).unwrap();
+                    let xml = msccl_xml(&lower(&s, &LowerOptions::default()).unwrap(), &MscclOptions::default()).unwrap();
+                    let back = import_msccl(&xml, Some(&t)).unwrap_or_else(|e| panic!("{what}: {e}"));
+                    // Contention-free even where the single-path original shares uplinks: a
+                    // send whose every path is busy waits for a later step.
+                    let report = verify_schedule(&back, &VerifyOptions::default()).unwrap();
+                    assert!(report.is_valid(), "{what}: {:?}", report.findings.failures().iter().take(3).collect::<Vec<_>>());
+                    assert_eq!(ends(&back), ends(&s), "{what}");
+                    // Every path is a shortest one through switches.
+                    let mut paths = Paths::new(&t);
+                    for tr in back.steps.iter().flat_map(|st| &st.transfers) {
+                        let (a, b) = (t.link(tr.path[0]).src.index(), t.link(*tr.path.last().unwrap()).dst.index());
+                        assert_eq!(tr.path.len(), paths.between(a, b, 16)[0].len(), "{what}");
+                        assert!(tr.path[1..].iter().all(|&l| t.link(l).src.index() >= 16), "{what}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_busy_uplink_moves_the_next_send_to_the_next_step() {
+        use crate::topology::{fat_tree, FatTreeParams};
+        // Two leaves of two npus; every gpu sends to the three others at once, all over its one
+        // uplink (even to its leaf's other npu, through the leaf switch).
+        let t =
+            fat_tree(&FatTreeParams { levels: 2, k: 4, osr: 1.0, npus: 4, board: None, bandwidth_gbps: 1.0, latency_ns: 0.0, switch_latency_ns: 0.0 }).unwrap();
+        let mut paths = Paths::new(&t);
+        let far = paths.between(0, 2, 4);
+        assert_eq!((far.len(), far[0].len()), (2, 4), "up to either spine and down");
+        assert!(paths.between(0, 1, 4).iter().all(|p| p.len() == 2), "through the shared leaf");
+        let mesh = full_mesh(4).unwrap();
+        let c = Collective::new(CollectiveKind::AllToAll, (0..4).map(NodeId).collect(), 4, 1, None, &mesh).unwrap();
+        let link = |a: u32, b: u32| mesh.out_links(NodeId(a)).find(|&l| mesh.link(l).dst == NodeId(b)).unwrap();
+        let step = Step {
+            transfers: (0..4u32)
+                .flat_map(|a| (0..4u32).filter(move |&b| b != a).map(move |b| (a, b)))
+                .map(|(a, b)| Transfer::hop(link(a, b), Op::Copy, vec![PieceId::a2a(a, b, 0)]))
+                .collect(),
+        };
+        let s = Schedule { header: ScheduleHeader { topology: mesh.clone(), collective: c, meta: None }, steps: vec![step] };
+        let xml = msccl_xml(&lower(&s, &LowerOptions::default()).unwrap(), &MscclOptions::default()).unwrap();
+        let back = import_msccl(&xml, Some(&t)).unwrap();
+        // Each npu's uplink carries one send per step: its three sends take three steps.
+        assert_eq!(back.steps.len(), 3);
+        assert!(verify_schedule(&back, &VerifyOptions::default()).unwrap().is_valid());
+        assert_eq!(ends(&back), ends(&s));
     }
 }

@@ -28,11 +28,14 @@
 //! asks for. Every delivered message also gets a *level*, the step of a step-synchronous
 //! schedule it can run in (after everything it read was delivered, after earlier writes and
 //! reads of what it overwrites, and not on a gpu pair already used by a different operation in
-//! that step), which is what [`super::import_msccl`] builds a schedule from.
+//! that step), which is what [`super::import_msccl`] builds a schedule from. Given the
+//! network's paths between the gpus ([`simulate_routed`]), a message also takes one of its
+//! pair's candidate paths whose links no other pair uses in its level, else a later level: a
+//! network that routes a send through switches carries it after the sends in its way.
 
 use super::model::{buffer_index, Coll, Program, Runtime, StepKind};
 use super::rules::{buffer_chunks, check_program};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
 
 /// Slots of one connection's FIFO (`NCCL_STEPS`).
@@ -122,7 +125,15 @@ pub struct Message {
     pub payload: Vec<Option<ChunkValue>>,
     /// The step of a step-synchronous schedule it can run in (from 1; module docs).
     pub level: usize,
+    /// The links it takes, one of its pair's candidate paths in the [`Routes`] given (empty
+    /// where none were given for its pair).
+    pub route: Vec<usize>,
 }
+
+/// Candidate paths (link indices of the network the program is imported onto) for gpu pairs: a
+/// message between such a pair takes, in its level, the first candidate whose links no other
+/// pair uses then, or moves to a later level (module docs).
+pub type Routes = HashMap<(usize, usize), Vec<Vec<usize>>>;
 
 /// A run that finished.
 #[derive(Clone, Debug)]
@@ -190,6 +201,15 @@ impl fmt::Display for SimError {
 
 /// Runs a program (module docs). It must pass [`super::check_program`] for its runtime.
 pub fn simulate(p: &Program, placement: Placement, buffering: Buffering) -> Result<Execution, SimError> {
+    simulate_routed(p, placement, buffering, Routes::new())
+}
+
+/// [`simulate`], with the messages between the gpu pairs of `routes` given paths and levels
+/// that share no link with another pair's (module docs). A pair with no candidate is refused.
+pub fn simulate_routed(p: &Program, placement: Placement, buffering: Buffering, routes: Routes) -> Result<Execution, SimError> {
+    if let Some((&(a, b), _)) = routes.iter().find(|(_, paths)| paths.is_empty()) {
+        return Err(SimError::Refused(vec![format!("gpu {a} sends to gpu {b}, which no path reaches")]));
+    }
     let problems = check_program(p, p.runtime);
     if !problems.errors.is_empty() {
         return Err(SimError::Refused(problems.errors));
@@ -197,6 +217,7 @@ pub fn simulate(p: &Program, placement: Placement, buffering: Buffering) -> Resu
     let net = Net::build(p)?;
     let memory = Memory::layout(p, placement)?;
     let mut sim = Sim::new(p, net, memory, buffering);
+    sim.routes = routes;
     sim.run();
     if let Some(d) = sim.deadlock() {
         return Err(SimError::Deadlock(d));
@@ -484,6 +505,13 @@ struct Fifo {
 /// reduction's block, which every gpu contributes to).
 type PieceKey = (usize, usize);
 
+/// What a gpu pair carries in one level: its operation, its pieces and the path it takes.
+struct Claim {
+    reduce: bool,
+    held: Vec<PieceKey>,
+    route: Vec<usize>,
+}
+
 struct Sim {
     net: Net,
     mem: Memory,
@@ -495,8 +523,12 @@ struct Sim {
     executed: usize,
     errors: Vec<String>,
     messages: Vec<Message>,
-    /// (level, from, to) -> (reduce, pieces) of the schedule being built.
-    pairs: HashMap<(usize, usize, usize), (bool, Vec<PieceKey>)>,
+    /// (level, from, to) -> what the pair carries then in the schedule being built.
+    pairs: HashMap<(usize, usize, usize), Claim>,
+    /// Candidate paths of the pairs without a direct link.
+    routes: Routes,
+    /// (level, link) taken by a routed pair.
+    taken: HashSet<(usize, usize)>,
 }
 
 impl Sim {
@@ -515,6 +547,8 @@ impl Sim {
             errors: Vec::new(),
             messages: Vec::new(),
             pairs: HashMap::new(),
+            routes: Routes::new(),
+            taken: HashSet::new(),
         }
     }
 
@@ -724,7 +758,7 @@ impl Sim {
         for &cell in &dst_cells {
             level = level.max(self.mem.ready[g][cell] + 1).max(self.mem.read_at[g][cell]);
         }
-        let level = self.claim_pair(level, from, g, reduce, &msg.payload);
+        let (level, route) = self.claim_pair(level, from, g, reduce, &msg.payload);
         self.fifos[c].messages[op.in_msg].level = level;
         for (&cell, v) in dst_cells.iter().zip(value) {
             self.mem.cells[g][cell] = v;
@@ -736,23 +770,30 @@ impl Sim {
         for &cell in &self.state[g][t].local_cells {
             self.mem.read_at[g][cell] = self.mem.read_at[g][cell].max(level);
         }
-        self.messages.push(Message { from, to: g, reduce, payload: msg.payload, level });
+        self.messages.push(Message { from, to: g, reduce, payload: msg.payload, level, route });
     }
 
     /// The first level from `level` on where the pair (from, to) carries nothing or the same
-    /// operation on other pieces, and claims it.
-    fn claim_pair(&mut self, mut level: usize, from: usize, to: usize, reduce: bool, payload: &[Option<ChunkValue>]) -> usize {
+    /// operation on other pieces (and, for a routed pair that carries nothing yet, one of its
+    /// candidate paths has no link another pair takes then), and claims it with that route.
+    fn claim_pair(&mut self, mut level: usize, from: usize, to: usize, reduce: bool, payload: &[Option<ChunkValue>]) -> (usize, Vec<usize>) {
         let keys: Vec<PieceKey> =
             payload.iter().flatten().map(|v| (v.offset, if self.reducing_kind { usize::MAX } else { v.gpus.first().copied().unwrap_or(0) })).collect();
+        let direct = [Vec::new()];
+        let candidates = self.routes.get(&(from, to)).map_or(&direct[..], |c| &c[..]);
         loop {
             match self.pairs.get_mut(&(level, from, to)) {
                 None => {
-                    self.pairs.insert((level, from, to), (reduce, keys));
-                    return level;
+                    if let Some(route) = candidates.iter().find(|r| r.iter().all(|&l| !self.taken.contains(&(level, l)))) {
+                        self.taken.extend(route.iter().map(|&l| (level, l)));
+                        self.pairs.insert((level, from, to), Claim { reduce, held: keys, route: route.clone() });
+                        return (level, route.clone());
+                    }
+                    level += 1;
                 }
-                Some((r, held)) if *r == reduce && !keys.iter().any(|k| held.contains(k)) => {
-                    held.extend(keys);
-                    return level;
+                Some(c) if c.reduce == reduce && !keys.iter().any(|k| c.held.contains(k)) => {
+                    c.held.extend(keys);
+                    return (level, c.route.clone());
                 }
                 Some(_) => level += 1,
             }
