@@ -241,17 +241,23 @@ mod tests {
     use crate::lower::{lower, LowerOptions};
     use crate::verify::{verify_schedule, VerifyOptions};
 
-    /// Every hop (sender, receiver, piece), sorted.
-    fn hops(s: &Schedule) -> Vec<(u32, u32, PieceId)> {
+    /// (from, to, piece) for every piece of every transfer and every pair `pairs` gives the
+    /// transfer, sorted.
+    fn triples(s: &Schedule, pairs: impl Fn(&Topology, &Transfer) -> Vec<(u32, u32)>) -> Vec<(u32, u32, PieceId)> {
         let t = &s.header.topology;
         let mut v: Vec<_> = s
             .steps
             .iter()
             .flat_map(|st| &st.transfers)
-            .flat_map(|tr| tr.path.iter().flat_map(move |&l| tr.pieces.iter().map(move |p| (t.link(l).src.0, t.link(l).dst.0, *p))))
+            .flat_map(|tr| pairs(t, tr).into_iter().flat_map(move |(a, b)| tr.pieces.iter().map(move |p| (a, b, *p))))
             .collect();
         v.sort();
         v
+    }
+
+    /// Every hop (sender, receiver, piece), sorted.
+    fn hops(s: &Schedule) -> Vec<(u32, u32, PieceId)> {
+        triples(s, |t, tr| tr.path.iter().map(|&l| (t.link(l).src.0, t.link(l).dst.0)).collect())
     }
 
     #[test]
@@ -338,18 +344,7 @@ mod tests {
 
     /// (sender, receiver, piece) of every transfer, sorted: the ranks a routed path joins.
     fn ends(s: &Schedule) -> Vec<(u32, u32, PieceId)> {
-        let t = &s.header.topology;
-        let mut v: Vec<_> = s
-            .steps
-            .iter()
-            .flat_map(|st| &st.transfers)
-            .flat_map(|tr| {
-                let (a, b) = (t.link(tr.path[0]).src.0, t.link(*tr.path.last().unwrap()).dst.0);
-                tr.pieces.iter().map(move |p| (a, b, *p))
-            })
-            .collect();
-        v.sort();
-        v
+        triples(s, |t, tr| vec![(t.link(tr.path[0]).src.0, t.link(*tr.path.last().unwrap()).dst.0)])
     }
 
     #[test]
