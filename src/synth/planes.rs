@@ -397,6 +397,7 @@ fn plan_classes(t: &Topology, c: &Collective, deadline: Instant, progress: &mut 
         let Some(best) = sweep.found.into_iter().next() else { return Ok((None, cut_short)) };
         routed.push(best);
     }
+    let collective = Collective::new(CollectiveKind::AllToAll, c.ranks.clone(), c.bytes_per_rank, chunks.pieces(), None, t)?;
     let mut assign = Assign::new(chunks, n);
     if routed.len() > 1 {
         // Planes whose routing is slower carry fewer members.
@@ -407,11 +408,10 @@ fn plan_classes(t: &Topology, c: &Collective, deadline: Instant, progress: &mut 
             }
         }
         // A line block's unit crosses each line link with one piece per plane rank.
-        let piece_bytes = to_f64(&c.piece_size_at(0)) / f64::from(chunks.pieces());
+        let piece_bytes = to_f64(&collective.piece_size_at(0));
         let line_gbps = t.link(s.link(s.node(0, 0), s.line, true)).bandwidth_gbps;
         assign.rebalance(&per_member, plane_ranks as f64 * piece_bytes / line_gbps);
     }
-    let collective = Collective::new(CollectiveKind::AllToAll, c.ranks.clone(), c.bytes_per_rank, chunks.pieces(), None, t)?;
     let plane_steps = routed.iter().map(|b| b.steps.len()).max().unwrap_or(0);
     progress(&format!("planes and lines: composing {plane_steps} plane steps ({} plane classes) on every plane and line", routed.len()));
     let zs: Vec<&[usize]> = classes.iter().map(|(_, zs)| &zs[..]).collect();

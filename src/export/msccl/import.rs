@@ -14,8 +14,9 @@
 //! first that shares no link with another pair's transfer in its step; when every one does, the
 //! message moves to a later step (the network carries it after the sends in its way). Where no
 //! such path exists, the shortest paths through other ranks' routers (a routed transfer, as the
-//! fold of FoldedRing on a ring with a failed cable). A pair that no path joins is refused. Without a topology, onto a full mesh of R npus built here (every
-//! ordered pair a link, bandwidth 1 GB/s, latency 0).
+//! fold of FoldedRing on a ring with a failed cable). A pair that no path joins is refused.
+//! Without a topology, onto a full mesh of R npus built here (every ordered pair a link,
+//! bandwidth 1 GB/s, latency 0).
 //!
 //! **Steps.** The program is run under the runtime's buffering ([`super::simulate()`], in the
 //! first placement the file declares, out-of-place before in-place, so an in-place program is
@@ -103,6 +104,9 @@ pub fn import_program(p: &Program, topology: Option<&Topology>) -> Result<Schedu
     };
     let mut levels: BTreeMap<usize, Vec<Transfer>> = BTreeMap::new();
     for m in &run.messages {
+        if m.route.is_empty() {
+            return Err(Error::bad(format!("MSCCL import: gpu {} sends to gpu {}, which the topology's npus do not include", m.from, m.to)));
+        }
         let path: Vec<LinkId> = m.route.iter().map(|&l| LinkId(l as u32)).collect();
         let op = if m.reduce { Op::Reduce } else { Op::Copy };
         let carried: Vec<PieceId> = m

@@ -525,9 +525,9 @@ struct Sim {
     messages: Vec<Message>,
     /// (level, from, to) -> what the pair carries then in the schedule being built.
     pairs: HashMap<(usize, usize, usize), Claim>,
-    /// Candidate paths of the pairs without a direct link.
+    /// Candidate paths of the gpu pairs given.
     routes: Routes,
-    /// (level, link) taken by a routed pair.
+    /// (level, link) taken by a pair's path.
     taken: HashSet<(usize, usize)>,
 }
 
@@ -774,8 +774,8 @@ impl Sim {
     }
 
     /// The first level from `level` on where the pair (from, to) carries nothing or the same
-    /// operation on other pieces (and, for a routed pair that carries nothing yet, one of its
-    /// candidate paths has no link another pair takes then), and claims it with that route.
+    /// operation on other pieces (and, for a pair with candidate paths that carries nothing yet,
+    /// one of them has no link another pair takes then), and claims it with that path.
     fn claim_pair(&mut self, mut level: usize, from: usize, to: usize, reduce: bool, payload: &[Option<ChunkValue>]) -> (usize, Vec<usize>) {
         let keys: Vec<PieceKey> =
             payload.iter().flatten().map(|v| (v.offset, if self.reducing_kind { usize::MAX } else { v.gpus.first().copied().unwrap_or(0) })).collect();
