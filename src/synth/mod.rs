@@ -17,10 +17,10 @@
 //! - [`portfolio`]: what `collsched synthesize` answers: the fastest verified candidate of the
 //!   strategies above and of the hand-written algorithms that fit, and the trade-off behind it.
 //!
-//! `hops` (the single hops of docs/design/MODEL.md section 3) is shared by all of them.
+//! `topology::hops` (the single hops of docs/design/MODEL.md section 3) is shared by all of them
+//! and by the MSCCL import.
 
 pub mod backends;
-mod hops;
 pub mod planes;
 pub mod portfolio;
 pub mod routing;

@@ -113,8 +113,10 @@ impl Assign {
         let way = |positive: bool, share: f64| {
             (0..offset.min(n - offset)).map(move |i| if positive { ((from + i) % n * 2, share) } else { ((from + n - i) % n * 2 + 1, share) })
         };
+        if offset == 0 {
+            return Vec::new();
+        }
         match (2 * offset).cmp(&n) {
-            _ if offset == 0 => Vec::new(),
             std::cmp::Ordering::Less => way(true, 1.0).collect(),
             std::cmp::Ordering::Greater => way(false, 1.0).collect(),
             std::cmp::Ordering::Equal => way(true, 0.5).chain(way(false, 0.5)).collect(),

@@ -30,10 +30,10 @@
 //! The caller chooses the horizon `T` and the number of pieces per block (latency against
 //! granularity) and keeps the best verified schedule: [`candidates`] sweeps them.
 
-use super::hops::HopGraph;
 use crate::collective::{Collective, CollectiveKind, PieceId};
 use crate::error::{Error, Result};
 use crate::schedule::{Op, Step, Transfer};
+use crate::topology::hops::HopGraph;
 use crate::topology::{NodeId, Topology};
 use crate::units::to_f64;
 use rayon::prelude::*;

@@ -24,11 +24,11 @@
 //! batch of b pieces per transfer takes about b times fewer steps. The portfolio tries several of
 //! each and keeps the fastest verified schedule.
 
-use super::hops::HopGraph;
 use crate::collective::{Collective, CollectiveKind, PieceId};
 use crate::error::{Error, Result};
 use crate::schedule::reverse::{reverse_links, reversed_as_reduce};
 use crate::schedule::{Op, Step, Transfer};
+use crate::topology::hops::HopGraph;
 use crate::topology::Topology;
 use std::time::Instant;
 

@@ -43,7 +43,6 @@
 //!
 //! Every candidate is verified (rules 1-5, no contention allowed) before it is returned.
 
-use super::hops::HopGraph;
 use super::steps::encoding::Demand;
 use super::steps::heuristic::route_and_pack;
 use crate::algorithms::switched::colour::colour_edges;
@@ -52,6 +51,7 @@ use crate::algorithms::switched::{switched, Routing, SwitchedAlgorithm};
 use crate::collective::{Collective, CollectiveKind, PieceId};
 use crate::error::{Error, Result};
 use crate::schedule::{Op, Schedule, ScheduleHeader, Step, Transfer};
+use crate::topology::hops::HopGraph;
 use crate::topology::{FatTreeShape, LinkId, NodeId, Topology};
 use crate::verify::{verify_schedule, VerifyOptions};
 use std::collections::{HashMap, VecDeque};

@@ -10,6 +10,7 @@ pub mod astra;
 pub(crate) mod custom;
 mod fat_tree;
 mod faults;
+pub(crate) mod hops;
 mod torus;
 
 pub use adjacency::UpAdjacency;

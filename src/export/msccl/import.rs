@@ -9,9 +9,9 @@
 //!
 //! **Topology.** Onto a given topology, a send from gpu a to gpu b takes the direct link a -> b
 //! that is up; where there is none (a fat tree: gpus meet at switches), one of the shortest
-//! paths from a to b through switches and npus outside the ranks (a single-hop transfer,
-//! docs/design/MODEL.md section 3), up to [`MAX_ROUTES`] of them in the order of their links, the
-//! first that shares no link with another pair's transfer in its step; when every one does, the
+//! paths from a to b through switches and npus outside the ranks (a single hop,
+//! docs/design/MODEL.md section 3, as [`crate::topology::hops`] lists them), the first that
+//! shares no link with another pair's transfer in its step; when every one does, the
 //! message moves to a later step (the network carries it after the sends in its way). Where no
 //! such path exists, the shortest paths through other ranks' routers (a routed transfer, as the
 //! fold of FoldedRing on a ring with a failed cable). A pair that no path joins is refused.
@@ -31,12 +31,9 @@ use super::simulate::{simulate_routed, Buffering, ChunkValue, Placement, Routes}
 use crate::collective::{Collective, CollectiveKind, PieceId};
 use crate::error::{Error, Result};
 use crate::schedule::{Op, Schedule, ScheduleHeader, Step, Transfer};
+use crate::topology::hops::switch_paths;
 use crate::topology::{LinkClass, LinkId, NodeId, NodeKind, Shape, Topology, TopologyBuilder};
-use std::collections::{BTreeMap, HashMap, VecDeque};
-
-/// Shortest paths through switches tried per gpu pair without a direct link (a two-level fat
-/// tree of radix 16 has 8 per pair of leaves).
-pub const MAX_ROUTES: usize = 64;
+use std::collections::{BTreeMap, HashMap};
 
 /// A full mesh of `n` npus: every ordered pair a link of bandwidth 1 GB/s and latency 0.
 pub fn full_mesh(n: usize) -> Result<Topology> {
@@ -56,8 +53,7 @@ pub fn full_mesh(n: usize) -> Result<Topology> {
 ///
 /// `topology`: the network the gpus run on (gpu g is npu g); `None` builds a `full_mesh` of the
 /// gpus. Errors ([`Error::bad`]): a file the runtime's reader refuses, a `coll` other than the
-/// four collectives, a send from a to b without a direct up link a -> b or a path through
-/// switches (naming the pair), a
+/// four collectives, a send from a to b that no path joins (naming the pair), a
 /// program that does not run to its end (unpaired sends, a deadlock even with buffering), a
 /// message carrying a chunk that holds nothing.
 pub fn import_msccl(xml: &str, topology: Option<&Topology>) -> Result<Schedule> {
@@ -132,17 +128,33 @@ pub fn import_program(p: &Program, topology: Option<&Topology>) -> Result<Schedu
 /// else the shortest paths through switches and npus outside the ranks, else through any npu's
 /// router; an error names a pair with none.
 fn routes(p: &Program, topo: &Topology, ranks: usize) -> Result<Routes> {
-    let (mut out, mut paths_between) = (Routes::new(), Paths::new(topo));
+    let endpoints = |keep: &dyn Fn(usize) -> bool| (0..topo.num_npus()).map(keep).collect::<Vec<bool>>();
+    let ends = endpoints(&|v| v < ranks);
+    // The paths from `a` to every endpoint of `mask` it reaches through the others, by endpoint.
+    let by_end = |a: usize, mask: &[bool]| {
+        let mut to: HashMap<usize, Vec<Vec<LinkId>>> = HashMap::new();
+        for h in switch_paths(topo, mask, NodeId(a as u32)) {
+            to.entry(h.to.index()).or_default().push(h.path);
+        }
+        to
+    };
+    let mut out = Routes::new();
+    // Paths from each sending gpu through switches, found once per gpu.
+    let mut from: HashMap<usize, HashMap<usize, Vec<Vec<LinkId>>>> = HashMap::new();
     for (a, gpu) in p.gpus.iter().enumerate() {
         for tb in &gpu.tbs {
             let Ok(b) = usize::try_from(tb.send) else { continue };
-            if b >= ranks || a >= topo.num_nodes() || b >= topo.num_nodes() || out.contains_key(&(a, b)) {
+            if b >= ranks || a >= topo.num_npus() || b >= topo.num_npus() || out.contains_key(&(a, b)) {
                 continue;
             }
             let direct = topo.out_links(NodeId(a as u32)).filter(|&l| topo.link(l).dst.index() == b && topo.link(l).up).min();
-            let mut paths = direct.map(|l| vec![vec![l]]).unwrap_or_else(|| paths_between.between(a, b, ranks));
+            let mut paths = match direct {
+                Some(l) => vec![vec![l]],
+                None => from.entry(a).or_insert_with(|| by_end(a, &ends)).remove(&b).unwrap_or_default(),
+            };
             if paths.is_empty() {
-                paths = paths_between.between(a, b, 0);
+                // Through the routers of every npu but the two ends.
+                paths = by_end(a, &endpoints(&|v| v == a || v == b)).remove(&b).unwrap_or_default();
             }
             if paths.is_empty() {
                 return Err(Error::bad(format!(
@@ -153,87 +165,6 @@ fn routes(p: &Program, topo: &Topology, ranks: usize) -> Result<Routes> {
         }
     }
     Ok(out)
-}
-
-/// Shortest paths between npus, with every node's hop counts computed once.
-struct Paths<'t> {
-    topo: &'t Topology,
-    /// Up links by source node (forward) and by destination node (backward).
-    next: [Vec<Vec<usize>>; 2],
-    /// (node, backward, ranks) -> hops from (or to) the node through inner nodes only.
-    hops: HashMap<(usize, bool, usize), Vec<usize>>,
-}
-
-impl<'t> Paths<'t> {
-    fn new(topo: &'t Topology) -> Self {
-        let mut next = [vec![Vec::new(); topo.num_nodes()], vec![Vec::new(); topo.num_nodes()]];
-        for l in (0..topo.num_links() as u32).map(LinkId).filter(|&l| topo.link(l).up) {
-            let (s, d) = (topo.link(l).src.index(), topo.link(l).dst.index());
-            next[0][s].push(d);
-            next[1][d].push(s);
-        }
-        Paths { topo, next, hops: HashMap::new() }
-    }
-
-    /// Hops from `from` (or to it, `backward`) over up links, passing only through nodes that
-    /// are not among the first `ranks` npus.
-    fn hops(&mut self, from: usize, backward: bool, ranks: usize) -> &[usize] {
-        let next = &self.next[usize::from(backward)];
-        self.hops.entry((from, backward, ranks)).or_insert_with(|| {
-            let mut dist = vec![usize::MAX; next.len()];
-            dist[from] = 0;
-            let mut queue = VecDeque::from([from]);
-            while let Some(v) = queue.pop_front() {
-                if v != from && v < ranks {
-                    continue;
-                }
-                for &w in &next[v] {
-                    if dist[w] == usize::MAX {
-                        dist[w] = dist[v] + 1;
-                        queue.push_back(w);
-                    }
-                }
-            }
-            dist
-        })
-    }
-
-    /// Up to [`MAX_ROUTES`] shortest paths (in links) from npu `a` to npu `b` over up links
-    /// whose inner nodes are not among the first `ranks` npus (0: any node), in the order of
-    /// their link ids.
-    fn between(&mut self, a: usize, b: usize, ranks: usize) -> Vec<Vec<LinkId>> {
-        let topo = self.topo;
-        let from_a = self.hops(a, false, ranks).to_vec();
-        let to_b = self.hops(b, true, ranks);
-        let length = from_a[b];
-        let mut paths = Vec::new();
-        if length == usize::MAX {
-            return paths;
-        }
-        // A link v -> w lies on a shortest path exactly when its ends' hop counts add up to it.
-        let on_path = |l: LinkId| {
-            let (v, w) = (topo.link(l).src.index(), topo.link(l).dst.index());
-            topo.link(l).up && (w == b || w >= ranks) && from_a[v] != usize::MAX && to_b[w] != usize::MAX && from_a[v] + 1 + to_b[w] == length
-        };
-        let mut stack: Vec<(usize, Vec<LinkId>)> = vec![(a, Vec::new())];
-        while let Some((v, prefix)) = stack.pop() {
-            if v == b {
-                paths.push(prefix);
-                if paths.len() == MAX_ROUTES {
-                    break;
-                }
-                continue;
-            }
-            let mut next: Vec<LinkId> = topo.out_links(NodeId(v as u32)).filter(|&l| on_path(l)).collect();
-            next.sort_unstable_by(|x, y| y.cmp(x));
-            for l in next {
-                let mut p = prefix.clone();
-                p.push(l);
-                stack.push((topo.link(l).dst.index(), p));
-            }
-        }
-        paths
-    }
 }
 
 #[cfg(test)]
@@ -370,11 +301,14 @@ mod tests {
                     let report = verify_schedule(&back, &VerifyOptions::default()).unwrap();
                     assert!(report.is_valid(), "{what}: {:?}", report.findings.failures().iter().take(3).collect::<Vec<_>>());
                     assert_eq!(ends(&back), ends(&s), "{what}");
-                    // Every path is a shortest one through switches.
-                    let mut paths = Paths::new(&t);
+                    // Every path is the direct link or a shortest one through switches.
                     for tr in back.steps.iter().flat_map(|st| &st.transfers) {
-                        let (a, b) = (t.link(tr.path[0]).src.index(), t.link(*tr.path.last().unwrap()).dst.index());
-                        assert_eq!(tr.path.len(), paths.between(a, b, 16)[0].len(), "{what}");
+                        let (a, b) = (t.link(tr.path[0]).src, t.link(*tr.path.last().unwrap()).dst);
+                        let shortest = match t.link_between(a, b) {
+                            Some(_) => Some(1),
+                            None => switch_paths(&t, &[true; 16], a).into_iter().find(|h| h.to == b).map(|h| h.path.len()),
+                        };
+                        assert_eq!(Some(tr.path.len()), shortest, "{what}");
                         assert!(tr.path[1..].iter().all(|&l| t.link(l).src.index() >= 16), "{what}");
                     }
                 }
@@ -389,10 +323,10 @@ mod tests {
         // uplink (even to its leaf's other npu, through the leaf switch).
         let t =
             fat_tree(&FatTreeParams { levels: 2, k: 4, osr: 1.0, npus: 4, board: None, bandwidth_gbps: 1.0, latency_ns: 0.0, switch_latency_ns: 0.0 }).unwrap();
-        let mut paths = Paths::new(&t);
-        let far = paths.between(0, 2, 4);
-        assert_eq!((far.len(), far[0].len()), (2, 4), "up to either spine and down");
-        assert!(paths.between(0, 1, 4).iter().all(|p| p.len() == 2), "through the shared leaf");
+        let hops = switch_paths(&t, &[true; 4], NodeId(0));
+        let far: Vec<&crate::topology::hops::Hop> = hops.iter().filter(|h| h.to == NodeId(2)).collect();
+        assert_eq!((far.len(), far[0].path.len()), (2, 4), "up to either spine and down");
+        assert!(hops.iter().filter(|h| h.to == NodeId(1)).all(|h| h.path.len() == 2), "through the shared leaf");
         let mesh = full_mesh(4).unwrap();
         let c = Collective::new(CollectiveKind::AllToAll, (0..4).map(NodeId).collect(), 4, 1, None, &mesh).unwrap();
         let link = |a: u32, b: u32| mesh.out_links(NodeId(a)).find(|&l| mesh.link(l).dst == NodeId(b)).unwrap();

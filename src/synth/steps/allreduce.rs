@@ -21,7 +21,7 @@
 use crate::collective::{Collective, PieceId};
 use crate::schedule::{Op, Step, Transfer};
 use crate::synth::backends::{Backend, Model, Term, Var};
-use crate::synth::hops::HopGraph;
+use crate::topology::hops::HopGraph;
 use crate::topology::NodeId;
 
 /// A 0-1 quantity of the program: fixed, or a variable.

@@ -15,7 +15,7 @@
 use crate::collective::{Collective, PieceId};
 use crate::schedule::{Op, Step, Transfer};
 use crate::synth::backends::{Backend, Model, Term, Var};
-use crate::synth::hops::HopGraph;
+use crate::topology::hops::HopGraph;
 use crate::topology::NodeId;
 
 /// The pieces to move and where they go, grouped by destination.

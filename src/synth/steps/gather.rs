@@ -22,7 +22,7 @@
 use crate::collective::{Collective, PieceId};
 use crate::schedule::{Op, Step, Transfer};
 use crate::synth::backends::{Backend, Model, Term, Var};
-use crate::synth::hops::HopGraph;
+use crate::topology::hops::HopGraph;
 use crate::topology::NodeId;
 
 /// Every piece of `c` with the rank it spreads from: piece (x, k) is all_gather rank x's block, or

@@ -13,7 +13,7 @@
 
 use super::encoding::Demand;
 use crate::schedule::{Op, Step, Transfer};
-use crate::synth::hops::HopGraph;
+use crate::topology::hops::HopGraph;
 
 /// How many tie-break orders are tried; the routes and the packing are greedy, so different
 /// orders among equals land on different makespans, and each try costs milliseconds.

@@ -44,13 +44,13 @@ pub(crate) mod symmetric;
 pub(crate) mod tests;
 
 use super::backends::{Backend, Model, Outcome, ProgramFamily, Solver};
-use super::hops::HopGraph;
 use super::{spreading, Progress, SynthOptions};
 use crate::bounds::certified::certified_steps_bounds;
 use crate::bounds::steps::steps_bounds;
 use crate::collective::{Collective, CollectiveKind};
 use crate::error::{Error, Result};
 use crate::schedule::{Schedule, ScheduleHeader, Step};
+use crate::topology::hops::HopGraph;
 use crate::topology::Topology;
 use crate::verify::{verify_schedule, VerifyOptions};
 use allreduce::AllReduce;

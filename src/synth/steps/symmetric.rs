@@ -29,7 +29,7 @@ use crate::collective::{Collective, CollectiveKind, PieceId};
 use crate::error::Result;
 use crate::schedule::{Op, Step, Transfer};
 use crate::synth::backends::{ProgramFamily, Solver};
-use crate::synth::hops::HopGraph;
+use crate::topology::hops::HopGraph;
 use crate::topology::{LinkId, NodeId, Topology, TorusShape};
 use std::time::Instant;
 

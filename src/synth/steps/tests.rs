@@ -3,7 +3,7 @@
 use super::encoding::{Demand, Reach, TimeExpanded};
 use super::*;
 use crate::synth::backends::SMT_MAX_FLOW_VARIABLES;
-use crate::synth::hops::HopGraph;
+use crate::topology::hops::HopGraph;
 use crate::topology::{fat_tree, torus, FatTreeParams, NodeId, TorusParams};
 
 /// Per-solve cap in tests: every instance here answers in well under a second.

@@ -91,11 +91,11 @@
 
 pub mod pipelined;
 
-use super::hops::HopGraph;
 use crate::collective::{Collective, CollectiveKind, PieceId};
 use crate::error::{Error, Result};
 use crate::schedule::reverse::reverse_links;
 use crate::schedule::{Op, Step, Transfer};
+use crate::topology::hops::HopGraph;
 use crate::topology::{LinkClass, LinkId, NodeId, Topology};
 use crate::units::to_f64;
 use rayon::prelude::*;

@@ -102,8 +102,8 @@ impl HopGraph {
 }
 
 /// The shortest paths from npu `u` through pass-through nodes (switches, and npus that are no
-/// endpoint) to every other endpoint that has one.
-fn switch_paths(t: &Topology, endpoint: &[bool], u: NodeId) -> Vec<Hop> {
+/// endpoint) to every other endpoint that has one, at most [`MAX_PATHS_PER_PAIR`] per endpoint.
+pub(crate) fn switch_paths(t: &Topology, endpoint: &[bool], u: NodeId) -> Vec<Hop> {
     let is_end = |x: NodeId| t.is_npu(x) && endpoint[x.index()];
     // BFS over pass-through nodes; `parents[x]` are the links into x on shortest such paths.
     let mut dist: Vec<Option<u32>> = vec![None; t.num_nodes()];
