@@ -671,8 +671,9 @@ fn layered_trees(inst: &Instance, deadline: Instant, found: &mut Gathered, progr
             counts.insert(1, p);
         }
     }
-    // The last count's pieces and how long it took to build and verify.
-    let mut last: Option<(u32, Duration)> = None;
+    // The last count's pieces, how long it took to build and verify, and how much of that its
+    // pipelined halves took.
+    let mut last: Option<(u32, Duration, Duration)> = None;
     for (i, pieces) in counts.into_iter().enumerate() {
         if i > 0 && (found.good_enough() || tree_piece_hops(c, pieces) > MAX_TREE_PIECE_HOPS) {
             break;
@@ -680,7 +681,11 @@ fn layered_trees(inst: &Instance, deadline: Instant, found: &mut Gathered, progr
         // A finer count takes about its share more than the last one did (the trees, their steps
         // and their verification all grow with the pieces): not started when it would end past
         // the deadline, so that the limit holds with the best so far in hand.
-        let expected = last.map_or(Duration::ZERO, |(before, took)| took.mul_f64(f64::from(pieces) / f64::from(before)));
+        // Where this count is too large for the pipelined halves, it will not take their time.
+        let expected = last.map_or(Duration::ZERO, |(before, took, pipelining)| {
+            let took = if trees::pipelining_fits(c, pieces) { took } else { took.saturating_sub(pipelining) };
+            took.mul_f64(f64::from(pieces) / f64::from(before))
+        });
         if Instant::now() + expected >= deadline {
             found.limit_reached = true;
             break;
@@ -695,15 +700,17 @@ fn layered_trees(inst: &Instance, deadline: Instant, found: &mut Gathered, progr
         // passes end early enough for those to end by the limit.
         let per_piece_hop = if c.kind.is_reducing() { FINISH_NS_PER_PIECE_HOP } else { GATHER_FINISH_NS_PER_PIECE_HOP };
         let passes_until = found.finish_from(tree_piece_hops(c, pieces), per_piece_hop, started);
+        let mut pipelining = Duration::ZERO;
         match trees::tree_steps_within(t, &cp, (deadline, passes_until), &mut |at_most| found.let_go_if_beaten(at_most))? {
             Some(layered) => {
+                pipelining = layered.pipelining;
                 found.limit_reached |= layered.cut_short;
                 let candidate = Candidate::LayeredTrees { pieces, pipelined: layered.pipelined };
                 found.offer(candidate, schedule(t, &cp, layered.steps, "layered trees"), progress)?;
             }
             None => found.limit_reached = true,
         }
-        last = Some((pieces, started.elapsed()));
+        last = Some((pieces, started.elapsed(), pipelining));
     }
     Ok(())
 }

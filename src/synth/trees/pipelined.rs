@@ -50,8 +50,8 @@
 //! with a failed cable: 93.9 -> 92.7 us (7.80% -> 6.44%, 29 steps at up to 32 pieces against 34
 //! at 16); 3x3x3 10.3% -> 7.15% (at 24 pieces per block, [`super::pipelined_piece_count`]); 5x5x5
 //! 16.4% -> 7.30% (at 24 pieces per block; at its former 3, 15.3%); on 8x8x8 (at 6 and 12
-//! pieces per block, beyond the size the portfolio pipelines) it stays behind the layered halves
-//! (108 us against 107.5 us).
+//! pieces per block, beyond the size the portfolio pipelined then) it stayed behind the layered
+//! halves (108 us against 107.5 us).
 //!
 //! **The last steps by what is left** (2026-12-03). Cut by rate alone, the end of the 92.7 us
 //! schedule took nine steps for the last 2% of the pieces: most hops had one or two copies ready,
@@ -63,6 +63,23 @@
 //! by hop totals (`super`, "Free roots"; no hop above the average), 4x4x4 90.6 us (4.04%, 12
 //! pieces per block, 32 steps whose busiest hops sum to 256 pieces against 253.3 for a perfect
 //! spread), 3x3x3 89.0 us (4.06%), 5x5x5 92.7 us (5.94%).
+//!
+//! **Budgets from the top** (2026-12-04). [`fastest`] took the budgets 2, 4, 8, ... upwards, each
+//! with nine list schedules (three cuts, each forward, backward and forward again); the small
+//! ones cannot win where a step's latency is a piece's time or more, since they need many steps.
+//! It now starts at twice the least budget whose busiest hop fits in as many steps as the trees
+//! have levels and halves it while a lower bound on any schedule at that budget (the busiest hop's
+//! pieces, plus the steps it needs at the budget, each with the least latency) is below the
+//! fastest so far, and the two plans' forests are scheduled on two threads. The same schedules
+//! win at 3x3x3, 4x4x4 and 5x5x5 (4.06%, 4.04%, 5.94%) in 0.45 s, 2.6 s and 11.2 s (0.8 s,
+//! 5.3 s, 32.8 s before), and the portfolio now pipelines 8x8x8 with a failed cable at 6 pieces
+//! per block: 104.9 us, 18.60% above the certified bound (21.26% layered), in 35 s. At 12 pieces
+//! per block it reaches 14.2%, but in 87 s (233 s before): there every hop carries its budget in every
+//! step but the five of the turn and the last two, so what is left is the turn (about 4%) and the
+//! latency of 69 steps (about 5%). Staggering the pieces in two cohorts (the first's
+//! reduce-scatter ranked above the second's, the second's above the first's all-gather, with or
+//! without holding the second back for a while) did not shorten the turn: 18.8-20.5% against
+//! 19.3% at 6 pieces per block, and 7.7-9.8% against 4.04% on 4x4x4.
 
 use super::{Forest, TreeGraph};
 use crate::collective::{Collective, PieceId};
@@ -208,6 +225,13 @@ impl Dag<'_> {
         }
     }
 
+    /// Per hop: the tasks that cross it.
+    fn tasks_per_hop(&self) -> Vec<usize> {
+        let mut n = vec![0; self.g.num_hops()];
+        (0..2 * self.pairs()).filter(|&id| self.is_task(id)).for_each(|id| n[self.hop(id)] += 1);
+        n
+    }
+
     /// Per task: the levels of tasks behind it (a reduce: up to the root and then the
     /// all-gather's height; a copy: the levels below its rank).
     fn levels_behind(&self) -> Vec<u32> {
@@ -255,8 +279,7 @@ impl Dag<'_> {
         let mut step = 0u32;
         let mut counts = vec![0usize; budget + 1];
         // Per hop, its tasks not yet placed.
-        let mut hop_left = vec![0u32; nhops];
-        (0..2 * self.pairs()).filter(|&id| self.is_task(id)).for_each(|id| hop_left[self.hop(id)] += 1);
+        let mut hop_left: Vec<u32> = self.tasks_per_hop().into_iter().map(|n| n as u32).collect();
         let (mut ahead, tail) = (Ahead::new(budget), left / TAIL);
         while left > 0 {
             let take = match cut {
@@ -331,23 +354,29 @@ pub struct Pipelined {
 }
 
 /// The fastest pipelined all_reduce of `c` over `forest` in the step-synchronous model, over
-/// budgets of 2, 4, 8, ... pieces per transfer until the steps at the full budget are as few as
-/// the trees' levels allow, each with every step at the budget and with steps cut short
-/// ([`step_budget`]), each refined once. `None` when `deadline` passed before the first budget was
-/// tried.
+/// budgets of pieces per transfer, each with every step at the budget and with steps cut short
+/// ([`step_budget`]), each refined once. The budgets are powers of two, largest first: from twice
+/// the least one at which the busiest hop's tasks fit in as many steps as the trees' levels
+/// (beyond it steps only grow heavier), halving while [`Clock::lower_bound`] leaves the budget a
+/// chance to beat the best so far (a smaller budget only adds steps, and with them latency).
+/// `None` when `deadline` passed before the first budget was tried.
 pub fn fastest(t: &Topology, c: &Collective, g: &TreeGraph, forest: &Forest, deadline: Instant) -> Result<Option<Pipelined>> {
     let l = Links::new(g, forest);
     let dag = Dag { l: &l, g };
     let levels = 2 * l.height.iter().copied().max().unwrap_or(0) as usize;
     let lambda = latency_in_pieces(t, c, g);
     let clock = Clock::new(t, g, to_f64(&c.piece_size_at(0)));
+    let per_hop = dag.tasks_per_hop();
+    let busiest = per_hop.iter().copied().max().unwrap_or(0);
     // The best task steps so far: their time, budget and steps.
     let mut best: Option<(f64, usize, Vec<u32>)> = None;
     // The tasks ranked by the levels behind them (the same for every budget).
     let behind = dag.levels_behind();
-    let mut budget = 2;
-    while Instant::now() < deadline && budget <= MAX_BUDGET {
-        let mut few = false;
+    let mut budget = (2 * busiest.div_ceil(levels.max(1)).next_power_of_two()).clamp(2, MAX_BUDGET);
+    while Instant::now() < deadline && budget >= 2 {
+        if best.as_ref().is_some_and(|b| clock.lower_bound(&per_hop, levels, budget) >= b.0) {
+            break;
+        }
         // Every step at the budget, and steps cut to what moves the most per unit of time, the
         // last tasks' also to what is left (where steps have a latency: without one that is a
         // single piece per step at every budget).
@@ -357,17 +386,13 @@ pub fn fastest(t: &Topology, c: &Collective, g: &TreeGraph, forest: &Forest, dea
             let first = dag.schedule(t, true, &behind, budget, cut);
             let improved = dag.refined(t, &first, budget, cut);
             for at in [first, improved] {
-                let (time_ns, steps) = clock.time_ns(&dag, &at);
-                few |= matches!(cut, Cut::Full) && steps <= levels;
+                let (time_ns, _) = clock.time_ns(&dag, &at);
                 if best.as_ref().is_none_or(|b| time_ns < b.0) {
                     best = Some((time_ns, budget, at));
                 }
             }
         }
-        if few {
-            break;
-        }
-        budget *= 2;
+        budget /= 2;
     }
     // Only the fastest becomes steps, priced again by the cost model itself.
     best.map(|(_, budget, at)| {
@@ -398,6 +423,16 @@ impl Clock {
         let hops = 0..g.num_hops();
         let slowest = |h: usize| g.path(h).iter().map(|l| t.link(*l).bandwidth_gbps).fold(f64::INFINITY, f64::min);
         Clock { piece_ns: hops.clone().map(|h| piece_bytes / slowest(h)).collect(), latency_ns: hops.map(|h| t.path_latency_ns(g.path(h))).collect() }
+    }
+
+    /// A lower bound on the time of any task steps at `budget` pieces per hop and step: every hop
+    /// carries its `per_hop` tasks, in at least as many steps as the budget needs for the busiest
+    /// and the trees' `levels`, each step paying at least the least latency of a hop.
+    fn lower_bound(&self, per_hop: &[usize], levels: usize, budget: usize) -> f64 {
+        let work = per_hop.iter().zip(&self.piece_ns).map(|(&n, &ns)| n as f64 * ns).fold(0.0, f64::max);
+        let steps = per_hop.iter().map(|n| n.div_ceil(budget)).max().unwrap_or(0).max(levels);
+        let latency = self.latency_ns.iter().copied().fold(f64::INFINITY, f64::min);
+        work + steps as f64 * if latency.is_finite() { latency } else { 0.0 }
     }
 
     /// The time of the task steps `at` and their number of steps.
