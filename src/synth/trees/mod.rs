@@ -866,7 +866,10 @@ pub fn tree_steps_within(t: &Topology, c: &Collective, (deadline, passes_until):
         let mut time = pipelined::time_ns(t, c, &steps)?;
         // The plans' forests are scheduled on two threads.
         let forests: Vec<&Forest> = std::iter::once(&f).chain(other.as_ref()).collect();
-        let tried: Vec<Result<Option<pipelined::Pipelined>>> = forests.par_iter().map(|forest| pipelined::fastest(t, c, &g, forest, deadline)).collect();
+        // Their list schedules end when the balancing passes must, so that the steps can still
+        // be built, verified and written by the deadline.
+        let until = passes_until.min(deadline);
+        let tried: Vec<Result<Option<pipelined::Pipelined>>> = forests.par_iter().map(|forest| pipelined::fastest(t, c, &g, forest, until)).collect();
         for best in tried {
             if let Some(best) = best? {
                 if best.time_ns < time {

@@ -89,7 +89,7 @@ use crate::schedule::{Op, ScheduleHeader, Step, Transfer};
 use crate::topology::Topology;
 use crate::units::to_f64;
 use std::collections::BinaryHeap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 const NONE: u32 = u32::MAX;
 
@@ -359,7 +359,8 @@ pub struct Pipelined {
 /// the least one at which the busiest hop's tasks fit in as many steps as the trees' levels
 /// (beyond it steps only grow heavier), halving while [`Clock::lower_bound`] leaves the budget a
 /// chance to beat the best so far (a smaller budget only adds steps, and with them latency).
-/// `None` when `deadline` passed before the first budget was tried.
+/// A cut is not started when its three list schedules, at the first one's pace, would end past
+/// `deadline`. `None` when `deadline` passed before the first budget was tried.
 pub fn fastest(t: &Topology, c: &Collective, g: &TreeGraph, forest: &Forest, deadline: Instant) -> Result<Option<Pipelined>> {
     let l = Links::new(g, forest);
     let dag = Dag { l: &l, g };
@@ -373,7 +374,10 @@ pub fn fastest(t: &Topology, c: &Collective, g: &TreeGraph, forest: &Forest, dea
     // The tasks ranked by the levels behind them (the same for every budget).
     let behind = dag.levels_behind();
     let mut budget = (2 * busiest.div_ceil(levels.max(1)).next_power_of_two()).clamp(2, MAX_BUDGET);
-    while Instant::now() < deadline && budget >= 2 {
+    // How long one list schedule takes, once known: a cut (three of them) is not started when it
+    // would end past the deadline.
+    let mut per_schedule: Option<Duration> = None;
+    'budgets: while Instant::now() < deadline && budget >= 2 {
         if best.as_ref().is_some_and(|b| clock.lower_bound(&per_hop, levels, budget) >= b.0) {
             break;
         }
@@ -382,8 +386,13 @@ pub fn fastest(t: &Topology, c: &Collective, g: &TreeGraph, forest: &Forest, dea
         // single piece per step at every budget).
         let cuts = if lambda > 0.0 { vec![Cut::Full, Cut::Rate(lambda), Cut::RateThenAhead(lambda)] } else { vec![Cut::Full] };
         for cut in cuts {
+            if per_schedule.is_some_and(|d| Instant::now() + 3 * d > deadline) {
+                break 'budgets;
+            }
             // The tasks ranked by the levels behind them, then refined once.
+            let started = Instant::now();
             let first = dag.schedule(t, true, &behind, budget, cut);
+            per_schedule.get_or_insert(started.elapsed());
             let improved = dag.refined(t, &first, budget, cut);
             for at in [first, improved] {
                 let (time_ns, _) = clock.time_ns(&dag, &at);
