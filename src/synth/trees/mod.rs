@@ -845,8 +845,8 @@ pub fn tree_steps(t: &Topology, c: &Collective, deadline: Instant) -> Result<Opt
 /// step-synchronous) where that is known: when every hop is one link, a level is one step and
 /// lasts at most its busiest hop's pieces at the slowest bandwidth plus the largest latency. A
 /// caller holding a slower schedule may let it go before the steps take their memory. The
-/// balancing passes end by `passes_until` (at the latest by `deadline`), so that building,
-/// verifying and writing the steps can end by the time limit.
+/// balancing passes and the pipelined list schedules end by `passes_until` (at the latest by
+/// `deadline`), so that building, verifying and writing the steps can end by the time limit.
 pub fn tree_steps_within(t: &Topology, c: &Collective, (deadline, passes_until): (Instant, Instant), ahead: &mut dyn FnMut(f64)) -> Result<Option<Layered>> {
     if c.kind == CollectiveKind::AllToAll {
         return Err(Error::bad("layered trees: all_to_all has no trees (every piece has one destination)"));
