@@ -395,7 +395,7 @@ pub fn fastest(t: &Topology, c: &Collective, g: &TreeGraph, forest: &Forest, dea
             per_schedule.get_or_insert(started.elapsed());
             let improved = dag.refined(t, &first, budget, cut);
             for at in [first, improved] {
-                let (time_ns, _) = clock.time_ns(&dag, &at);
+                let time_ns = clock.time_ns(&dag, &at);
                 if best.as_ref().is_none_or(|b| time_ns < b.0) {
                     best = Some((time_ns, budget, at));
                 }
@@ -444,23 +444,21 @@ impl Clock {
         work + steps as f64 * if latency.is_finite() { latency } else { 0.0 }
     }
 
-    /// The time of the task steps `at` and their number of steps.
-    fn time_ns(&self, dag: &Dag, at: &[u32]) -> (f64, usize) {
+    /// The time of the task steps `at`.
+    fn time_ns(&self, dag: &Dag, at: &[u32]) -> f64 {
         let nhops = self.piece_ns.len();
         let count = at.iter().filter(|&&s| s != u32::MAX).max().map_or(0, |&s| s as usize + 1);
         let mut load = vec![0u32; count * nhops];
         for (id, &s) in at.iter().enumerate().filter(|x| *x.1 != u32::MAX) {
             load[s as usize * nhops + dag.hop(id)] += 1;
         }
-        let time = load
-            .chunks(nhops.max(1))
+        load.chunks(nhops.max(1))
             .map(|step| {
                 let used = step.iter().zip(&self.piece_ns).zip(&self.latency_ns).filter(|x| *x.0 .0 > 0);
                 let (busiest, latency) = used.fold((0.0f64, 0.0f64), |(b, l), ((&n, &ns), &lat)| (b.max(f64::from(n) * ns), l.max(lat)));
                 busiest + latency
             })
-            .sum();
-        (time, count)
+            .sum()
     }
 }
 
