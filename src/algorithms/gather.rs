@@ -44,9 +44,7 @@ pub fn torus_ring_collective(topology: &Topology, collective: &Collective, algor
     if collective.kind == CollectiveKind::AllToAll {
         return Err(Error::bad(format!("{name}: all_to_all runs the torus all-to-all generators")));
     }
-    if collective.ranks.len() != topology.num_npus() || collective.ranks.iter().enumerate().any(|(i, r)| r.index() != i) {
-        return Err(Error::bad(format!("{name}: collective.ranks must be every npu in id order (0..{})", topology.num_npus())));
-    }
+    super::require_every_npu(topology, collective, &name)?;
     let plan = TorusPlan::new(topology, shape, algorithm)?;
     let halves = if plan.dims.iter().flat_map(|d| &d.lines).any(|l| l.kind == RingKind::HalfRing) { 2 } else { 1 };
     let coll = Collective::new(collective.kind, collective.ranks.clone(), collective.bytes_per_rank, halves, collective.block_bytes.clone(), topology)?;

@@ -89,14 +89,33 @@ pub fn torus_all_to_all_shape<'t>(topology: &'t Topology, collective: &Collectiv
     if collective.kind != CollectiveKind::AllToAll {
         return Err(Error::bad(format!("{name}: the collective is {}, not all_to_all", collective.kind)));
     }
-    let all_npus = collective.ranks.len() == topology.num_npus() && collective.ranks.iter().enumerate().all(|(i, r)| r.index() == i);
-    if !all_npus {
-        return Err(Error::bad(format!(
-            "{name}: collective.ranks must be every npu in id order (0..{}); a subset or another order is not supported",
-            topology.num_npus()
+    require_every_npu(topology, collective, name)?;
+    Ok(shape)
+}
+
+/// Checks that `collective.ranks` is every npu in id order, as the torus generators need.
+///
+/// Errors: [`Error::infeasible`] naming a failed npu (every link of it down) when the ranks leave
+/// it out, as they do by default (the algorithm cannot run on that fault); [`Error::bad`] for
+/// another subset or order.
+pub(crate) fn require_every_npu(topology: &Topology, collective: &Collective, name: &str) -> Result<()> {
+    if collective.ranks.len() == topology.num_npus() && collective.ranks.iter().enumerate().all(|(i, r)| r.index() == i) {
+        return Ok(());
+    }
+    let dead = |n: &NodeId| !topology.out_links(*n).chain(topology.in_links(*n)).any(|l| topology.link(l).up);
+    let failed: Vec<String> = topology
+        .node_ids()
+        .filter(|&n| topology.is_npu(n))
+        .filter(|n| dead(n) && !collective.ranks.contains(n))
+        .map(|n| topology.node(n).name.clone())
+        .collect();
+    if !failed.is_empty() {
+        return Err(Error::infeasible(format!(
+            "{name}: the algorithm runs on every npu of the torus, and npu {} has failed (every link of it is down); `synthesize` schedules around it",
+            failed.join(", ")
         )));
     }
-    Ok(shape)
+    Err(Error::bad(format!("{name}: collective.ranks must be every npu in id order (0..{}); a subset or another order is not supported", topology.num_npus())))
 }
 
 /// Generates an all-to-all on a torus topology (faults already applied as down links).
@@ -389,6 +408,27 @@ mod tests {
             let e = torus_all_to_all(&cut, &c, a, Scheduler::DimRotation).unwrap_err();
             assert_eq!(e.exit_code(), crate::error::ExitCode::Infeasible);
             assert!(e.message().contains("ring along dimension 0 through (0,1)"), "{e}");
+        }
+    }
+
+    /// A failed npu is left out of the default ranks; the generators that run on every npu say
+    /// that the algorithm cannot run on that fault (exit 3), naming the npu, not that the ranks
+    /// are wrong. The hardware-routed ones name the block and the failed npu on its route.
+    #[test]
+    fn a_failed_npu_is_named_as_the_fault_the_algorithm_cannot_run_on() {
+        let mut t = topo(&[4, 4], true, 10.0, &[]);
+        crate::topology::FaultPattern { nodes: vec![NodeId(5)], ..Default::default() }.apply(&mut t).unwrap();
+        let live: Vec<NodeId> = t.node_ids().filter(|&n| n != NodeId(5)).collect();
+        let a2a = Collective::new(CollectiveKind::AllToAll, live.clone(), 1500, 1, None, &t).unwrap();
+        let ar = Collective::new(CollectiveKind::AllReduce, live, 1500, 1, None, &t).unwrap();
+        let errors = [
+            torus_all_to_all(&t, &a2a, RingAlgorithm::HalfRing, Scheduler::DimRotation).unwrap_err(),
+            torus_ring_collective(&t, &ar, RingAlgorithm::Ring).unwrap_err(),
+            routed::routed_all_to_all(&t, &a2a, routed::HardwareRouting::Wfr).unwrap_err(),
+        ];
+        for e in errors {
+            assert_eq!(e.exit_code(), crate::error::ExitCode::Infeasible, "{e}");
+            assert!(e.message().contains(&format!("npu {}", t.node(NodeId(5)).name)), "{e}");
         }
     }
 

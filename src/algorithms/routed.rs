@@ -72,11 +72,15 @@ fn route(t: &Topology, s: &TorusShape, from: NodeId, to: NodeId, order: &[usize]
             }
         }
         let links = found.ok_or_else(|| {
+            let (corner, dead) = (s.with_coord(at, dim, target), |n: NodeId| !t.out_links(n).any(|l| t.link(l).up));
+            let why = if dead(corner) { format!("npu {} on the way has failed", t.node(corner).name) } else { "a cable on the way is down".to_string() };
             Error::infeasible(format!(
-                "no {} route from {} to {} along dimension {dim}: a cable on the way is down",
+                "no {} route for the block from {} to {}: its leg along dimension {dim}, from {} to {}, is cut ({why})",
                 if avoid_faults { "fault-avoiding" } else { "dimension-order" },
+                t.node(from).name,
+                t.node(to).name,
                 t.node(at).name,
-                t.node(s.with_coord(at, dim, target)).name
+                t.node(corner).name
             ))
         })?;
         path.extend(links);

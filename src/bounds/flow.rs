@@ -317,10 +317,16 @@ fn integer_lengths(y: &[f64], up: &[bool]) -> Vec<u64> {
     y.iter().zip(up).map(|(v, &u)| if u && max > 0.0 { (v / max * (1u64 << 40) as f64).round() as u64 } else { 0 }).collect()
 }
 
+/// Whether some link is up: without one no lengths price a link (a lone rank whose links all
+/// failed has nothing to move, and the bound is 0 without a flow certificate).
+fn has_up_link(t: &Topology) -> bool {
+    t.links().any(|(_, l)| l.up)
+}
+
 /// Computes the flow bound of an all_to_all (`None` for other kinds: pieces may be copied or
 /// combined there, so point-to-point demands overstate what must move).
 pub fn flow_bound(t: &Topology, c: &Collective, opts: &FlowOptions) -> Option<FlowBound> {
-    if c.kind != CollectiveKind::AllToAll {
+    if c.kind != CollectiveKind::AllToAll || !has_up_link(t) {
         return None;
     }
     let cut = best_cut(t, c).map(|b| cut_lengths(t, &b.nodes, b.into));
@@ -334,7 +340,7 @@ pub fn flow_bound(t: &Topology, c: &Collective, opts: &FlowOptions) -> Option<Fl
 /// also stops once the best routing's steps are at most the lower bound's ceiling (no lengths
 /// can raise the ceiling then). `None` unless all_to_all.
 pub fn steps_flow_bound(t: &Topology, c: &Collective, cut: Option<(&[crate::topology::NodeId], bool)>, opts: &FlowOptions) -> Option<FlowBound> {
-    if c.kind != CollectiveKind::AllToAll {
+    if c.kind != CollectiveKind::AllToAll || !has_up_link(t) {
         return None;
     }
     let cut = cut.map(|(nodes, into)| cut_lengths(t, nodes, into));

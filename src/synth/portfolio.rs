@@ -505,7 +505,8 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
     let (chosen, schedule, cost) =
         best.ok_or_else(|| spread_error.unwrap_or_else(|| Error::infeasible(format!("no contention-free {} schedule was found for this instance", c.kind))))?;
     entries.sort_by(|a, b| a.rank_ns().total_cmp(&b.rank_ns()));
-    let gap = bound.as_ref().and_then(|b| q_to_f64(&(to_checker(&cost.time_ns()) / b))).map(|r| r - 1.0);
+    // A bound of 0 (nothing to move) has no gap to speak of.
+    let gap = bound.as_ref().filter(|b| num_traits::Signed::is_positive(*b)).and_then(|b| q_to_f64(&(to_checker(&cost.time_ns()) / b))).map(|r| r - 1.0);
     let bandwidth_optimal = bounds.bandwidth.as_ref().is_some_and(|b| &to_checker(&cost.bandwidth_ns()) == b);
     Ok(Answer {
         steps_report,
@@ -884,6 +885,22 @@ mod tests {
                 let a = synthesize(&inst, &opts(), Objective::Time, &mut |_| {}).unwrap();
                 assert_eq!(a.schedule.header.collective.pieces, 3, "{kind} on {dims}: {}", a.chosen);
             }
+        }
+    }
+
+    /// Instances with nothing to move synthesize an empty schedule, whose certified bounds are 0
+    /// (no gap is printed against them): a lone rank whose links have all failed (its flow bound
+    /// would price no link), and blocks of 0 bytes (the gap would divide by 0).
+    #[test]
+    fn nothing_to_move_gives_an_empty_schedule() {
+        for (dims, faults, extra) in [
+            ("[2]", "{\"nodes\": [[0]]}", ""),
+            ("[4]", "{}", ", \"block_bytes\": [[0,0,0,0],[0,0,0,0],[0,0,0,0],[0,0,0,0]]"),
+            ("[3]", "{}", ", \"block_bytes\": [[5,0,0],[0,0,0],[0,0,0]]"),
+        ] {
+            let a = synthesize(&instance(dims, faults, extra), &opts(), Objective::Time, &mut |_| {}).unwrap();
+            assert!(a.schedule.steps.is_empty(), "{dims} {faults} {extra}: {} steps", a.schedule.steps.len());
+            assert_eq!(a.gap, None, "{dims} {faults} {extra}");
         }
     }
 

@@ -383,7 +383,7 @@ impl Topology {
         for (idx, &r) in ranks.iter().enumerate() {
             if !self.out_links(r).chain(self.in_links(r)).any(|l| self.link(l).up) {
                 return Err(Error::infeasible(format!(
-                    "rank {idx} (node {r}, {}) is cut off: every link of it is down (a failed node); leave it out of `collective.ranks`",
+                    "rank {idx} (node {r}, {}) is cut off: every link of it is down (the npu or every cable of it has failed); leave it out of `collective.ranks`",
                     self.node(r).name
                 )));
             }
@@ -485,7 +485,7 @@ mod tests {
         FaultPattern { nodes: vec![NodeId(0)], ..Default::default() }.apply(&mut t).unwrap();
         let all: Vec<NodeId> = t.node_ids().collect();
         let e = t.check_connected(&all).unwrap_err();
-        assert!(e.message().contains("rank 0 (node 0") && e.message().contains("failed node"), "{}", e.message());
+        assert!(e.message().contains("rank 0 (node 0") && e.message().contains("every cable of it has failed"), "{}", e.message());
         assert!(t.check_connected(&all[1..]).is_ok());
     }
 
