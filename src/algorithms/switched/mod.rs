@@ -92,9 +92,10 @@ impl SwitchedAlgorithm {
 ///
 /// Every rank-to-rank message is one transfer whose path goes through switches only (npu -> leaf
 /// [-> spine/aggregation [-> core -> aggregation] -> leaf] -> npu), or over the direct link when
-/// both npus sit on one board. `collective.pieces` is ignored: the algorithm chooses P (1, or 2
-/// for the double binary tree, whose two trees each carry one half of every block) and the
-/// returned schedule's collective uses it. Meta records the algorithm, the routing, P, the number
+/// both npus sit on one board. `collective.pieces` is ignored but by the double binary tree: the
+/// algorithm chooses P (1; for the double binary tree, whose two trees each carry one half of
+/// every block pipelined in chunks, `collective.pieces` when it is even, else twice the chunks
+/// per tree that run fastest) and the returned schedule's collective uses it. Meta records the algorithm, the routing, P, the number
 /// of logical steps and the shape.
 ///
 /// Errors: [`Error::bad`] for an algorithm that does not generate the collective's kind, a
@@ -120,21 +121,61 @@ pub fn switched(topology: &Topology, collective: &Collective, algorithm: Switche
         (SwitchedAlgorithm::Ring, CollectiveKind::ReduceScatter) => (1, plan::ring_reduce_scatter(p)),
         (SwitchedAlgorithm::Ring, _) => (1, [plan::ring_reduce_scatter(p), plan::ring_all_gather(p)].concat()),
         (SwitchedAlgorithm::HalvingDoubling, _) => (1, [plan::recursive_halving(p), plan::recursive_doubling(p)].concat()),
-        (SwitchedAlgorithm::DoubleBinaryTree, _) => (2, plan::double_binary_tree(p)),
+        (SwitchedAlgorithm::DoubleBinaryTree, _) => return double_binary_tree(topology, collective, routing),
         (SwitchedAlgorithm::RecursiveDoubling, _) => (1, plan::recursive_doubling(p)),
         (SwitchedAlgorithm::RecursiveHalving, _) => (1, plan::recursive_halving(p)),
     };
-    let coll = Collective::new(kind, collective.ranks.clone(), collective.bytes_per_rank, pieces, collective.block_bytes.clone(), topology)?;
+    routed(topology, collective, algorithm, routing, pieces, &plan, serde_json::Map::new())
+}
+
+/// The double binary tree at the chunks per tree that `collective.pieces` gives (half of it, when
+/// it is even), or else at the count among 1, 2, 4, ..., [`MAX_DBT_CHUNKS`] whose schedule is
+/// fastest step-synchronously (more chunks pipeline the trees deeper, each costing a step's
+/// latency).
+fn double_binary_tree(topology: &Topology, collective: &Collective, routing: Routing) -> Result<Schedule> {
+    let p = collective.num_ranks();
+    let given = collective.pieces as usize;
+    let counts: Vec<usize> = if given >= 2 && given % 2 == 0 { vec![given / 2] } else { (0..).map(|i| 1 << i).take_while(|&c| c <= MAX_DBT_CHUNKS).collect() };
+    let mut best: Option<(crate::units::Rational, Schedule)> = None;
+    for chunks in counts {
+        let extra = serde_json::Map::from_iter([("chunks".to_string(), serde_json::json!(chunks))]);
+        let s = routed(topology, collective, SwitchedAlgorithm::DoubleBinaryTree, routing, 2 * chunks as u32, &plan::double_binary_tree(p, chunks), extra)?;
+        let mut meter = crate::cost::SyncMeter::new(&s.header)?;
+        s.steps.iter().for_each(|step| meter.step(step));
+        let time = meter.finish().time_ns();
+        if best.as_ref().is_none_or(|(t, _)| time < *t) {
+            best = Some((time, s));
+        }
+    }
+    Ok(best.expect("at least one chunk count").1)
+}
+
+/// The most chunks per tree the double binary tree tries on its own.
+const MAX_DBT_CHUNKS: usize = 64;
+
+/// Routes `plan` over `pieces` per block (meta: the algorithm, routing, pieces, logical steps and
+/// `extra`).
+fn routed(
+    topology: &Topology,
+    collective: &Collective,
+    algorithm: SwitchedAlgorithm,
+    routing: Routing,
+    pieces: u32,
+    plan: &Plan,
+    extra: serde_json::Map<String, serde_json::Value>,
+) -> Result<Schedule> {
+    let coll = Collective::new(collective.kind, collective.ranks.clone(), collective.bytes_per_rank, pieces, collective.block_bytes.clone(), topology)?;
     let mut router = Router::new(topology, &coll.ranks, routing);
     let mut steps = Vec::new();
-    for flows in &plan {
+    for flows in plan {
         steps.extend(router.route(flows)?);
     }
-    let meta = serde_json::json!({
+    let mut meta = serde_json::json!({
         "algorithm": algorithm.as_str(),
         "routing": routing.name(),
         "pieces": pieces,
         "logical_steps": plan.len(),
     });
+    meta.as_object_mut().expect("an object").extend(extra);
     Ok(Schedule { header: ScheduleHeader { topology: topology.clone(), collective: coll, meta: Some(meta) }, steps })
 }

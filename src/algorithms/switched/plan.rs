@@ -130,40 +130,40 @@ fn midpoint_tree(lo: usize, hi: usize, parent: Option<usize>, depth: usize, pare
     midpoint_tree(root + 1, hi, Some(root), depth + 1, parents, depths);
 }
 
-/// Double binary tree all-reduce with two pieces per block: tree 0 carries piece 0 of every
-/// block, tree 1 piece 1. Tree 1 is tree 0 with every position shifted by one rank, so most
-/// leaves of one tree are inner nodes of the other and the two trees' traffic is spread over
-/// different ranks. Each tree reduces towards its root level by level (deepest first), then
-/// broadcasts back down; both trees run in the same steps.
-pub(super) fn double_binary_tree(p: usize) -> Plan {
+/// Double binary tree all-reduce, pipelined over `chunks` chunks per tree (2 x `chunks` pieces per
+/// block): tree 0 carries pieces 0..chunks of every block, tree 1 the rest. Tree 1 is tree 0 with
+/// every position shifted by one rank, so most leaves of one tree are inner nodes of the other
+/// and the two trees' traffic is spread over different ranks. In each tree of height h, chunk k
+/// leaves the ranks at depth d for their parent in step h - d + k (their children's arrived in
+/// the step before), and goes down to them in step h + d - 1 + k (their parent holds its final
+/// value from the step before): 2h + chunks - 1 steps, both trees in the same steps, reduces up
+/// one chunk while copies go down another.
+pub(super) fn double_binary_tree(p: usize, chunks: usize) -> Plan {
     let mut parents = vec![None; p];
     let mut depths = vec![0; p];
     if p > 0 {
         midpoint_tree(0, p - 1, None, 0, &mut parents, &mut depths);
     }
-    let height = depths.iter().copied().max().unwrap_or(0);
-    let rank = |tree: u32, pos: usize| (pos + tree as usize) % p;
-    let all = |tree: u32| (0..p).map(|b| block(b, tree)).collect::<Vec<_>>();
-    let mut plan = Vec::new();
-    // Reduce: positions of depth `height - t` send to their parents in step t, after their own
-    // children (one level deeper) delivered in step t - 1.
-    for t in 0..height {
-        let mut step = Vec::new();
-        for tree in 0..2 {
-            for pos in (0..p).filter(|&x| depths[x] == height - t) {
-                let parent = parents[pos].expect("a non-root position has a parent");
-                step.push(flow(rank(tree, pos), rank(tree, parent), Op::Reduce, all(tree)));
-            }
-        }
-        plan.push(step);
+    let h = depths.iter().copied().max().unwrap_or(0);
+    if h == 0 || chunks == 0 {
+        return Vec::new();
     }
-    // Broadcast: the fully reduced pieces go down one level per step.
-    for t in 0..height {
+    let rank = |tree: usize, pos: usize| (pos + tree) % p;
+    let chunk = |tree: usize, k: usize| (0..p).map(|b| block(b, (tree * chunks + k) as u32)).collect::<Vec<_>>();
+    let mut plan = Vec::new();
+    for s in 0..2 * h + chunks - 1 {
         let mut step = Vec::new();
         for tree in 0..2 {
-            for pos in (0..p).filter(|&x| depths[x] == t + 1) {
+            for pos in (0..p).filter(|&x| depths[x] > 0) {
+                let d = depths[pos];
                 let parent = parents[pos].expect("a non-root position has a parent");
-                step.push(flow(rank(tree, parent), rank(tree, pos), Op::Copy, all(tree)));
+                // Up: chunk s - (h - d); down: chunk s - (h + d - 1).
+                if let Some(k) = (s + d).checked_sub(h).filter(|&k| k < chunks) {
+                    step.push(flow(rank(tree, pos), rank(tree, parent), Op::Reduce, chunk(tree, k)));
+                }
+                if let Some(k) = (s + 1).checked_sub(h + d).filter(|&k| k < chunks) {
+                    step.push(flow(rank(tree, parent), rank(tree, pos), Op::Copy, chunk(tree, k)));
+                }
             }
         }
         plan.push(step);

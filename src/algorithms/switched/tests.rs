@@ -93,12 +93,37 @@ fn step_counts_follow_the_algorithms() {
     assert_eq!(steps(CollectiveKind::AllReduce, SwitchedAlgorithm::HalvingDoubling), 12);
     assert_eq!(steps(CollectiveKind::AllGather, SwitchedAlgorithm::RecursiveDoubling), 6);
     assert_eq!(steps(CollectiveKind::ReduceScatter, SwitchedAlgorithm::RecursiveHalving), 6);
-    // Double binary tree: 64 positions make a tree of height 6, reduced then broadcast.
-    let s = generate(&t, CollectiveKind::AllReduce, &all, 1 << 20, SwitchedAlgorithm::DoubleBinaryTree, Routing::SinglePath);
-    assert_eq!(s.steps.len(), 12);
-    assert_eq!(s.header.collective.pieces, 2);
-    let meta = s.header.meta.unwrap();
-    assert_eq!((meta["algorithm"].as_str(), meta["routing"].as_str(), meta["pieces"].as_u64()), (Some("double_binary_tree"), Some("single_path"), Some(2)));
+    // Double binary tree: 64 positions make a tree of height 6, reduced then broadcast, in
+    // 2 x 6 + chunks - 1 steps for the chunks per tree that half the pieces give.
+    for (pieces, expected) in [(2, 12), (8, 15)] {
+        let c = Collective::new(CollectiveKind::AllReduce, all.clone(), 1 << 20, pieces, None, &t).unwrap();
+        let s = switched(&t, &c, SwitchedAlgorithm::DoubleBinaryTree, Routing::SinglePath).unwrap();
+        assert_eq!(s.steps.len(), expected);
+        assert_eq!(s.header.collective.pieces, pieces);
+        let meta = s.header.meta.unwrap();
+        assert_eq!(
+            (meta["algorithm"].as_str(), meta["routing"].as_str(), meta["pieces"].as_u64(), meta["chunks"].as_u64()),
+            (Some("double_binary_tree"), Some("single_path"), Some(pieces as u64), Some(pieces as u64 / 2))
+        );
+    }
+}
+
+/// Pipelined, the double binary tree sends each rank's 2M (M/2 up and M down in the tree where it
+/// is inner, M/2 up where it is a leaf) at close to the link's rate: on 8 ranks without latency
+/// within 30% of 2M/B, where the two halves one after the other took 5M/B.
+#[test]
+fn the_double_binary_tree_pipelines_its_chunks() {
+    let t = fat_tree(&FatTreeParams { levels: 2, k: 4, osr: 1.0, npus: 8, board: None, bandwidth_gbps: 1.0, latency_ns: 0.0, switch_latency_ns: 0.0 }).unwrap();
+    let all: Vec<NodeId> = (0..8).map(NodeId).collect();
+    let time = |pieces| {
+        let c = Collective::new(CollectiveKind::AllReduce, all.clone(), 8000, pieces, None, &t).unwrap();
+        let s = switched(&t, &c, SwitchedAlgorithm::DoubleBinaryTree, Routing::Balanced).unwrap();
+        to_f64(&assert_valid(&s, false, &format!("{pieces} pieces")).cost.unwrap().time_ns())
+    };
+    assert_eq!(time(2), 40_000.0);
+    let chosen = time(1);
+    assert!(chosen <= 1.3 * 16_000.0, "{chosen} ns");
+    assert!(chosen <= time(16), "{chosen} ns against 8 chunks per tree");
 }
 
 #[test]
