@@ -104,9 +104,13 @@ fn run_lines(report: &XmlReport, run: &PlacementRun, failures: &mut Vec<String>,
         Err(SimError::Refused(items)) => failures.extend(items.iter().map(|i| format!("{pl}: not run: {i}"))),
         Ok(exec) => {
             failures.extend(exec.errors.iter().map(|e| format!("rule 5 completion ({pl}, chunk-level run): {e}")));
+            failures.extend(exec.races.iter().map(|r| format!("data race ({pl}): {r}")));
+            if !exec.races_checked {
+                notes.push(format!("{pl}: too large to look for data races"));
+            }
             let placed = if !exec.postcondition_checked {
                 format!("coll=\"{coll}\" has no postcondition here, so where the chunks end is not checked")
-            } else if exec.is_correct() {
+            } else if exec.errors.is_empty() {
                 format!("every chunk ends where {coll} wants it")
             } else {
                 "some chunks end in the wrong place".into()
