@@ -895,6 +895,16 @@ fn verify_xml_holds_the_file_to_the_spec() {
         assert_eq!(o.status.code(), Some(2), "{spec}: {}", text(&o));
         assert!(text(&o).contains("the file's collective (coll=\"allgather\" over ngpus=\"4\") is not the spec's") && text(&o).contains(want), "{}", text(&o));
     }
+    // Pieces per block, when the spec fixes them: the file has 4 chunks over 4 gpus, 1 per block.
+    let pieces = tmp("ag4_pieces2.spec.json");
+    std::fs::write(
+        &pieces,
+        r#"{"topology": {"torus": {"dims": [4], "bandwidth_gbps": 32.0, "latency_ns": 100.0}}, "collective": {"kind": "all_gather", "bytes_per_rank": "4KiB", "pieces": 2}}"#,
+    )
+    .unwrap();
+    let o = run(&["verify", s(&xml), "--spec", s(&pieces)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("the file cuts blocks into 1 pieces (nchunksperloop=\"4\" over ngpus=\"4\"), the spec into 2"), "{}", text(&o));
     // The spec's expect is asserted on the import.
     let o = run(&["verify", s(&xml), "--spec", s(&spec_data("spec_t4_ag_maxsteps1.json"))]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));

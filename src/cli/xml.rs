@@ -106,8 +106,9 @@ pub fn verify_xml(path: &Path, spec: Option<&Path>, json_out: bool, rendezvous: 
     Ok(if valid { ExitCode::Ok } else { ExitCode::RuleFailed })
 }
 
-/// Refuses a spec whose collective is not the file's (its kind and its number of ranks), as
-/// `verify` does for the other formats. Sizes are not compared: the XML names none.
+/// Refuses a spec whose collective is not the file's (its kind, its number of ranks, and the
+/// pieces per block when the spec fixes them), as `verify` does for the other formats. Sizes
+/// are not compared: the XML names none.
 fn same_collective(p: &Program, inst: &Instance) -> Result<()> {
     let spec = &inst.collective;
     let kind = p.collective().and_then(|c| c.kind());
@@ -118,6 +119,15 @@ fn same_collective(p: &Program, inst: &Instance) -> Result<()> {
             "the file's collective (coll=\"{coll}\" over ngpus=\"{ngpus}\") is not the spec's ({} over {} ranks)",
             spec.kind,
             spec.num_ranks()
+        )));
+    }
+    // The import cuts each block into nchunksperloop / ngpus pieces.
+    let pieces = p.nchunksperloop.unwrap_or(0).checked_div(ngpus).unwrap_or(0);
+    if inst.pieces_given && pieces != i64::from(spec.pieces) {
+        return Err(Error::bad(format!(
+            "the file cuts blocks into {pieces} pieces (nchunksperloop=\"{}\" over ngpus=\"{ngpus}\"), the spec into {}",
+            p.nchunksperloop.unwrap_or(0),
+            spec.pieces
         )));
     }
     Ok(())
