@@ -890,7 +890,14 @@ impl Sim {
             // What arrived in a plain receive and is reduced here was, for the schedule, a
             // reduce into this gpu's value.
             for &m in landed.iter().flatten() {
-                self.messages[m].reduce = true;
+                let msg = &mut self.messages[m];
+                msg.reduce = true;
+                // Its pair's claim on its level is now a reduce, so that no copy joins it (a
+                // claim it shares with copies already made stays as it is).
+                let pieces = msg.payload.iter().flatten().count();
+                if let Some(c) = self.pairs.get_mut(&(msg.level, msg.from, msg.to)).filter(|c| c.held.len() == pieces) {
+                    c.reduce = true;
+                }
             }
             (self.combine(&old, &src, &at), src_ready.max(dst_ready))
         } else {
