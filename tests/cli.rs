@@ -877,3 +877,126 @@ fn zst_schedule_files_are_the_same_json_compressed() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("notzst.json.zst"), "{}", text(&o));
 }
+
+fn msccl_data(file: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/msccl").join(file)
+}
+
+fn spec_data(file: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/specs").join(file)
+}
+
+#[test]
+fn verify_xml_holds_the_file_to_the_spec() {
+    let xml = msccl_data("ag_ring_legacy_inplace.xml");
+    // Another collective, or another number of ranks: exit 2, as for the JSON formats.
+    for (spec, want) in [("spec_t4_all_reduce.json", "(all_reduce over 4 ranks)"), ("spec_t44.json", "(all_to_all over 16 ranks)")] {
+        let o = run(&["verify", s(&xml), "--spec", s(&spec_data(spec))]);
+        assert_eq!(o.status.code(), Some(2), "{spec}: {}", text(&o));
+        assert!(text(&o).contains("the file's collective (coll=\"allgather\" over ngpus=\"4\") is not the spec's") && text(&o).contains(want), "{}", text(&o));
+    }
+    // Pieces per block, when the spec fixes them: the file has 4 chunks over 4 gpus, 1 per block.
+    let pieces = tmp("ag4_pieces2.spec.json");
+    std::fs::write(
+        &pieces,
+        r#"{"topology": {"torus": {"dims": [4], "bandwidth_gbps": 32.0, "latency_ns": 100.0}}, "collective": {"kind": "all_gather", "bytes_per_rank": "4KiB", "pieces": 2}}"#,
+    )
+    .unwrap();
+    let o = run(&["verify", s(&xml), "--spec", s(&pieces)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("the file cuts blocks into 1 pieces (nchunksperloop=\"4\" over ngpus=\"4\"), the spec into 2"), "{}", text(&o));
+    // The spec's expect is asserted on the import.
+    let o = run(&["verify", s(&xml), "--spec", s(&spec_data("spec_t4_ag_maxsteps1.json"))]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("rule 8 bound conformance: expect.max_steps = 1: the schedule has 3 steps"), "{}", text(&o));
+    let o = run(&["verify", s(&xml)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+#[test]
+fn verify_xml_refuses_huge_integers_without_panicking() {
+    for (file, want) in [
+        ("xml_srcoff_overflow_panic.xml", "srcoff=\"9223372036854775807\" with cnt=\"1\" is outside the buffer"),
+        ("xml_s_chunks_i64max_panic.xml", "gpu 0: s_chunks=\"9223372036854775807\" is more chunks than one gpu's steps can reach"),
+        ("xml_s_chunks_2p31_abort.xml", "gpu 0: s_chunks=\"2147483648\" is more chunks than one gpu's steps can reach"),
+        ("xml_strtol_longmin.xml", "gpu 0: s_chunks=\"-9223372036854775808\" is negative"),
+    ] {
+        for extra in [&[][..], &["--rendezvous"][..], &["--json"][..]] {
+            let path = msccl_data(file);
+            let mut args = vec!["verify", s(&path)];
+            args.extend_from_slice(extra);
+            let o = run(&args);
+            assert_eq!(o.status.code(), Some(1), "{file}: {}", text(&o));
+            // (JSON escapes the quotes.)
+            assert!(text(&o).replace("\\\"", "\"").contains(want), "{file}: {}", text(&o));
+        }
+    }
+}
+
+#[test]
+fn verify_xml_warns_that_legacy_max_bytes_zero_is_never_picked() {
+    let o = run(&["verify", s(&msccl_data("xml_legacy_maxbytes0.xml"))]);
+    assert!(text(&o).contains("warning: <algo>: maxBytes=\"0\": the older MSCCL runtime picks it for no buffer size"), "{}", text(&o));
+}
+
+#[test]
+fn verify_xml_finds_write_after_read_races_whatever_the_buffering() {
+    let racy = msccl_data("race_war.xml");
+    for extra in [&[][..], &["--rendezvous"][..]] {
+        let mut args = vec!["verify", s(&racy)];
+        args.extend_from_slice(extra);
+        let o = run(&args);
+        let out = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{out}");
+        // One line per gpu, naming the chunk and both steps (in the order the run met them).
+        for g in 0..3 {
+            let line = out.lines().find(|l| l.starts_with(&format!("data race (in-place): gpu {g} buffer s chunk 0: "))).unwrap_or_else(|| panic!("{out}"));
+            assert!(line.contains("tb 1 step 2 (r) writes it") || line.contains("tb 1 step 2 (r), which writes it"), "{line}");
+            assert!(line.contains("tb 0 step 1 (s) reads it") || line.contains("tb 0 step 1 (s), which reads it"), "{line}");
+        }
+        assert!(!out.contains("runs under rendezvous too"), "{out}");
+    }
+    let fixed = msccl_data("race_fixed.xml");
+    let o = run(&["verify", s(&fixed)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(!text(&o).contains("data race"), "{}", text(&o));
+}
+
+#[test]
+fn verify_xml_imports_a_receive_into_scratch_then_a_local_reduce() {
+    let ar = msccl_data("ar2_re.xml");
+    let o = run(&["verify", s(&ar)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // Reducing a chunk with itself is still caught: gpu 1 reduces its own chunk into i.
+    let body = std::fs::read_to_string(&ar).unwrap();
+    let wrong = body.replacen(
+        r#"<step s="2" type="re" srcbuf="s" srcoff="0" dstbuf="i" dstoff="1""#,
+        r#"<step s="2" type="re" srcbuf="i" srcoff="1" dstbuf="i" dstoff="1""#,
+        1,
+    );
+    assert_ne!(wrong, body);
+    let o = verify_xml_file("ar2_re_wrong.xml", &wrong, &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+}
+
+#[test]
+fn export_writes_the_channels_asked_for_or_refuses_them() {
+    let out = tmp("xmlchan.json");
+    let o = run(&["generate", "--torus", "4", "--algorithm", "halfring", "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    for c in [1, 2, 3, 8, 32] {
+        let dir = tmp(&format!("xmlchan{c}"));
+        let o = run(&["export", s(&out), "--to", "msccl-xml", "--channels", &c.to_string(), "-o", s(&dir)]);
+        assert_eq!(o.status.code(), Some(0), "{c}: {}", text(&o));
+        assert!(text(&o).contains(&format!("nchannels=\"{c}\" ({c} channels")), "{c}: {}", text(&o));
+        let xml = std::fs::read_to_string(dir.join("xmlchan.xml")).unwrap();
+        assert!(xml.contains(&format!("nchannels=\"{c}\"")), "{c}: {}", &xml[..200.min(xml.len())]);
+        let o = run(&["verify", s(&dir.join("xmlchan.xml")), "--rendezvous"]);
+        assert_eq!(o.status.code(), Some(0), "{c}: {}", text(&o));
+    }
+    for c in ["0", "33", "40"] {
+        let o = run(&["export", s(&out), "--to", "msccl-xml", "--channels", c, "-o", s(&tmp("xmlchan-bad"))]);
+        assert_eq!(o.status.code(), Some(2), "{c}: {}", text(&o));
+        assert!(text(&o).contains(&format!("--channels {c}")) && !text(&o).contains("wrote"), "{c}: {}", text(&o));
+    }
+}

@@ -3,6 +3,8 @@
 //! and a chunk-level run without buffering, so the file runs with any buffer size.
 
 use crate::error::{Error, ExitCode, Result};
+use crate::export::msccl::rules::MAX_CHANNELS;
+use crate::export::msccl::write::used_channels;
 use crate::export::{check_xml, msccl_xml, Buffering, MscclOptions, Runtime};
 use crate::lower::{lower, ChannelSpread, LowerOptions};
 use crate::verify::check_deadlock;
@@ -13,7 +15,7 @@ use std::path::Path;
 /// threadblocks per channel are what more channels relieve).
 fn candidates(channels: Option<usize>) -> Vec<LowerOptions> {
     match channels {
-        Some(c) => vec![LowerOptions { channels: c.max(1), ..Default::default() }],
+        Some(c) => vec![LowerOptions { channels: c, ..Default::default() }],
         None => std::iter::once(LowerOptions::default())
             .chain((2..=8).map(|c| LowerOptions { channels: c, spread: ChannelSpread::Operations, ..Default::default() }))
             .collect(),
@@ -25,6 +27,7 @@ pub fn export(schedule: &Path, to: &str, dir: &Path, channels: Option<usize>, le
     if !["msccl-xml", "chakra-et", "sccl-json"].contains(&to) {
         return Err(Error::bad(format!("--to {to}: expected msccl-xml, chakra-et or sccl-json")));
     }
+    check_channels(to, channels)?;
     let s = crate::schedule::read_schedule_file(schedule)?;
     let report = crate::verify::verify_schedule(&s, &Default::default())?;
     if !report.is_valid() {
@@ -59,13 +62,16 @@ pub fn export(schedule: &Path, to: &str, dir: &Path, channels: Option<usize>, le
             Some(Err(e)) => return Err(Error::internal(format!("the exported XML does not run under rendezvous: {e}"))),
             None => return Err(Error::internal("the exported XML declares no placement to run")),
         };
-        if let Some(e) = run.errors.first() {
+        if let Some(e) = run.errors.first().or(run.races.first()) {
             return Err(Error::internal(format!("the exported XML computes the wrong result: {e}")));
         }
         let out = dir.join(format!("{stem}.xml"));
         crate::io::write_atomic(&out, |w| std::io::Write::write_all(w, xml.as_bytes()).map_err(crate::io::write_error(&out)))?;
+        let written = report.program.as_ref().and_then(|p| p.nchannels).unwrap_or(0);
+        let used = used_channels(&programs);
+        let carried = if used == lower_opts.channels { String::new() } else { format!(", threadblocks on {used} of them") };
         println!(
-            "wrote {}: {} channels ({:?} spread), {} KiB, for {runtime}; its reader rules pass; rule 6 holds: under rendezvous (no buffering) the chunk-level run takes {} steps and every chunk ends where the collective wants it, so it runs with any buffer size",
+            "wrote {}: nchannels=\"{written}\" ({} channels{carried}; {:?} spread), {} KiB, for {runtime}; its reader rules pass; rule 6 holds: under rendezvous (no buffering) the chunk-level run takes {} steps and every chunk ends where the collective wants it, so it runs with any buffer size",
             out.display(),
             lower_opts.channels,
             lower_opts.spread,
@@ -81,10 +87,22 @@ pub fn export(schedule: &Path, to: &str, dir: &Path, channels: Option<usize>, le
     )))
 }
 
+/// Refuses a `--channels` that the format cannot carry: 0 for every format, and for MSCCL XML more
+/// than the runtime's reader accepts (`nchannels` in 1..=32).
+fn check_channels(to: &str, channels: Option<usize>) -> Result<()> {
+    match channels {
+        Some(0) => Err(Error::bad("--channels 0: at least one channel is needed")),
+        Some(c) if to == "msccl-xml" && c > MAX_CHANNELS as usize => {
+            Err(Error::bad(format!("--channels {c}: the MSCCL runtimes' readers accept nchannels 1..={MAX_CHANNELS}")))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Chakra execution traces for ASTRA-sim: one file per rank and the system-file snippet. Prints
 /// the bytes all sends carry, which a decoder can check the files against.
 fn chakra(s: &crate::schedule::Schedule, dir: &Path, stem: &str, channels: Option<usize>) -> Result<ExitCode> {
-    let opts = LowerOptions { channels: channels.unwrap_or(1).max(1), ..Default::default() };
+    let opts = LowerOptions { channels: channels.unwrap_or(1), ..Default::default() };
     let programs = lower(s, &opts)?;
     if let Some(d) = check_deadlock(&programs).first() {
         return Err(Error::bad(format!("the lowered programs fail rule 6: {d}")));

@@ -149,7 +149,8 @@ pub enum Command {
         /// The folder to write into.
         #[arg(short, long, default_value = "out")]
         output: PathBuf,
-        /// Channels of the lowering (default: the fewest, from 1, whose XML the reader accepts).
+        /// Channels of the lowering, at least 1, at most 32 for msccl-xml (`nchannels`; default:
+        /// the fewest, from 1, whose XML the reader accepts).
         #[arg(long)]
         channels: Option<usize>,
         /// Write the older MSCCL runtime's dialect (what msccl-tools 2.3 writes: no outofplace,
@@ -280,18 +281,8 @@ fn verify(schedule: PathBuf, spec_path: Option<PathBuf>, json: bool, max_diagnos
     }
     let spec = spec_path.as_deref().map(Spec::load).transpose()?;
     let instance = spec.as_ref().map(|s| s.instance()).transpose()?;
-    let expect = spec.as_ref().map(|s| s.expect.clone()).unwrap_or_default();
-    let options = VerifyOptions {
-        allow_contention: expect.allow_contention.unwrap_or(false),
-        max_diagnostics_per_rule: max_diagnostics,
-        track_relays: peak_holdings,
-        ..Default::default()
-    };
-    let conformance = crate::verify::Conformance::new(crate::verify::Expectations {
-        bandwidth_optimal: expect.bandwidth_optimal,
-        max_gap_pct: expect.max_gap_pct,
-        max_steps: expect.max_steps,
-    });
+    let (options, conformance) =
+        expectations(spec.as_ref(), VerifyOptions { max_diagnostics_per_rule: max_diagnostics, track_relays: peak_holdings, ..Default::default() });
     // Rules 6 and 7 always run, streamed with the others: rule 6 on the default lowering (one
     // channel, one threadblock per peer and direction, sends before receives within a step), so
     // `expect.deadlock_free` holds exactly when the schedule is valid.
@@ -331,6 +322,19 @@ fn verify(schedule: PathBuf, spec_path: Option<PathBuf>, json: bool, max_diagnos
         }
     }
     Ok(if valid { ExitCode::Ok } else { ExitCode::RuleFailed })
+}
+
+/// What a spec's `expect` asks of `verify`, for every format: `allow_contention` in the options,
+/// the rest as the rule-8 check ([`crate::verify::Conformance`]).
+pub(crate) fn expectations(spec: Option<&Spec>, options: VerifyOptions) -> (VerifyOptions, crate::verify::Conformance) {
+    let expect = spec.map(|s| s.expect.clone()).unwrap_or_default();
+    let options = VerifyOptions { allow_contention: expect.allow_contention.unwrap_or(false), ..options };
+    let conformance = crate::verify::Conformance::new(crate::verify::Expectations {
+        bandwidth_optimal: expect.bandwidth_optimal,
+        max_gap_pct: expect.max_gap_pct,
+        max_steps: expect.max_steps,
+    });
+    (options, conformance)
 }
 
 /// Schedule files at least this large get a progress bar while `verify` reads them, then a spinner

@@ -2,24 +2,31 @@
 //! dialect ([`crate::export::check_xml`]: the reader's rules, a chunk-level run under the
 //! runtime's buffering or rendezvous for every declared placement, where every chunk ends up),
 //! then imported as a schedule onto the spec's topology (or a full mesh of its gpus) and
-//! verified under rules 1-5.
+//! verified under rules 1-5. A spec must name the file's collective (kind and ranks; else exit
+//! 2, as for the other formats) and its `expect` is asserted on the import (rule 8).
 
-use crate::error::{ExitCode, Result};
+use crate::error::{Error, ExitCode, Result};
+use crate::export::msccl::model::Program;
 use crate::export::msccl::{import_program, PlacementRun, SimError, XmlReport};
 use crate::export::{check_xml, Buffering};
-use crate::verify::{verify_schedule, VerifyOptions};
+use crate::schedule::StepSink;
+use crate::spec::{Instance, Spec};
+use crate::verify::{Verifier, VerifyOptions};
 use serde_json::json;
 use std::path::Path;
 
 /// Verifies an MSCCL XML file.
 pub fn verify_xml(path: &Path, spec: Option<&Path>, json_out: bool, rendezvous: bool) -> Result<ExitCode> {
     let text = crate::io::read_to_string(path)?;
-    let topology = match spec {
-        Some(p) => Some(crate::spec::Spec::load(p)?.instance()?.topology),
-        None => None,
-    };
+    let spec = spec.map(Spec::load).transpose()?;
+    let instance = spec.as_ref().map(Spec::instance).transpose()?;
+    let (options, conformance) = super::expectations(spec.as_ref(), VerifyOptions::default());
+    let topology = instance.as_ref().map(|i| &i.topology);
     let buffering = if rendezvous { Buffering::Rendezvous } else { Buffering::Runtime };
     let report = check_xml(&text, buffering);
+    if let (Some(program), Some(inst)) = (&report.program, &instance) {
+        same_collective(program, inst)?;
+    }
     let mut failures: Vec<String> = report.problems.errors.iter().map(|p| format!("MSCCL reader rule: {p}")).collect();
     let mut notes: Vec<String> = Vec::new();
     for run in &report.runs {
@@ -27,9 +34,14 @@ pub fn verify_xml(path: &Path, spec: Option<&Path>, json_out: bool, rendezvous: 
     }
     let mut summary = String::new();
     if let (Some(program), true) = (&report.program, failures.is_empty()) {
-        match import_program(program, topology.as_ref()) {
+        match import_program(program, topology) {
             Ok(schedule) => {
-                let r = verify_schedule(&schedule, &VerifyOptions::default())?;
+                let mut verifier = Verifier::new(options).with_check(Box::new(conformance));
+                verifier.begin(&schedule.header)?;
+                for (i, s) in schedule.steps.iter().enumerate() {
+                    verifier.check_step(i, s);
+                }
+                let r = verifier.finish();
                 failures.extend(r.findings.failures().iter().map(|d| format!("imported schedule: {d}")));
                 summary = format!("imported as {} steps, {} transfers over {} ranks", r.stats.steps, r.stats.transfers, schedule.header.collective.num_ranks());
             }
@@ -94,6 +106,33 @@ pub fn verify_xml(path: &Path, spec: Option<&Path>, json_out: bool, rendezvous: 
     Ok(if valid { ExitCode::Ok } else { ExitCode::RuleFailed })
 }
 
+/// Refuses a spec whose collective is not the file's (its kind, its number of ranks, and the
+/// pieces per block when the spec fixes them), as `verify` does for the other formats. Sizes
+/// are not compared: the XML names none.
+fn same_collective(p: &Program, inst: &Instance) -> Result<()> {
+    let spec = &inst.collective;
+    let kind = p.collective().and_then(|c| c.kind());
+    let ngpus = p.ngpus.unwrap_or(0);
+    if kind != Some(spec.kind) || usize::try_from(ngpus).ok() != Some(spec.num_ranks()) {
+        let coll = p.coll.as_ref().map_or("", |(t, _)| t.as_str());
+        return Err(Error::bad(format!(
+            "the file's collective (coll=\"{coll}\" over ngpus=\"{ngpus}\") is not the spec's ({} over {} ranks)",
+            spec.kind,
+            spec.num_ranks()
+        )));
+    }
+    // The import cuts each block into nchunksperloop / ngpus pieces.
+    let pieces = p.nchunksperloop.unwrap_or(0).checked_div(ngpus).unwrap_or(0);
+    if inst.pieces_given && pieces != i64::from(spec.pieces) {
+        return Err(Error::bad(format!(
+            "the file cuts blocks into {pieces} pieces (nchunksperloop=\"{}\" over ngpus=\"{ngpus}\"), the spec into {}",
+            p.nchunksperloop.unwrap_or(0),
+            spec.pieces
+        )));
+    }
+    Ok(())
+}
+
 /// What one placement's run says: failures, or the lines of a run that finished.
 fn run_lines(report: &XmlReport, run: &PlacementRun, failures: &mut Vec<String>, notes: &mut Vec<String>) {
     let pl = run.placement.name();
@@ -104,9 +143,13 @@ fn run_lines(report: &XmlReport, run: &PlacementRun, failures: &mut Vec<String>,
         Err(SimError::Refused(items)) => failures.extend(items.iter().map(|i| format!("{pl}: not run: {i}"))),
         Ok(exec) => {
             failures.extend(exec.errors.iter().map(|e| format!("rule 5 completion ({pl}, chunk-level run): {e}")));
+            failures.extend(exec.races.iter().map(|r| format!("data race ({pl}): {r}")));
+            if !exec.races_checked {
+                notes.push(format!("{pl}: too large to look for data races"));
+            }
             let placed = if !exec.postcondition_checked {
                 format!("coll=\"{coll}\" has no postcondition here, so where the chunks end is not checked")
-            } else if exec.is_correct() {
+            } else if exec.errors.is_empty() {
                 format!("every chunk ends where {coll} wants it")
             } else {
                 "some chunks end in the wrong place".into()

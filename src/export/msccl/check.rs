@@ -108,6 +108,24 @@ mod tests {
         format!("{}{value}{}", &xml[..start], &xml[end..])
     }
 
+    /// Every attribute value in turn at the ends of what strtol reads (and beyond): no panic,
+    /// no allocation sized by the value, and nothing is valid that names such a count.
+    #[test]
+    fn huge_integers_in_any_attribute_never_panic() {
+        for xml in FILES {
+            let attributes = xml.matches("=\"").count();
+            for k in 0..attributes {
+                for value in ["99999999999999999999999", "-99999999999999999999999", "9223372036854775807", "-9223372036854775808", "2147483648"] {
+                    let xml = with_value(xml, k, value);
+                    for buffering in [Buffering::Runtime, Buffering::Rendezvous] {
+                        let _ = check_xml(&xml, buffering);
+                    }
+                    let _ = super::super::import::import_msccl(&xml, None);
+                }
+            }
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
 

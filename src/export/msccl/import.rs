@@ -21,12 +21,14 @@
 //! **Steps.** The program is run under the runtime's buffering ([`super::simulate()`], in the
 //! first placement the file declares, out-of-place before in-place, so an in-place program is
 //! run with its buffers aliased). Every delivered message becomes a transfer over the link
-//! between its gpus, `reduce` when the receiver reduces it, else `copy`, carrying the pieces its
-//! chunks hold; it goes into the schedule step of its level (after every message whose data it
-//! carries or whose chunks it overwrites), and messages of one level over one link, which the
-//! run gives the same operation, share one transfer (rule 2).
+//! between its gpus, `reduce` when the receiver reduces it (in the receiving step, or later: a
+//! receive into scratch that a local `re` then reduces into the chunk that accumulates), else
+//! `copy`, carrying the pieces its chunks hold; it goes into the schedule step of its level
+//! (after every message whose data it carries or whose chunks it overwrites), and messages of
+//! one level over one link, which the run gives the same operation, share one transfer (rule 2).
 
 use super::model::{read_program, Program};
+use super::rules::check_program;
 use super::simulate::{simulate_routed, Buffering, ChunkValue, Placement, Routes};
 use crate::collective::{Collective, CollectiveKind, PieceId};
 use crate::error::{Error, Result};
@@ -66,6 +68,11 @@ pub fn import_msccl(xml: &str, topology: Option<&Topology>) -> Result<Schedule> 
 
 /// [`import_msccl`] of a program already read.
 pub fn import_program(p: &Program, topology: Option<&Topology>) -> Result<Schedule> {
+    // Nothing is sized by the file's counts before its reader rules (and their limits) pass.
+    let rules = check_program(p, p.runtime);
+    if !rules.errors.is_empty() {
+        return Err(Error::bad(format!("MSCCL XML: the runtime's reader refuses it: {}", rules.errors.join("; "))));
+    }
     let coll = p.collective().and_then(|c| c.kind());
     let coll_text = p.coll.as_ref().map_or("", |(t, _)| t.as_str());
     let kind = coll.ok_or_else(|| {
@@ -193,6 +200,24 @@ mod tests {
     /// Every hop (sender, receiver, piece), sorted.
     fn hops(s: &Schedule) -> Vec<(u32, u32, PieceId)> {
         triples(s, |t, tr| tr.path.iter().map(|&l| (t.link(l).src.0, t.link(l).dst.0)).collect())
+    }
+
+    /// A receive into scratch that a local `re` then reduces into the input is a reduce; the
+    /// same receive copied over the input (`cpy` for `re`) loses the gpu's own contribution, and
+    /// the import says so too.
+    #[test]
+    fn a_receive_into_scratch_reduced_locally_is_a_reduce() {
+        let xml = include_str!("../../../tests/data/msccl/ar2_re.xml");
+        let s = import_msccl(xml, None).unwrap();
+        let ops: Vec<Op> = s.steps.iter().flat_map(|st| st.transfers.iter().map(|t| t.op)).collect();
+        assert_eq!(ops, [Op::Reduce, Op::Reduce, Op::Copy, Op::Copy]);
+        let report = verify_schedule(&s, &VerifyOptions::default()).unwrap();
+        assert!(report.is_valid(), "{:?}", report.findings.failures());
+        let copied = xml.replace(r#"type="re""#, r#"type="cpy""#);
+        let s = import_msccl(&copied, None).unwrap();
+        assert!(s.steps.iter().flat_map(|st| &st.transfers).all(|t| t.op == Op::Copy));
+        let report = verify_schedule(&s, &VerifyOptions::default()).unwrap();
+        assert!(report.findings.failures().iter().any(|d| d.to_string().contains("loses the contributions")), "{:?}", report.findings.failures());
     }
 
     #[test]

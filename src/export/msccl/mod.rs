@@ -9,12 +9,14 @@
 //!   ([`check_program`]).
 //! - [`simulate`](mod@simulate): the program run chunk by chunk under the runtime's buffering or rendezvous,
 //!   with the cycle of waiting threadblocks when it hangs and every chunk's final place.
+//! - [`races`]: the program's happens-before order, with which the run finds data races.
 //! - [`import`]: the run turned into a [`crate::schedule::Schedule`] ([`import_msccl`]).
 //! - [`check`]: what `collsched verify FILE.xml` answers ([`check_xml`]).
 
 pub mod check;
 pub mod import;
 pub mod model;
+pub mod races;
 pub mod rules;
 pub mod simulate;
 pub mod write;

@@ -692,11 +692,13 @@ fn strtol(v: &str) -> i64 {
     } else {
         (10, t)
     };
-    let n = digits.chars().map_while(|c| c.to_digit(radix)).fold(0i64, |n, d| n.saturating_mul(radix as i64).saturating_add(d as i64));
+    // Accumulated towards the sign's side, so a negative value reaches LONG_MIN exactly, as
+    // strtol's does (and saturates there, as strtol does on overflow).
+    let digits = digits.chars().map_while(|c| c.to_digit(radix)).map(i64::from);
     if negative {
-        -n
+        digits.fold(0i64, |n, d| n.saturating_mul(radix as i64).saturating_sub(d))
     } else {
-        n
+        digits.fold(0i64, |n, d| n.saturating_mul(radix as i64).saturating_add(d))
     }
 }
 
@@ -869,6 +871,16 @@ mod tests {
             r.problems.warnings
         );
         assert_eq!((strtol("010"), strtol(" -7"), strtol("x"), strtol("")), (8, -7, 0, 0));
+        // strtol reads LONG_MIN exactly and saturates at LONG_MIN and LONG_MAX.
+        assert_eq!(strtol("-9223372036854775808"), i64::MIN);
+        assert_eq!(strtol("-9223372036854775807"), i64::MIN + 1);
+        assert_eq!(strtol("-99999999999999999999999"), i64::MIN);
+        assert_eq!(strtol("9223372036854775807"), i64::MAX);
+        assert_eq!(strtol("99999999999999999999999"), i64::MAX);
+        assert_eq!(strtol("-0x10"), -16);
+        let r = read_program(&ONE.replace(r#"s_chunks="0""#, r#"s_chunks="-9223372036854775808""#));
+        assert_eq!(r.program.as_ref().unwrap().gpus[0].chunks[2], i64::MIN);
+        assert!(r.problems.warnings.iter().all(|w| !w.contains("s_chunks")), "a plain integer: {:?}", r.problems.warnings);
     }
 
     #[test]

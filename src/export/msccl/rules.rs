@@ -18,8 +18,8 @@ use std::collections::HashMap;
 pub const MAX_CNT: i64 = 71;
 /// Sending (and receiving) threadblocks per channel.
 const MAX_TBS_PER_CHANNEL: usize = 32;
-/// Channels the runtime has (`MAXCHANNELS`).
-const MAX_CHANNELS: i64 = 32;
+/// Channels the runtime has (`MAXCHANNELS`): `nchannels` must be within 1..=32.
+pub const MAX_CHANNELS: i64 = 32;
 /// Elements the reader stores per gpu (`MAX_NODES`): the `<algo>`, every `<gpu>`, and that gpu's
 /// threadblocks and steps.
 const MAX_NODES: usize = 4096;
@@ -27,13 +27,19 @@ const MAX_NODES: usize = 4096;
 const MAX_CHILDREN: usize = 1024;
 /// The older runtime's `maxBytes` when the file gives none (128 MiB).
 pub const LEGACY_DEFAULT_MAX_BYTES: i64 = 1 << 27;
+/// The most chunks one gpu's steps can reach ([`MAX_NODES`] steps of [`MAX_CNT`] chunks): a
+/// larger `nchunksperloop`, `i_chunks`, `o_chunks` or `s_chunks` names chunks that no file the
+/// reader stores can move, and is refused before anything is sized by it.
+pub const MAX_CHUNKS: i64 = MAX_NODES as i64 * MAX_CNT;
 
 /// Checks a program against `runtime`'s reader and runtime (module docs).
 pub fn check_program(p: &Program, runtime: Runtime) -> Problems {
     let mut out = Problems::default();
     algo(p, runtime, &mut out);
     let ngpus = p.ngpus.unwrap_or(0);
-    let mut seen = vec![false; usize::try_from(ngpus).unwrap_or(0).min(1 << 20)];
+    // The reader stores at most MAX_CHILDREN gpus, so beyond that every gpu is missing anyway
+    // (one error says so, below).
+    let mut seen = vec![false; usize::try_from(ngpus).unwrap_or(0).min(MAX_CHILDREN)];
     for gpu in &p.gpus {
         match usize::try_from(gpu.id).ok().filter(|&g| g < seen.len()) {
             Some(g) if seen[g] => out.errors.push(format!("gpu {}: a second <gpu> with this id", gpu.id)),
@@ -44,6 +50,9 @@ pub fn check_program(p: &Program, runtime: Runtime) -> Problems {
     }
     for (g, _) in seen.iter().enumerate().filter(|(_, s)| !**s) {
         out.errors.push(format!("gpu {g} is missing: that rank would run nothing and its peers wait for it forever"));
+    }
+    if ngpus > MAX_CHILDREN as i64 {
+        out.errors.push(format!("<algo>: ngpus=\"{ngpus}\" is more gpus than the reader stores (at most {MAX_CHILDREN} <gpu> elements)"));
     }
     if p.gpus.len() > MAX_CHILDREN {
         out.errors.push(format!("<algo>: {} gpus; the reader stores at most {MAX_CHILDREN} children of an element", p.gpus.len()));
@@ -91,6 +100,9 @@ fn algo(p: &Program, runtime: Runtime, out: &mut Problems) {
     }
     if let Some(n) = p.nchunksperloop.filter(|&n| n < 1) {
         out.errors.push(format!("<algo>: nchunksperloop=\"{n}\" is not a positive number"));
+    }
+    if let Some(n) = p.nchunksperloop.filter(|&n| n > MAX_CHUNKS) {
+        out.errors.push(too_many_chunks("<algo>", "nchunksperloop", n));
     }
     placement(p, runtime, out);
     bytes(p, runtime, out);
@@ -146,11 +158,21 @@ fn bytes(p: &Program, runtime: Runtime, out: &mut Problems) {
             if lo < 0 || hi < 0 || lo > hi {
                 out.errors.push(format!("<algo>: minBytes=\"{lo}\" maxBytes=\"{hi}\": the older runtime wants 0 <= minBytes <= maxBytes"));
             }
-            if p.max_bytes.is_none() {
-                out.warnings.push(format!("<algo> has no maxBytes: {runtime} picks it only for buffers below {LEGACY_DEFAULT_MAX_BYTES} bytes (128 MiB)"));
+            match p.max_bytes {
+                None => {
+                    out.warnings.push(format!("<algo> has no maxBytes: {runtime} picks it only for buffers below {LEGACY_DEFAULT_MAX_BYTES} bytes (128 MiB)"))
+                }
+                // It picks a file for minBytes <= bytes < maxBytes: never, with maxBytes 0.
+                Some(0) => out.warnings.push(format!("<algo>: maxBytes=\"0\": {runtime} picks it for no buffer size (it wants bytes < maxBytes)")),
+                Some(_) => {}
             }
         }
     }
+}
+
+/// The error for a chunk count above [`MAX_CHUNKS`].
+fn too_many_chunks(at: &str, attr: &str, n: i64) -> String {
+    format!("{at}: {attr}=\"{n}\" is more chunks than one gpu's steps can reach (at most {MAX_NODES} steps of {MAX_CNT} chunks = {MAX_CHUNKS})")
 }
 
 /// The chunks of a gpu's input and output buffers that the runtime has, for the collectives
@@ -170,6 +192,8 @@ fn gpu_rules(p: &Program, gpu: &Gpu, runtime: Runtime, out: &mut Problems) {
     for (b, v) in [Buffer::Input, Buffer::Output, Buffer::Scratch].into_iter().zip(gpu.chunks) {
         if v < 0 {
             out.errors.push(format!("{at}: {}_chunks=\"{v}\" is negative", b.short()));
+        } else if v > MAX_CHUNKS {
+            out.errors.push(too_many_chunks(&at, &format!("{}_chunks", b.short()), v));
         }
     }
     chunk_counts(p, gpu, runtime, out);
@@ -309,7 +333,7 @@ fn step_rules(gpu: &Gpu, tb: &Threadblock, pos: usize, at: &str, out: &mut Probl
     let cnt = st.cnt.max(1);
     for (used, which, place) in [(st.kind.reads_src(), "src", st.src), (st.kind.writes_dst(), "dst", st.dst)] {
         let declared = gpu.declared(place.buffer);
-        if used && (place.offset < 0 || place.offset + cnt > declared) {
+        if used && (place.offset < 0 || place.offset.checked_add(cnt).is_none_or(|end| end > declared)) {
             out.errors.push(format!(
                 "{at}: {which}buf=\"{}\" {which}off=\"{}\" with cnt=\"{}\" is outside the buffer ({}_chunks=\"{declared}\")",
                 place.buffer.short(),
@@ -412,6 +436,22 @@ mod tests {
         }
     }
 
+    /// Counts and offsets at the ends of i64 are refused by name, with no overflow on the way.
+    #[test]
+    fn huge_counts_and_offsets_are_refused_by_name() {
+        for (from, to, want) in [
+            (r#"srcoff="1""#, r#"srcoff="9223372036854775807""#, r#"srcbuf="i" srcoff="9223372036854775807" with cnt="1" is outside the buffer"#),
+            (r#"s_chunks="0""#, r#"s_chunks="2147483648""#, r#"gpu 0: s_chunks="2147483648" is more chunks than one gpu's steps can reach"#),
+            (r#"i_chunks="2""#, r#"i_chunks="9223372036854775807""#, r#"gpu 0: i_chunks="9223372036854775807" is more chunks"#),
+            (r#"nchunksperloop="2""#, r#"nchunksperloop="290817""#, r#"<algo>: nchunksperloop="290817" is more chunks"#),
+            (r#"ngpus="2""#, r#"ngpus="9223372036854775807""#, r#"<algo>: ngpus="9223372036854775807" is more gpus than the reader stores"#),
+        ] {
+            let p = problems(&EXCHANGE.replacen(from, to, 1));
+            assert!(p.errors.iter().any(|e| e.contains(want)), "{want}: {:?}", p.errors);
+            assert!(p.errors.len() < 2000, "{}", p.errors.len());
+        }
+    }
+
     #[test]
     fn dependencies_that_never_end_and_late_signals() {
         // tb 1 waits for tb 0 step 0, which lacks hasdep: it waits for step 1, which lacks it too.
@@ -434,6 +474,12 @@ mod tests {
         let p = problems(&legacy);
         assert!(p.errors.is_empty(), "{:?}", p.errors);
         assert!(p.warnings.iter().any(|w| w.contains("no maxBytes")), "{:?}", p.warnings);
+        // maxBytes="0" never matches in the older runtime (it wants bytes < maxBytes).
+        let p = problems(&EXCHANGE.replace(r#" outofplace="1" minBytes="0""#, ""));
+        assert!(p.errors.is_empty(), "{:?}", p.errors);
+        assert!(p.warnings.iter().any(|w| w.contains(r#"<algo>: maxBytes="0": the older MSCCL runtime picks it for no buffer size"#)), "{:?}", p.warnings);
+        // The executor's maxBytes="0" means no limit.
+        assert!(problems(EXCHANGE).warnings.is_empty());
         let p = problems(&legacy.replace(r#"coll="alltoall""#, r#"coll="alltoallv""#));
         assert!(p.errors.iter().any(|e| e.contains("coll=\"alltoallv\" is not a collective the older MSCCL runtime")), "{:?}", p.errors);
         let p = problems(&legacy.replace(r#"name="x" "#, ""));

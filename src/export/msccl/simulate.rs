@@ -34,6 +34,7 @@
 //! network that routes a send through switches carries it after the sends in its way.
 
 use super::model::{buffer_index, Coll, Program, Runtime, StepKind};
+use super::races::HappensBefore;
 use super::rules::{buffer_chunks, check_program};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
@@ -42,6 +43,9 @@ use std::fmt;
 pub const NCCL_STEPS: usize = 8;
 /// Slots one chunk takes (`MSCCL_CHUNKSTEPS`).
 pub const CHUNK_STEPS: usize = 4;
+/// The most chunks, over all gpus, a run keeps track of; a larger program is refused before its
+/// memory is laid out.
+pub const MAX_SIMULATED_CHUNKS: usize = 1 << 22;
 
 /// What a send may leave in flight.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -112,6 +116,30 @@ pub struct ChunkValue {
     pub gpus: Vec<usize>,
 }
 
+impl fmt::Display for ChunkValue {
+    /// In words: `the input chunk 0 of gpu 2`, `input chunk 3 reduced over gpus 0, 1 and 2`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.gpus.as_slice() {
+            [g] => write!(f, "the input chunk {} of gpu {g}", self.offset),
+            gpus => write!(f, "input chunk {} reduced over gpus {}", self.offset, gpu_list(gpus)),
+        }
+    }
+}
+
+/// `0`, `0 and 1`, `0, 1 and 2`.
+fn gpu_list(gpus: &[usize]) -> String {
+    match gpus {
+        [] => "none".into(),
+        [one] => one.to_string(),
+        [init @ .., last] => format!("{} and {last}", init.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")),
+    }
+}
+
+/// What a chunk holds, in words (`nothing` when it holds nothing).
+pub fn describe(value: Option<&ChunkValue>) -> String {
+    value.map_or_else(|| "nothing".into(), ChunkValue::to_string)
+}
+
 /// One delivered send/receive pair.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Message {
@@ -119,7 +147,9 @@ pub struct Message {
     pub from: usize,
     /// The receiving gpu.
     pub to: usize,
-    /// Whether the receiver reduces it with its own chunks.
+    /// Whether the receiver reduces it with its own chunks: in the receiving step (`rr*`), or
+    /// later with a `re` that reads it where it landed (a receive into scratch, then a local
+    /// reduce into the chunk that accumulates), or where a `cpy` moved it unchanged.
     pub reduce: bool,
     /// What it carries.
     pub payload: Vec<Option<ChunkValue>>,
@@ -150,12 +180,18 @@ pub struct Execution {
     pub postcondition_checked: bool,
     /// The delivered messages, in the order they completed.
     pub messages: Vec<Message>,
+    /// Data races: two steps of a gpu that touch a chunk, one writing it, that the program
+    /// does not order ([`super::races`]), one line per pair of steps (empty: none).
+    pub races: Vec<String>,
+    /// Whether races were looked for (not for programs beyond
+    /// [`super::races::MAX_CLOCK_ENTRIES`]).
+    pub races_checked: bool,
 }
 
 impl Execution {
     /// Whether every chunk ended where the collective wants it.
     pub fn is_correct(&self) -> bool {
-        self.errors.is_empty()
+        self.errors.is_empty() && self.races.is_empty()
     }
 }
 
@@ -413,6 +449,9 @@ struct Memory {
     cells: Vec<Vec<Option<ChunkValue>>>,
     ready: Vec<Vec<usize>>,
     read_at: Vec<Vec<usize>>,
+    /// Per cell: the delivered message (its index) whose data the cell holds as it arrived,
+    /// if a plain receive, or a copy of one, wrote it last.
+    landed: Vec<Vec<Option<usize>>>,
 }
 
 impl Memory {
@@ -436,11 +475,29 @@ impl Memory {
                 }
             });
         }
-        let len = |g: usize| base[g][2] + declared(g, 2);
+        // Scratch as far as the gpu's own steps reach into it (the reader rules keep that within
+        // s_chunks), not as declared.
+        let scratch = |g: usize| {
+            let steps = p.gpus.iter().filter(|x| x.id == g as i64).flat_map(|x| &x.tbs).flat_map(|t| &t.steps);
+            let reach = |st: &super::model::Step| {
+                let used = [(st.kind.reads_src(), st.src), (st.kind.writes_dst(), st.dst)];
+                used.into_iter().filter(|(on, pl)| *on && pl.buffer == crate::lower::Buffer::Scratch).map(|(_, pl)| pl.offset.saturating_add(st.cnt)).max()
+            };
+            usize::try_from(steps.filter_map(reach).max().unwrap_or(0)).unwrap_or(0).min(declared(g, 2))
+        };
+        let lens: Vec<usize> = (0..n).map(|g| base[g][2].saturating_add(scratch(g))).collect();
+        let total = lens.iter().fold(0usize, |a, &b| a.saturating_add(b));
+        if total > MAX_SIMULATED_CHUNKS {
+            return Err(SimError::Refused(vec![format!(
+                "the gpus' buffers hold {total} chunks in all; the run keeps track of at most {MAX_SIMULATED_CHUNKS}"
+            )]));
+        }
+        let len = |g: usize| lens[g];
         let cells: Vec<Vec<Option<ChunkValue>>> = (0..n).map(|g| vec![None; len(g)]).collect();
         let ready = cells.iter().map(|c| vec![0; c.len()]).collect();
         let read_at = cells.iter().map(|c| vec![0; c.len()]).collect();
-        let mut m = Memory { base, sizes, cells, ready, read_at };
+        let landed = cells.iter().map(|c| vec![None; c.len()]).collect();
+        let mut m = Memory { base, sizes, cells, ready, read_at, landed };
         for g in 0..n {
             for k in 0..sizes[0] {
                 if let Some(c) = m.cell(g, (0, k)) {
@@ -523,6 +580,14 @@ struct Sim {
     executed: usize,
     errors: Vec<String>,
     messages: Vec<Message>,
+    /// The ops numbered, and their happens-before order.
+    order: StepOrder,
+    /// Per gpu and cell: the step that last wrote it and the steps that read it since.
+    last_write: Vec<Vec<Option<usize>>>,
+    reads_since: Vec<Vec<Vec<usize>>>,
+    /// Races found, and the pairs of steps already reported.
+    races: Vec<String>,
+    raced: HashSet<(usize, usize)>,
     /// (level, from, to) -> what the pair carries then in the schedule being built.
     pairs: HashMap<(usize, usize, usize), Claim>,
     /// Candidate paths of the gpu pairs given.
@@ -535,7 +600,15 @@ impl Sim {
     fn new(p: &Program, net: Net, mem: Memory, buffering: Buffering) -> Sim {
         let state = net.gpus.iter().map(|tbs| vec![TbState::default(); tbs.len()]).collect();
         let fifos = net.conns.iter().map(|c| Fifo { messages: vec![MessageState::default(); c.messages], ..Fifo::default() }).collect();
+        let order = happens_before(&net);
+        let last_write = mem.cells.iter().map(|c| vec![None; c.len()]).collect();
+        let reads_since = mem.cells.iter().map(|c| vec![Vec::new(); c.len()]).collect();
         Sim {
+            order,
+            last_write,
+            reads_since,
+            races: Vec::new(),
+            raced: HashSet::new(),
             net,
             mem,
             state,
@@ -718,6 +791,7 @@ impl Sim {
         self.state[g][t].begun = true;
         let at = format!("gpu {g} tb {t} step {}", op.s);
         let (local, cells, ready) = if op.kind.reads_src() { self.read(g, op.src, op.cnt, &at) } else { Default::default() };
+        self.touch(g, t, op.src, &cells, false);
         let tb = &self.net.gpus[g][t];
         let (out_conn, in_conn) = (tb.out_conn, tb.in_conn);
         if let (true, Some(out)) = (op.kind.sends(), out_conn) {
@@ -759,10 +833,13 @@ impl Sim {
             level = level.max(self.mem.ready[g][cell] + 1).max(self.mem.read_at[g][cell]);
         }
         let (level, route) = self.claim_pair(level, from, g, reduce, &msg.payload);
+        self.touch(g, t, op.dst, &dst_cells, true);
         self.fifos[c].messages[op.in_msg].level = level;
+        let index = self.messages.len();
         for (&cell, v) in dst_cells.iter().zip(value) {
             self.mem.cells[g][cell] = v;
             self.mem.ready[g][cell] = level;
+            self.mem.landed[g][cell] = (!reduce).then_some(index);
         }
         for &cell in &msg.src_cells {
             self.mem.read_at[from][cell] = self.mem.read_at[from][cell].max(level);
@@ -803,17 +880,71 @@ impl Sim {
     /// `cpy` and `re`.
     fn local(&mut self, g: usize, t: usize, op: &Op) {
         let at = format!("gpu {g} tb {t} step {}", op.s);
-        let (src, _, src_ready) = self.read(g, op.src, op.cnt, &at);
+        let (src, src_cells, src_ready) = self.read(g, op.src, op.cnt, &at);
+        self.touch(g, t, op.src, &src_cells, false);
         let dst_cells = self.mem.range(g, op.dst, op.cnt);
+        self.touch(g, t, op.dst, &dst_cells, true);
+        let landed: Vec<Option<usize>> = src_cells.iter().map(|&c| self.mem.landed[g][c]).collect();
         let (value, ready) = if op.kind == StepKind::Reduce {
             let (old, _, dst_ready) = self.read(g, op.dst, op.cnt, &at);
+            // What arrived in a plain receive and is reduced here was, for the schedule, a
+            // reduce into this gpu's value.
+            for &m in landed.iter().flatten() {
+                let msg = &mut self.messages[m];
+                msg.reduce = true;
+                // Its pair's claim on its level is now a reduce, so that no copy joins it (a
+                // claim it shares with copies already made stays as it is).
+                let pieces = msg.payload.iter().flatten().count();
+                if let Some(c) = self.pairs.get_mut(&(msg.level, msg.from, msg.to)).filter(|c| c.held.len() == pieces) {
+                    c.reduce = true;
+                }
+            }
             (self.combine(&old, &src, &at), src_ready.max(dst_ready))
         } else {
             (src, src_ready)
         };
-        for (&cell, v) in dst_cells.iter().zip(value) {
+        for (k, (&cell, v)) in dst_cells.iter().zip(value).enumerate() {
             self.mem.cells[g][cell] = v;
             self.mem.ready[g][cell] = ready;
+            self.mem.landed[g][cell] = if op.kind == StepKind::Copy { landed.get(k).copied().flatten() } else { None };
+        }
+    }
+
+    /// Threadblock `t` of gpu `g` reads (or writes) `cells`, the chunks from `place` on, in its
+    /// current step: a race with the last write, or for a write with a read since, that the
+    /// program does not order before it ([`super::races`]).
+    fn touch(&mut self, g: usize, t: usize, place: (usize, usize), cells: &[usize], write: bool) {
+        let Some(hb) = &self.order.hb else { return };
+        let me = self.order.first_op[g][t] + self.state[g][t].pc;
+        for (i, &cell) in cells.iter().enumerate() {
+            let earlier = self.last_write[g][cell].into_iter().chain(if write { self.reads_since[g][cell].clone() } else { Vec::new() });
+            let unordered: Vec<usize> = earlier.filter(|&x| x != me && !hb.ordered(x, me)).collect();
+            for x in unordered {
+                if !self.raced.insert((x, me)) {
+                    continue;
+                }
+                let (_, xt, xk) = self.order.op_at[x];
+                let other = &self.net.gpus[g][xt].ops[xk];
+                let wrote = self.last_write[g][cell] == Some(x);
+                let mine = &self.net.gpus[g][t].ops[self.state[g][t].pc];
+                self.races.push(format!(
+                    "gpu {g} buffer {} chunk {}: tb {t} step {} ({}) {} it, unordered with tb {xt} step {} ({}), which {} it",
+                    ["i", "o", "s"][place.0],
+                    place.1 + i,
+                    mine.s,
+                    mine.kind,
+                    if write { "writes" } else { "reads" },
+                    other.s,
+                    other.kind,
+                    if wrote { "writes" } else { "reads" }
+                ));
+            }
+            if write {
+                self.last_write[g][cell] = Some(me);
+                self.reads_since[g][cell].clear();
+            } else if !self.reads_since[g][cell].contains(&me) {
+                self.reads_since[g][cell].push(me);
+            }
         }
     }
 
@@ -832,7 +963,7 @@ impl Sim {
                     self.errors.push(format!("{at}: reduces input chunk {} with input chunk {}", x.offset, y.offset));
                 }
                 if x.gpus.iter().any(|g| y.gpus.contains(g)) {
-                    self.errors.push(format!("{at}: counts a contribution twice ({:?} and {:?})", x.gpus, y.gpus));
+                    self.errors.push(format!("{at}: counts a contribution twice (reduces {x} with {y})"));
                 }
                 let mut gpus: Vec<usize> = x.gpus.iter().chain(&y.gpus).copied().collect();
                 gpus.sort_unstable();
@@ -920,8 +1051,52 @@ impl Sim {
         let outputs: Vec<Vec<Option<ChunkValue>>> = (0..self.net.gpus.len()).map(|g| self.mem.output(g)).collect();
         let mut errors = self.errors;
         let checked = expect_outputs(p, &outputs, &mut errors);
-        Execution { steps: self.executed, outputs, errors, postcondition_checked: checked, messages: self.messages }
+        let races_checked = self.order.hb.is_some();
+        Execution { steps: self.executed, outputs, errors, postcondition_checked: checked, messages: self.messages, races: self.races, races_checked }
     }
+}
+
+/// A program's ops numbered threadblock after threadblock, and their happens-before order.
+struct StepOrder {
+    /// The order (`None`: too large to check for races, [`super::races::MAX_CLOCK_ENTRIES`]).
+    hb: Option<HappensBefore>,
+    /// Per gpu and threadblock: the number of its first op.
+    first_op: Vec<Vec<usize>>,
+    /// Per number: (gpu, threadblock, index of the op in it).
+    op_at: Vec<(usize, usize, usize)>,
+}
+
+/// The happens-before order of a program's ops ([`super::races`]).
+fn happens_before(net: &Net) -> StepOrder {
+    let mut first_op = Vec::new();
+    let mut op_at = Vec::new();
+    let mut lengths = Vec::new();
+    for (g, tbs) in net.gpus.iter().enumerate() {
+        let mut firsts = Vec::new();
+        for (t, tb) in tbs.iter().enumerate() {
+            firsts.push(op_at.len());
+            op_at.extend((0..tb.ops.len()).map(|k| (g, t, k)));
+            lengths.push(tb.ops.len());
+        }
+        first_op.push(firsts);
+    }
+    let mut edges = Vec::new();
+    for (g, tbs) in net.gpus.iter().enumerate() {
+        for (t, tb) in tbs.iter().enumerate() {
+            for (k, op) in tb.ops.iter().enumerate() {
+                // A wait ends when the op that signals it has finished.
+                edges.extend(op.waits.iter().map(|w| (first_op[g][w.tb] + w.op, first_op[g][t] + k)));
+            }
+        }
+    }
+    for c in &net.conns {
+        let ((a, at), (b, bt)) = (c.from, c.to);
+        let sends = net.gpus[a][at].ops.iter().enumerate().filter(|(_, o)| o.kind.sends()).map(|(k, _)| k);
+        let recvs = net.gpus[b][bt].ops.iter().enumerate().filter(|(_, o)| o.kind.receives()).map(|(k, _)| k);
+        // A receive ends after its send has read everything it sends.
+        edges.extend(sends.zip(recvs).map(|(sk, rk)| (first_op[a][at] + sk, first_op[b][bt] + rk)));
+    }
+    StepOrder { hb: HappensBefore::new(&lengths, &edges), first_op, op_at }
 }
 
 /// Compares the outputs with what `coll` wants (the layout of [`crate::lower::Layout`]);
@@ -940,7 +1115,11 @@ fn expect_outputs(p: &Program, outputs: &[Vec<Option<ChunkValue>>], errors: &mut
                 _ => ChunkValue { offset: x, gpus: all.clone() },
             };
             if got.as_ref() != Some(&want) {
-                errors.push(format!("gpu {j} output chunk {x}: holds {got:?}, {} wants {want:?}", p.coll.as_ref().map_or("", |(t, _)| t.as_str())));
+                errors.push(format!(
+                    "gpu {j} output chunk {x}: holds {}; {} wants {want}",
+                    describe(got.as_ref()),
+                    p.coll.as_ref().map_or("", |(t, _)| t.as_str())
+                ));
             }
         }
     }
@@ -1137,7 +1316,29 @@ mod tests {
             1,
         );
         let run = simulate(&program(&wrong), Placement::OutOfPlace, Buffering::Runtime).unwrap();
-        assert!(run.errors.iter().any(|e| e.starts_with("gpu 1 output chunk 0: holds")), "{:?}", run.errors);
+        // In words, not as Rust's debug output.
+        assert!(run.errors.contains(&"gpu 1 output chunk 0: holds nothing; alltoall wants the input chunk 1 of gpu 0".to_string()), "{:?}", run.errors);
+        // The receive now writes o[1], which gpu 1's copy also writes, and nothing orders them.
+        assert_eq!(run.races.len(), 1, "{:?}", run.races);
+        assert!(run.races[0].starts_with("gpu 1 buffer o chunk 1: "), "{:?}", run.races);
+        assert!(run.races[0].contains("tb 0 step 1 (r)") && run.races[0].contains("tb 1 step 0 (cpy)"), "{:?}", run.races);
+        let reduced = ChunkValue { offset: 3, gpus: vec![0, 1, 2] };
+        assert_eq!((reduced.to_string(), describe(None)), ("input chunk 3 reduced over gpus 0, 1 and 2".to_string(), "nothing".to_string()));
+    }
+
+    /// A write-after-read race is found under either buffering, whichever order the run takes,
+    /// and a dependency that orders the write after the read removes it.
+    #[test]
+    fn races_do_not_depend_on_the_buffering() {
+        let racy = program(include_str!("../../../tests/data/msccl/race_war.xml"));
+        let fixed = program(include_str!("../../../tests/data/msccl/race_fixed.xml"));
+        for buffering in [Buffering::Runtime, Buffering::Rendezvous] {
+            let run = simulate(&racy, Placement::InPlace, buffering).unwrap();
+            assert!(run.races_checked && run.races.len() == 3 && !run.is_correct(), "{buffering:?}: {:?}", run.races);
+            if let Ok(run) = simulate(&fixed, Placement::InPlace, buffering) {
+                assert!(run.races.is_empty() && run.is_correct(), "{buffering:?}: {:?} {:?}", run.races, run.errors);
+            }
+        }
     }
 
     proptest! {

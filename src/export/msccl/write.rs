@@ -88,6 +88,11 @@ struct XmlStep {
     dep: Option<(usize, usize)>,
 }
 
+/// The channels that carry a threadblock: one past the highest `chan`.
+pub fn used_channels(programs: &Programs) -> usize {
+    programs.ranks.iter().flat_map(|r| &r.threadblocks).map(|t| t.channel + 1).max().unwrap_or(1)
+}
+
 /// Writes lowered programs as MSCCL XML (module docs: chunks, splitting, dependencies).
 ///
 /// Fails on programs that MSCCL cannot express: a threadblock that sends to or receives from
@@ -99,7 +104,9 @@ pub fn msccl_xml(programs: &Programs, opts: &MscclOptions) -> Result<String> {
     let p = programs;
     let scratch = p.ranks.iter().map(|r| r.scratch_chunks).max().unwrap_or(0);
     let per_loop = p.ranks.iter().map(|r| r.input_chunks.max(r.output_chunks)).max().unwrap_or(0);
-    let nchannels = p.ranks.iter().flat_map(|r| &r.threadblocks).map(|t| t.channel + 1).max().unwrap_or(1);
+    // The channels the lowering was asked for, all of which the runtime opens, even where the
+    // spread leaves some without a threadblock.
+    let nchannels = used_channels(p).max(p.channels).max(1);
     let mut x = String::new();
     let _ = writeln!(
         x,
