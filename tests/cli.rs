@@ -877,3 +877,93 @@ fn zst_schedule_files_are_the_same_json_compressed() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("notzst.json.zst"), "{}", text(&o));
 }
+
+/// A fresh, empty folder of its own for one test.
+fn fresh(name: &str) -> PathBuf {
+    let d = tmp(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A repro file of the black-box tests, in tests/data/repro.
+fn repro(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/repro").join(name)
+}
+
+fn mkfifo(path: &Path) {
+    let o = Command::new("mkfifo").arg(path).output().unwrap();
+    assert!(o.status.success(), "mkfifo: {}", text(&o));
+}
+
+fn is_fifo(path: &Path) -> bool {
+    std::os::unix::fs::FileTypeExt::is_fifo(&std::fs::symlink_metadata(path).unwrap().file_type())
+}
+
+#[test]
+fn outputs_follow_symlinks_and_write_through_fifos() {
+    let dir = fresh("special-outputs");
+    let spec = repro("ring8_halfring.json");
+    let (sched, _) = ring_schedule("special-outputs-src");
+    // A symlink stays a link; its target gets the schedule (or the picture).
+    std::fs::write(dir.join("target.json"), "{}").unwrap();
+    std::os::unix::fs::symlink("target.json", dir.join("link.json")).unwrap();
+    std::fs::write(dir.join("target.svg"), "old").unwrap();
+    std::os::unix::fs::symlink("target.svg", dir.join("link.svg")).unwrap();
+    let o = run(&["generate", s(&spec), "-o", s(&dir.join("link.json"))]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&["cost", s(&sched), "--svg", s(&dir.join("link.svg"))]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    for (link, target, holds) in [("link.json", "target.json", "\"format\": \"collsched.schedule\""), ("link.svg", "target.svg", "<svg")] {
+        assert!(std::fs::symlink_metadata(dir.join(link)).unwrap().file_type().is_symlink(), "{link}");
+        assert!(std::fs::read_to_string(dir.join(target)).unwrap().contains(holds), "{target}");
+    }
+    let o = run(&["verify", s(&dir.join("link.json"))]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // A FIFO stays a FIFO, and its reader gets every byte.
+    for (name, args) in [("out.json", vec!["generate", s(&spec), "-o"]), ("out.svg", vec!["cost", s(&sched), "--svg"])] {
+        let fifo = dir.join(name);
+        mkfifo(&fifo);
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read(&fifo).unwrap())
+        };
+        let o = run(&[&args[..], &[s(&fifo)]].concat());
+        assert_eq!(o.status.code(), Some(0), "{name}: {}", text(&o));
+        let got = reader.join().unwrap();
+        assert!(is_fifo(&fifo), "{name}");
+        if name == "out.json" {
+            let v: serde_json::Value = serde_json::from_slice(&got).unwrap();
+            assert_eq!(v["format"], "collsched.schedule");
+        } else {
+            assert!(got.starts_with(b"<svg"), "{}", String::from_utf8_lossy(&got));
+        }
+    }
+    // No temporary file left behind anywhere.
+    let mut names: Vec<String> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    assert_eq!(names, ["link.json", "link.svg", "out.json", "out.svg", "target.json", "target.svg"]);
+}
+
+#[test]
+fn every_output_flag_creates_missing_folders_alike() {
+    // CLI.md: an output path's missing folders are created, for every command and flag alike.
+    let dir = fresh("missing-parents");
+    let (sched, _) = ring_schedule("missing-parents-src");
+    let spec = repro("ring8_halfring.json");
+    let out = dir.join("a/b/x.json");
+    let o = run(&["generate", s(&spec), "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(out.is_file());
+    let svg = dir.join("c/d/x.svg");
+    let o = run(&["cost", s(&sched), "--svg", s(&svg)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(svg.is_file());
+    // A parent that is a file is a write error (exit 5) for both, with nothing written.
+    for (args, what) in [(vec!["generate", s(&spec), "-o"], "x.json"), (vec!["cost", s(&sched), "--svg"], "x.svg")] {
+        let under_file = out.join(what);
+        let o = run(&[&args[..], &[s(&under_file)]].concat());
+        assert_eq!(o.status.code(), Some(5), "{what}: {}", text(&o));
+        assert!(!text(&o).contains("wrote"), "{}", text(&o));
+    }
+}
