@@ -967,3 +967,43 @@ fn every_output_flag_creates_missing_folders_alike() {
         assert!(!text(&o).contains("wrote"), "{}", text(&o));
     }
 }
+
+#[test]
+fn a_spec_with_trailing_characters_is_refused() {
+    let out = fresh("trailing").join("x.json");
+    let spec = repro("spec_trailing_garbage.json");
+    for cmd in ["generate", "bound"] {
+        let o = if cmd == "bound" { run(&[cmd, s(&spec)]) } else { run(&[cmd, s(&spec), "-o", s(&out)]) };
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {}", text(&o));
+        assert!(text(&o).contains("spec_trailing_garbage.json") && text(&o).contains("trailing characters"), "{cmd}: {}", text(&o));
+    }
+    assert!(!out.exists());
+}
+
+#[test]
+fn negative_or_absurd_time_limits_are_refused() {
+    let dir = fresh("time-limits");
+    let out = dir.join("x.json");
+    let spec = repro("spec_time_limit_negative.json");
+    for cmd in ["synthesize", "generate", "bound"] {
+        let o = if cmd == "bound" { run(&[cmd, s(&spec)]) } else { run(&[cmd, s(&spec), "-o", s(&out)]) };
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {}", text(&o));
+        assert!(
+            text(&o).contains("spec_time_limit_negative.json: method.synthesize.time_limit_s = -1: must be a positive number of seconds"),
+            "{cmd}: {}",
+            text(&o)
+        );
+    }
+    let body = std::fs::read_to_string(&spec).unwrap();
+    let huge = dir.join("huge.json");
+    std::fs::write(&huge, body.replace("\"time_limit_s\": -1", "\"time_limit_s\": 1e300")).unwrap();
+    let o = run(&["synthesize", s(&huge), "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("method.synthesize.time_limit_s = 1000000") && text(&o).contains("must be a positive number of seconds"), "{}", text(&o));
+    for flag in ["--time-limit=-1", "--time-limit=1e300", "--time-limit=0"] {
+        let o = run(&["synthesize", "--torus", "4", "--bytes", "4KiB", flag, "-o", s(&out)]);
+        assert_eq!(o.status.code(), Some(2), "{flag}: {}", text(&o));
+        assert!(text(&o).contains("--time-limit = ") && text(&o).contains("must be a positive number of seconds"), "{flag}: {}", text(&o));
+    }
+    assert!(!out.exists());
+}
