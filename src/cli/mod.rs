@@ -320,7 +320,7 @@ fn verify(schedule: PathBuf, spec_path: Option<PathBuf>, json: bool, max_diagnos
         for p in sccl.iter().flat_map(|v| &v.problems) {
             println!("{p}");
         }
-        print_report(&report, &header);
+        print_report(&report, &header, valid);
         if let Some(v) = &sccl {
             let verdict = if v.problems.is_empty() {
                 "meets every rule of the format".to_string()
@@ -414,7 +414,9 @@ fn report_json(r: &Report, header: &crate::schedule::ScheduleHeader) -> serde_js
     })
 }
 
-fn print_report(r: &Report, header: &crate::schedule::ScheduleHeader) {
+/// Prints a verification report; `valid` is the whole verdict (an SCCL file's own rules too), so
+/// that a file called invalid is never first called valid.
+fn print_report(r: &Report, header: &crate::schedule::ScheduleHeader, valid: bool) {
     for d in r.findings.failures() {
         println!("{d}");
     }
@@ -426,7 +428,7 @@ fn print_report(r: &Report, header: &crate::schedule::ScheduleHeader) {
         }
     }
     let s = &r.stats;
-    let verdict = if r.is_valid() { "valid" } else { "INVALID" };
+    let verdict = if valid { "valid" } else { "INVALID" };
     println!(
         "{verdict}: {} {} over {} ranks; {} steps, {} transfers ({} single-hop, longest path {} links), {} piece-hops",
         header.collective.kind,
