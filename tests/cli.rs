@@ -1007,3 +1007,20 @@ fn negative_or_absurd_time_limits_are_refused() {
     }
     assert!(!out.exists());
 }
+
+#[test]
+fn cost_refuses_a_schedule_that_breaks_rule_1() {
+    let dir = fresh("cost-oob");
+    let sched = repro("sched_link_oob.json");
+    let svg = dir.join("x.svg");
+    for extra in [vec![], vec!["--model", "event"], vec!["--json"], vec!["--svg", s(&svg)]] {
+        let o = run(&[&["cost", s(&sched)][..], &extra[..]].concat());
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {}", text(&o));
+        assert!(text(&o).contains("sched_link_oob.json") && text(&o).contains("rule 1"), "{extra:?}: {}", text(&o));
+        assert!(o.stdout.is_empty(), "{extra:?}: {}", text(&o));
+    }
+    assert!(!svg.exists());
+    // export refuses it the same way.
+    let o = run(&["export", s(&sched), "--to", "msccl-xml", "-o", s(&dir.join("xml"))]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}
