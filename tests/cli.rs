@@ -1009,6 +1009,63 @@ fn negative_or_absurd_time_limits_are_refused() {
 }
 
 #[test]
+fn certificates_name_their_files_relative_to_their_folder() {
+    let dir = fresh("cert-paths");
+    let spec = dir.join("ring8.json");
+    std::fs::copy(repro("ring8_halfring.json"), &spec).unwrap();
+    let o = run(&["generate", s(&spec), "-o", s(&dir.join("ring8.sched.json"))]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // Run from the folder with bare names, and with the certificate in a subfolder.
+    for (cert, spec_name, sched_name) in [("ring8.cert.json", "ring8.json", "ring8.sched.json"), ("certs/r.cert.json", "../ring8.json", "../ring8.sched.json")]
+    {
+        let o = bin().current_dir(&dir).args(["bound", "ring8.json", "--certificate", cert, "--schedule", "ring8.sched.json"]).output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{cert}: {}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join(cert)).unwrap()).unwrap();
+        assert_eq!((v["spec"].as_str(), v["schedule"]["file"].as_str()), (Some(spec_name), Some(sched_name)), "{cert}");
+    }
+    // A copy of the folder checks its own files: the originals are gone.
+    let copy = fresh("cert-paths-copy");
+    for f in ["ring8.json", "ring8.sched.json", "ring8.cert.json"] {
+        std::fs::copy(dir.join(f), copy.join(f)).unwrap();
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    let o = run(&["proof", "check", s(&copy.join("ring8.cert.json"))]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // A certificate that names its spec by an absolute path is refused, not followed.
+    let cert = copy.join("ring8.cert.json");
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&cert).unwrap()).unwrap();
+    v["spec"] = copy.join("ring8.json").to_str().unwrap().into();
+    std::fs::write(&cert, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    let o = run(&["proof", "check", s(&cert)]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("an absolute path"), "{}", text(&o));
+}
+
+#[test]
+fn proof_check_of_a_folder_checks_only_its_certificates() {
+    let dir = fresh("proof-folder");
+    let spec = dir.join("ring8.json");
+    std::fs::copy(repro("ring8_halfring.json"), &spec).unwrap();
+    let sched = dir.join("schedules/ring8.json");
+    let o = run(&["generate", s(&spec), "-o", s(&sched)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&["bound", s(&spec), "--certificate", s(&dir.join("certificates/ring8.cert.json")), "--schedule", s(&sched)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // A certificate by content under another name is checked too; other JSON is passed over.
+    std::fs::copy(dir.join("certificates/ring8.cert.json"), dir.join("certificates/copy.json")).unwrap();
+    std::fs::write(dir.join("index.json"), "{\"classes\": []}").unwrap();
+    let o = run(&["proof", "check", s(&dir)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("2 certificates, 2 hold, 0 fail"), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("passed over 3 files"), "{}", text(&o));
+    // A broken file named as a certificate is not passed over: it fails.
+    std::fs::write(dir.join("certificates/broken.cert.json"), "{}").unwrap();
+    let o = run(&["proof", "check", s(&dir)]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("3 certificates, 2 hold, 1 fail"), "{}", text(&o));
+}
+
+#[test]
 fn cost_refuses_a_schedule_that_breaks_rule_1() {
     let dir = fresh("cost-oob");
     let sched = repro("sched_link_oob.json");

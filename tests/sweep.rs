@@ -83,6 +83,11 @@ fn shards_merged_are_the_unsharded_sweep_byte_for_byte() {
     let o = run(&["proof", "check", s(&whole.join("certificates"))]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(text(&o).contains("4 certificates, 4 hold"), "{}", text(&o));
+    // The whole folder: its specs, schedules and index are passed over (and said so), not failed.
+    let o = run(&["proof", "check", s(&whole)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("4 certificates, 4 hold, 0 fail"), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("that are not certificates"), "{}", text(&o));
 
     // One fault's schedule, mapped from its class's, verifies and costs what the index says.
     let index: serde_json::Value = serde_json::from_slice(&std::fs::read(whole.join("index.json")).unwrap()).unwrap();
