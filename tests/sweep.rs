@@ -132,9 +132,12 @@ fn a_cut_off_npu_makes_its_class_infeasible_and_the_rest_is_written() {
 #[test]
 fn bad_input_is_named_with_exit_2() {
     let out = tmp("bad");
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 8] = [
         (&["--torus", "4x4", "--faults", "cables", "--shard", "3/2"], "--shard 3/2: K must be below N"),
         (&["--torus", "6x4", "--faults", "ocs"], "radix 6 is not made of cubes of side 4"),
+        // A radix below the cube side is no cube at all.
+        (&["--torus", "3x3", "--faults", "ocs"], "radix 3 is not made of cubes of side 4"),
+        (&["--torus", "4x2", "--faults", "ocs"], "radix 2 is not made of cubes of side 4"),
         (&["--torus", "4x4", "--faults", "cables", "--fail", "(0,0)-(1,0)"], "a sweep enumerates the faults itself"),
         (&["--torus", "4x4"], "--faults cables|pairs|ocs is needed"),
         (&["--torus", "4x4", "--faults", "cables", "--verify-members", "sample", "x"], "--verify-members sample x"),
