@@ -1081,3 +1081,40 @@ fn cost_refuses_a_schedule_that_breaks_rule_1() {
     let o = run(&["export", s(&sched), "--to", "msccl-xml", "-o", s(&dir.join("xml"))]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 }
+
+#[test]
+fn read_errors_name_the_field_and_the_file() {
+    let dir = fresh("field-names");
+    let (path, _) = ring_schedule("field-names-src");
+    let body = std::fs::read_to_string(&path).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    // A negative block size.
+    let mut bad = v.clone();
+    let n = bad["collective"]["ranks"].as_array().unwrap().len();
+    let mut blocks = vec![vec![1000u64; n]; n];
+    blocks[0][1] = 77777;
+    bad["collective"]["block_bytes"] = serde_json::json!(blocks);
+    let text_body = serde_json::to_string(&bad).unwrap().replacen("77777", "-1", 1);
+    let file = dir.join("negative.json");
+    std::fs::write(&file, text_body).unwrap();
+    let o = run(&["verify", s(&file)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("negative.json") && text(&o).contains("field `collective.block_bytes[0][1]`"), "{}", text(&o));
+    // A shape whose family does not match the lists: the field is topology.shape.
+    v["topology"]["shape"] = serde_json::json!({"torus": {"dims": [7], "wrap": [true]}});
+    let file = dir.join("shape.json");
+    std::fs::write(&file, serde_json::to_string(&v).unwrap()).unwrap();
+    let o = run(&["verify", s(&file)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("shape.json") && text(&o).contains("remove topology.shape") && !text(&o).contains("meta.shape"), "{}", text(&o));
+    // A per-dimension value that is neither a number nor a list, in a spec.
+    let spec = dir.join("spec.json");
+    std::fs::write(&spec, RING_SPEC.replace("\"bandwidth_gbps\": 32.0", "\"bandwidth_gbps\": \"fast\"")).unwrap();
+    let o = run(&["bound", s(&spec)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("spec.json: field `topology.torus.bandwidth_gbps`: \"fast\": expected a number, or a list with one number per dimension"),
+        "{}",
+        text(&o)
+    );
+}
