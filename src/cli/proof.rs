@@ -33,8 +33,9 @@ fn absolute(path: &Path) -> PathBuf {
 }
 
 /// `target` relative to the folder `base` (both made absolute first), which is how a certificate
-/// names its spec and schedule (docs/design/FORMATS.md): relative to the certificate's folder,
-/// whatever the working folder, so that a copied folder checks its own files.
+/// names its spec and schedule (docs/design/CLI.md, `proof check`): relative to the
+/// certificate's folder, whatever the working folder, so that a copied folder checks its own
+/// files.
 fn relative(target: &Path, base: &Path) -> String {
     let (t, b) = (absolute(target), absolute(base));
     let tc: Vec<Component> = t.components().collect();
