@@ -88,28 +88,84 @@ pub fn read_to_string(path: &Path) -> Result<String> {
     std::fs::read_to_string(path).map_err(|e| Error::bad(format!("{}: cannot read: {e}", path.display())))
 }
 
-/// Writes `path` through a temporary file in the same folder that is renamed over `path` only
-/// when `write` succeeds, so a failure never leaves a partial file behind.
+/// Where the bytes of an output named `path` go, once its symbolic links are followed.
+enum Target {
+    /// A regular file, or nothing yet: written to a temporary file beside it that is renamed over
+    /// it, so that it appears whole or not at all.
+    Replace(PathBuf),
+    /// Something that exists and is not a regular file (a FIFO, a device, a socket): written
+    /// through directly, since renaming over it would replace it with a regular file.
+    Through(PathBuf),
+}
+
+/// The most symbolic links followed from an output path before giving up (Linux's own limit).
+const MAX_SYMLINKS: usize = 40;
+
+/// What writing `path` writes to: symbolic links are followed to their final target, so that a
+/// link stays a link and its target gets the bytes.
+fn target(path: &Path) -> Result<Target> {
+    let mut p = path.to_path_buf();
+    for _ in 0..=MAX_SYMLINKS {
+        let meta = match std::fs::symlink_metadata(&p) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Target::Replace(p)),
+            Err(e) => return Err(Error::io(format!("{}: cannot write: {e}", path.display()))),
+        };
+        let kind = meta.file_type();
+        if kind.is_symlink() {
+            let to = std::fs::read_link(&p).map_err(|e| Error::io(format!("{}: cannot write: {e}", path.display())))?;
+            // A relative link is relative to the folder holding the link.
+            p = match p.parent() {
+                Some(dir) if to.is_relative() => dir.join(to),
+                _ => to,
+            };
+        } else if kind.is_file() {
+            return Ok(Target::Replace(p));
+        } else if kind.is_dir() {
+            return Err(Error::io(format!("{}: cannot write: is a folder", path.display())));
+        } else {
+            return Ok(Target::Through(p));
+        }
+    }
+    Err(Error::io(format!("{}: cannot write: more than {MAX_SYMLINKS} symbolic links", path.display())))
+}
+
+/// Writes `path`: through a temporary file in the same folder (missing folders are created) that
+/// is renamed over `path` only when `write` succeeds, so a failure never leaves a partial file
+/// behind. A symbolic link is followed and its final target written the same way; a path that is
+/// neither a regular file nor missing (a FIFO, a device) is opened and written through, and a
+/// failed write (a full device) is an error all the same.
 pub fn write_atomic<T>(path: &Path, write: impl FnOnce(&mut BufWriter<File>) -> Result<T>) -> Result<T> {
-    let dir = match path.parent() {
+    let cannot = |e: std::io::Error| Error::io(format!("{}: cannot write: {e}", path.display()));
+    let dest = match target(path)? {
+        Target::Replace(dest) => dest,
+        Target::Through(dest) => {
+            let file = std::fs::OpenOptions::new().write(true).open(&dest).map_err(cannot)?;
+            let mut w = BufWriter::with_capacity(1 << 20, file);
+            let v = write(&mut w)?;
+            w.flush().map_err(cannot)?;
+            return Ok(v);
+        }
+    };
+    let dir = match dest.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(format!("{}: cannot create folder: {e}", dir.display())))?;
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into());
+    let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into());
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let file = File::create(&tmp).map_err(|e| Error::io(format!("{}: cannot write: {e}", path.display())))?;
+    let file = File::create(&tmp).map_err(cannot)?;
     let mut w = BufWriter::with_capacity(1 << 20, file);
     let result = write(&mut w).and_then(|v| {
-        w.flush().map_err(|e| Error::io(format!("{}: cannot write: {e}", path.display())))?;
+        w.flush().map_err(cannot)?;
         Ok(v)
     });
     drop(w);
     match result {
         Ok(v) => {
-            std::fs::rename(&tmp, path).map_err(|e| {
+            std::fs::rename(&tmp, &dest).map_err(|e| {
                 let _ = std::fs::remove_file(&tmp);
-                Error::io(format!("{}: cannot write: {e}", path.display()))
+                cannot(e)
             })?;
             Ok(v)
         }
@@ -178,6 +234,81 @@ mod tests {
         // The SHA-256 of "abc" (FIPS 180-2, appendix B.1).
         assert_eq!(sha256_hex(b"abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "whole");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A fresh, empty folder for one test.
+    fn fresh_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("collsched-io-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// Makes a FIFO at `path` (a special file a test may create, unlike a device).
+    fn mkfifo(path: &Path) {
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo {}", path.display());
+    }
+
+    #[test]
+    fn symlinks_are_followed_and_stay_links() {
+        let dir = fresh_dir("link");
+        std::fs::create_dir(dir.join("sub")).unwrap();
+        std::fs::write(dir.join("sub/target.json"), "old").unwrap();
+        // A relative link to a relative link: both stay, the final target gets the bytes.
+        std::os::unix::fs::symlink("sub/target.json", dir.join("inner.json")).unwrap();
+        std::os::unix::fs::symlink("inner.json", dir.join("link.json")).unwrap();
+        let link = dir.join("link.json");
+        write_atomic(&link, |w| w.write_all(b"new").map_err(write_error(&link))).unwrap();
+        for l in ["link.json", "inner.json"] {
+            assert!(std::fs::symlink_metadata(dir.join(l)).unwrap().file_type().is_symlink(), "{l}");
+        }
+        assert_eq!(std::fs::read_to_string(dir.join("sub/target.json")).unwrap(), "new");
+        // No temporary file is left beside the link or the target.
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 3);
+        assert_eq!(std::fs::read_dir(dir.join("sub")).unwrap().count(), 1);
+        // A failed write through a link leaves the target as it was.
+        let r: Result<()> = write_atomic(&link, |w| {
+            w.write_all(b"partial").unwrap();
+            Err(Error::bad("boom"))
+        });
+        assert!(r.is_err());
+        assert_eq!(std::fs::read_to_string(dir.join("sub/target.json")).unwrap(), "new");
+        // A link to a folder is refused, not replaced.
+        std::os::unix::fs::symlink("sub", dir.join("folder.json")).unwrap();
+        let to_folder = dir.join("folder.json");
+        let e = write_atomic(&to_folder, |w| w.write_all(b"x").map_err(write_error(&to_folder))).unwrap_err();
+        assert_eq!(e.exit_code(), crate::error::ExitCode::Io, "{e:?}");
+        assert!(std::fs::symlink_metadata(&to_folder).unwrap().file_type().is_symlink());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn fifos_are_written_through_and_a_failed_write_is_an_error() {
+        let dir = fresh_dir("fifo");
+        let fifo = dir.join("out.json");
+        mkfifo(&fifo);
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read(&fifo).unwrap())
+        };
+        write_atomic(&fifo, |w| w.write_all(b"through").map_err(write_error(&fifo))).unwrap();
+        assert_eq!(reader.join().unwrap(), b"through");
+        assert!(std::os::unix::fs::FileTypeExt::is_fifo(&std::fs::symlink_metadata(&fifo).unwrap().file_type()));
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+        // A reader that goes away: more than a pipe holds cannot be written (EPIPE, as a full
+        // device gives ENOSPC), which is a write error (exit 5), not success.
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || drop(File::open(&fifo).unwrap()))
+        };
+        let big = vec![b'x'; 8 << 20];
+        let e = write_atomic(&fifo, |w| w.write_all(&big).map_err(write_error(&fifo))).unwrap_err();
+        reader.join().unwrap();
+        assert_eq!(e.exit_code(), crate::error::ExitCode::Io, "{e:?}");
+        assert!(std::os::unix::fs::FileTypeExt::is_fifo(&std::fs::symlink_metadata(&fifo).unwrap().file_type()));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -1000,3 +1000,244 @@ fn export_writes_the_channels_asked_for_or_refuses_them() {
         assert!(text(&o).contains(&format!("--channels {c}")) && !text(&o).contains("wrote"), "{c}: {}", text(&o));
     }
 }
+
+/// A fresh, empty folder of its own for one test.
+fn fresh(name: &str) -> PathBuf {
+    let d = tmp(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A repro file of the black-box tests, in tests/data/repro.
+fn repro(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/repro").join(name)
+}
+
+fn mkfifo(path: &Path) {
+    let o = Command::new("mkfifo").arg(path).output().unwrap();
+    assert!(o.status.success(), "mkfifo: {}", text(&o));
+}
+
+fn is_fifo(path: &Path) -> bool {
+    std::os::unix::fs::FileTypeExt::is_fifo(&std::fs::symlink_metadata(path).unwrap().file_type())
+}
+
+#[test]
+fn outputs_follow_symlinks_and_write_through_fifos() {
+    let dir = fresh("special-outputs");
+    let spec = repro("ring8_halfring.json");
+    let (sched, _) = ring_schedule("special-outputs-src");
+    // A symlink stays a link; its target gets the schedule (or the picture).
+    std::fs::write(dir.join("target.json"), "{}").unwrap();
+    std::os::unix::fs::symlink("target.json", dir.join("link.json")).unwrap();
+    std::fs::write(dir.join("target.svg"), "old").unwrap();
+    std::os::unix::fs::symlink("target.svg", dir.join("link.svg")).unwrap();
+    let o = run(&["generate", s(&spec), "-o", s(&dir.join("link.json"))]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&["cost", s(&sched), "--svg", s(&dir.join("link.svg"))]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    for (link, target, holds) in [("link.json", "target.json", "\"format\": \"collsched.schedule\""), ("link.svg", "target.svg", "<svg")] {
+        assert!(std::fs::symlink_metadata(dir.join(link)).unwrap().file_type().is_symlink(), "{link}");
+        assert!(std::fs::read_to_string(dir.join(target)).unwrap().contains(holds), "{target}");
+    }
+    let o = run(&["verify", s(&dir.join("link.json"))]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // A FIFO stays a FIFO, and its reader gets every byte.
+    for (name, args) in [("out.json", vec!["generate", s(&spec), "-o"]), ("out.svg", vec!["cost", s(&sched), "--svg"])] {
+        let fifo = dir.join(name);
+        mkfifo(&fifo);
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read(&fifo).unwrap())
+        };
+        let o = run(&[&args[..], &[s(&fifo)]].concat());
+        assert_eq!(o.status.code(), Some(0), "{name}: {}", text(&o));
+        let got = reader.join().unwrap();
+        assert!(is_fifo(&fifo), "{name}");
+        if name == "out.json" {
+            let v: serde_json::Value = serde_json::from_slice(&got).unwrap();
+            assert_eq!(v["format"], "collsched.schedule");
+        } else {
+            assert!(got.starts_with(b"<svg"), "{}", String::from_utf8_lossy(&got));
+        }
+    }
+    // No temporary file left behind anywhere.
+    let mut names: Vec<String> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    assert_eq!(names, ["link.json", "link.svg", "out.json", "out.svg", "target.json", "target.svg"]);
+}
+
+#[test]
+fn every_output_flag_creates_missing_folders_alike() {
+    // CLI.md: an output path's missing folders are created, for every command and flag alike.
+    let dir = fresh("missing-parents");
+    let (sched, _) = ring_schedule("missing-parents-src");
+    let spec = repro("ring8_halfring.json");
+    let out = dir.join("a/b/x.json");
+    let o = run(&["generate", s(&spec), "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(out.is_file());
+    let svg = dir.join("c/d/x.svg");
+    let o = run(&["cost", s(&sched), "--svg", s(&svg)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(svg.is_file());
+    // A parent that is a file is a write error (exit 5) for both, with nothing written.
+    for (args, what) in [(vec!["generate", s(&spec), "-o"], "x.json"), (vec!["cost", s(&sched), "--svg"], "x.svg")] {
+        let under_file = out.join(what);
+        let o = run(&[&args[..], &[s(&under_file)]].concat());
+        assert_eq!(o.status.code(), Some(5), "{what}: {}", text(&o));
+        assert!(!text(&o).contains("wrote"), "{}", text(&o));
+    }
+}
+
+#[test]
+fn a_spec_with_trailing_characters_is_refused() {
+    let out = fresh("trailing").join("x.json");
+    let spec = repro("spec_trailing_garbage.json");
+    for cmd in ["generate", "bound"] {
+        let o = if cmd == "bound" { run(&[cmd, s(&spec)]) } else { run(&[cmd, s(&spec), "-o", s(&out)]) };
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {}", text(&o));
+        assert!(text(&o).contains("spec_trailing_garbage.json") && text(&o).contains("trailing characters"), "{cmd}: {}", text(&o));
+    }
+    assert!(!out.exists());
+}
+
+#[test]
+fn negative_or_absurd_time_limits_are_refused() {
+    let dir = fresh("time-limits");
+    let out = dir.join("x.json");
+    let spec = repro("spec_time_limit_negative.json");
+    for cmd in ["synthesize", "generate", "bound"] {
+        let o = if cmd == "bound" { run(&[cmd, s(&spec)]) } else { run(&[cmd, s(&spec), "-o", s(&out)]) };
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {}", text(&o));
+        assert!(
+            text(&o).contains("spec_time_limit_negative.json: method.synthesize.time_limit_s = -1: must be a positive number of seconds"),
+            "{cmd}: {}",
+            text(&o)
+        );
+    }
+    let body = std::fs::read_to_string(&spec).unwrap();
+    let huge = dir.join("huge.json");
+    std::fs::write(&huge, body.replace("\"time_limit_s\": -1", "\"time_limit_s\": 1e300")).unwrap();
+    let o = run(&["synthesize", s(&huge), "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("method.synthesize.time_limit_s = 1000000") && text(&o).contains("must be a positive number of seconds"), "{}", text(&o));
+    for flag in ["--time-limit=-1", "--time-limit=1e300", "--time-limit=0"] {
+        let o = run(&["synthesize", "--torus", "4", "--bytes", "4KiB", flag, "-o", s(&out)]);
+        assert_eq!(o.status.code(), Some(2), "{flag}: {}", text(&o));
+        assert!(text(&o).contains("--time-limit = ") && text(&o).contains("must be a positive number of seconds"), "{flag}: {}", text(&o));
+    }
+    assert!(!out.exists());
+}
+
+#[test]
+fn certificates_name_their_files_relative_to_their_folder() {
+    let dir = fresh("cert-paths");
+    let spec = dir.join("ring8.json");
+    std::fs::copy(repro("ring8_halfring.json"), &spec).unwrap();
+    let o = run(&["generate", s(&spec), "-o", s(&dir.join("ring8.sched.json"))]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // Run from the folder with bare names, and with the certificate in a subfolder.
+    for (cert, spec_name, sched_name) in [("ring8.cert.json", "ring8.json", "ring8.sched.json"), ("certs/r.cert.json", "../ring8.json", "../ring8.sched.json")]
+    {
+        let o = bin().current_dir(&dir).args(["bound", "ring8.json", "--certificate", cert, "--schedule", "ring8.sched.json"]).output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{cert}: {}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join(cert)).unwrap()).unwrap();
+        assert_eq!((v["spec"].as_str(), v["schedule"]["file"].as_str()), (Some(spec_name), Some(sched_name)), "{cert}");
+    }
+    // A copy of the folder checks its own files: the originals are gone.
+    let copy = fresh("cert-paths-copy");
+    for f in ["ring8.json", "ring8.sched.json", "ring8.cert.json"] {
+        std::fs::copy(dir.join(f), copy.join(f)).unwrap();
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    let o = run(&["proof", "check", s(&copy.join("ring8.cert.json"))]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // A certificate that names its spec by an absolute path is refused, not followed.
+    let cert = copy.join("ring8.cert.json");
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&cert).unwrap()).unwrap();
+    v["spec"] = copy.join("ring8.json").to_str().unwrap().into();
+    std::fs::write(&cert, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    let o = run(&["proof", "check", s(&cert)]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("an absolute path"), "{}", text(&o));
+}
+
+#[test]
+fn proof_check_of_a_folder_checks_only_its_certificates() {
+    let dir = fresh("proof-folder");
+    let spec = dir.join("ring8.json");
+    std::fs::copy(repro("ring8_halfring.json"), &spec).unwrap();
+    let sched = dir.join("schedules/ring8.json");
+    let o = run(&["generate", s(&spec), "-o", s(&sched)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&["bound", s(&spec), "--certificate", s(&dir.join("certificates/ring8.cert.json")), "--schedule", s(&sched)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // A certificate by content under another name is checked too; other JSON is passed over.
+    std::fs::copy(dir.join("certificates/ring8.cert.json"), dir.join("certificates/copy.json")).unwrap();
+    std::fs::write(dir.join("index.json"), "{\"classes\": []}").unwrap();
+    let o = run(&["proof", "check", s(&dir)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("2 certificates, 2 hold, 0 fail"), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("passed over 3 files"), "{}", text(&o));
+    // A broken file named as a certificate is not passed over: it fails.
+    std::fs::write(dir.join("certificates/broken.cert.json"), "{}").unwrap();
+    let o = run(&["proof", "check", s(&dir)]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("3 certificates, 2 hold, 1 fail"), "{}", text(&o));
+}
+
+#[test]
+fn cost_refuses_a_schedule_that_breaks_rule_1() {
+    let dir = fresh("cost-oob");
+    let sched = repro("sched_link_oob.json");
+    let svg = dir.join("x.svg");
+    for extra in [vec![], vec!["--model", "event"], vec!["--json"], vec!["--svg", s(&svg)]] {
+        let o = run(&[&["cost", s(&sched)][..], &extra[..]].concat());
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {}", text(&o));
+        assert!(text(&o).contains("sched_link_oob.json") && text(&o).contains("rule 1"), "{extra:?}: {}", text(&o));
+        assert!(o.stdout.is_empty(), "{extra:?}: {}", text(&o));
+    }
+    assert!(!svg.exists());
+    // export refuses it the same way.
+    let o = run(&["export", s(&sched), "--to", "msccl-xml", "-o", s(&dir.join("xml"))]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}
+
+#[test]
+fn read_errors_name_the_field_and_the_file() {
+    let dir = fresh("field-names");
+    let (path, _) = ring_schedule("field-names-src");
+    let body = std::fs::read_to_string(&path).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    // A negative block size.
+    let mut bad = v.clone();
+    let n = bad["collective"]["ranks"].as_array().unwrap().len();
+    let mut blocks = vec![vec![1000u64; n]; n];
+    blocks[0][1] = 77777;
+    bad["collective"]["block_bytes"] = serde_json::json!(blocks);
+    let text_body = serde_json::to_string(&bad).unwrap().replacen("77777", "-1", 1);
+    let file = dir.join("negative.json");
+    std::fs::write(&file, text_body).unwrap();
+    let o = run(&["verify", s(&file)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("negative.json") && text(&o).contains("field `collective.block_bytes[0][1]`"), "{}", text(&o));
+    // A shape whose family does not match the lists: the field is topology.shape.
+    v["topology"]["shape"] = serde_json::json!({"torus": {"dims": [7], "wrap": [true]}});
+    let file = dir.join("shape.json");
+    std::fs::write(&file, serde_json::to_string(&v).unwrap()).unwrap();
+    let o = run(&["verify", s(&file)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("shape.json") && text(&o).contains("remove topology.shape") && !text(&o).contains("meta.shape"), "{}", text(&o));
+    // A per-dimension value that is neither a number nor a list, in a spec.
+    let spec = dir.join("spec.json");
+    std::fs::write(&spec, RING_SPEC.replace("\"bandwidth_gbps\": 32.0", "\"bandwidth_gbps\": \"fast\"")).unwrap();
+    let o = run(&["bound", s(&spec)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("spec.json: field `topology.torus.bandwidth_gbps`: \"fast\": expected a number, or a list with one number per dimension"),
+        "{}",
+        text(&o)
+    );
+}

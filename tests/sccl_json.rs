@@ -481,12 +481,36 @@ fn bad_sccl_files_get_clear_errors_and_exit_codes() {
     let o = run(&["verify", s(&write("broadcast.json", &v))]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("collective.name = \"Broadcast(n=4,root=0)\"") && text(&o).contains("no such collective"), "{}", text(&o));
-    // A send over a pair without a link: exit 2, naming the send.
-    let mut v = good.clone();
-    v["steps"][1]["sends"].as_array_mut().unwrap().push(serde_json::json!([9, 1, 3]));
-    let o = run(&["verify", s(&write("nolink.json", &v))]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(text(&o).contains("steps[1].sends[4] = [9, 1, 3]: there is no link from rank 1 to rank 3"), "{}", text(&o));
+    // A send over a pair without a link, from a rank to itself, or of an address no chunk has:
+    // SCCL rule 5, a failure in the steps (exit 1, one line each), not of the header (exit 2).
+    for (send, why) in [
+        ([9, 1, 3], "SCCL rule 5: steps[1].sends[4] = [9, 1, 3]: topology.links[3][1] = 0, there is no link from rank 1 to rank 3"),
+        ([0, 0, 0], "SCCL rule 5: steps[1].sends[4] = [0, 0, 0]: needs two different ranks below 4"),
+        ([99, 0, 1], "SCCL rule 5: steps[1].sends[4] = [99, 0, 1]: no chunk of the collective has address 99"),
+    ] {
+        let mut v = good.clone();
+        v["steps"][1]["sends"].as_array_mut().unwrap().push(serde_json::json!(send));
+        let o = run(&["verify", s(&write("nolink.json", &v))]);
+        assert_eq!(o.status.code(), Some(1), "{send:?}: {}", text(&o));
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(out.lines().any(|l| l == why), "{send:?}: {out}");
+        assert!(!out.lines().any(|l| l.starts_with("valid")) && out.contains("INVALID as SCCL"), "{send:?}: {out}");
+        let o = run(&["verify", s(&write("nolink.json", &v)), "--json"]);
+        assert_eq!(o.status.code(), Some(1), "{send:?}: {}", text(&o));
+        let j: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(j["valid"], Value::Bool(false));
+    }
+    // The tester's files: a send over a missing link (rule 5) and an input map that is not the
+    // derived one (rule 3); neither is called valid before it is called invalid.
+    for (file, rule) in [("rule5_nolink.msccl.json", "SCCL rule 5: "), ("rule3_inmap.msccl.json", "SCCL rule 3: ")] {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/sccl").join(file);
+        let o = run(&["verify", s(&path)]);
+        assert_eq!(o.status.code(), Some(1), "{file}: {}", text(&o));
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(out.lines().any(|l| l.starts_with(rule)), "{file}: {out}");
+        assert!(!out.lines().any(|l| l.starts_with("valid")), "{file}: {out}");
+        assert!(out.lines().any(|l| l.starts_with("INVALID:")) && out.contains("INVALID as SCCL"), "{file}: {out}");
+    }
     // Sorted keys (collective first, as `json.dumps(sort_keys=True)` writes): still SCCL's.
     let sorted: BTreeMap<String, Value> = serde_json::from_value(good.clone()).unwrap();
     let o = run(&["verify", s(&write("sorted.json", &serde_json::to_value(sorted).unwrap()))]);

@@ -83,6 +83,11 @@ fn shards_merged_are_the_unsharded_sweep_byte_for_byte() {
     let o = run(&["proof", "check", s(&whole.join("certificates"))]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(text(&o).contains("4 certificates, 4 hold"), "{}", text(&o));
+    // The whole folder: its specs, schedules and index are passed over (and said so), not failed.
+    let o = run(&["proof", "check", s(&whole)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("4 certificates, 4 hold, 0 fail"), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("that are not certificates"), "{}", text(&o));
 
     // One fault's schedule, mapped from its class's, verifies and costs what the index says.
     let index: serde_json::Value = serde_json::from_slice(&std::fs::read(whole.join("index.json")).unwrap()).unwrap();
@@ -127,9 +132,12 @@ fn a_cut_off_npu_makes_its_class_infeasible_and_the_rest_is_written() {
 #[test]
 fn bad_input_is_named_with_exit_2() {
     let out = tmp("bad");
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 8] = [
         (&["--torus", "4x4", "--faults", "cables", "--shard", "3/2"], "--shard 3/2: K must be below N"),
         (&["--torus", "6x4", "--faults", "ocs"], "radix 6 is not made of cubes of side 4"),
+        // A radix below the cube side is no cube at all.
+        (&["--torus", "3x3", "--faults", "ocs"], "radix 3 is not made of cubes of side 4"),
+        (&["--torus", "4x2", "--faults", "ocs"], "radix 2 is not made of cubes of side 4"),
         (&["--torus", "4x4", "--faults", "cables", "--fail", "(0,0)-(1,0)"], "a sweep enumerates the faults itself"),
         (&["--torus", "4x4"], "--faults cables|pairs|ocs is needed"),
         (&["--torus", "4x4", "--faults", "cables", "--verify-members", "sample", "x"], "--verify-members sample x"),

@@ -311,7 +311,7 @@ fn verify(schedule: PathBuf, spec_path: Option<PathBuf>, json: bool, max_diagnos
         for p in sccl.iter().flat_map(|v| &v.problems) {
             println!("{p}");
         }
-        print_report(&report, &header);
+        print_report(&report, &header, valid);
         if let Some(v) = &sccl {
             let verdict = if v.problems.is_empty() {
                 "meets every rule of the format".to_string()
@@ -418,7 +418,9 @@ fn report_json(r: &Report, header: &crate::schedule::ScheduleHeader) -> serde_js
     })
 }
 
-fn print_report(r: &Report, header: &crate::schedule::ScheduleHeader) {
+/// Prints a verification report; `valid` is the whole verdict (an SCCL file's own rules too), so
+/// that a file called invalid is never first called valid.
+fn print_report(r: &Report, header: &crate::schedule::ScheduleHeader, valid: bool) {
     for d in r.findings.failures() {
         println!("{d}");
     }
@@ -430,7 +432,7 @@ fn print_report(r: &Report, header: &crate::schedule::ScheduleHeader) {
         }
     }
     let s = &r.stats;
-    let verdict = if r.is_valid() { "valid" } else { "INVALID" };
+    let verdict = if valid { "valid" } else { "INVALID" };
     println!(
         "{verdict}: {} {} over {} ranks; {} steps, {} transfers ({} single-hop, longest path {} links), {} piece-hops",
         header.collective.kind,
@@ -464,6 +466,19 @@ fn print_report(r: &Report, header: &crate::schedule::ScheduleHeader) {
 }
 
 fn cost(schedule: PathBuf, model: &str, fifo: bool, svg: Option<&std::path::Path>, json: bool) -> Result<ExitCode> {
+    if fifo && model != "event" {
+        return Err(Error::bad("--fifo applies to --model event"));
+    }
+    // Every model costs the transfers as written: a schedule that breaks rule 1 (a link, node or
+    // piece that does not exist, a path that is no walk) has no cost, and is refused as `export`
+    // refuses it rather than costed without what it cannot place. Sharing a link (rule 2) is what
+    // the models price, and is allowed.
+    let options = VerifyOptions { allow_contention: true, track_relays: false, ..Default::default() };
+    let (header, report) = verify_file_with(&schedule, &options, None)?;
+    if report.findings.failures_of(crate::verify::Rule::Structure) > 0 {
+        let first = report.findings.failures().iter().find(|d| d.rule == crate::verify::Rule::Structure).map(|d| d.to_string()).unwrap_or_default();
+        return Err(Error::bad(format!("{}: the schedule breaks rule 1, nothing to cost: {first}", schedule.display())));
+    }
     if let Some(out) = svg {
         let s = crate::schedule::read_schedule_file(&schedule)?;
         let meta = |k: &str| s.header.meta.as_ref().and_then(|m| m.get(k)).and_then(|a| a.as_str()).map(str::to_string);
@@ -489,11 +504,6 @@ fn cost(schedule: PathBuf, model: &str, fifo: bool, svg: Option<&std::path::Path
         }
         return Ok(ExitCode::Ok);
     }
-    if fifo {
-        return Err(Error::bad("--fifo applies to --model event"));
-    }
-    let options = VerifyOptions { allow_contention: true, track_relays: false, ..Default::default() };
-    let (header, report) = verify_file_with(&schedule, &options, None)?;
     let c = report.cost.expect("a read schedule has a cost");
     let t = &header.topology;
     let total = ns(&c.time_ns());

@@ -13,10 +13,31 @@ use collsched_checker::ScheduleClaim;
 use serde_json::{json, Value};
 use std::path::{Component, Path, PathBuf};
 
-/// `target` relative to the folder `base` (both made absolute first).
+/// `path` made absolute against the working folder, with `.` and `..` folded away lexically (the
+/// folder of an output may not exist yet, so it cannot be canonicalized).
+fn absolute(path: &Path) -> PathBuf {
+    // An empty path (the folder of a bare file name) is the working folder.
+    let path = if path.as_os_str().is_empty() { Path::new(".") } else { path };
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut out = PathBuf::new();
+    for c in abs.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// `target` relative to the folder `base` (both made absolute first), which is how a certificate
+/// names its spec and schedule (docs/design/CLI.md, `proof check`): relative to the
+/// certificate's folder, whatever the working folder, so that a copied folder checks its own
+/// files.
 fn relative(target: &Path, base: &Path) -> String {
-    let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
-    let (t, b) = (abs(target), abs(base));
+    let (t, b) = (absolute(target), absolute(base));
     let tc: Vec<Component> = t.components().collect();
     let bc: Vec<Component> = b.components().collect();
     let common = tc.iter().zip(&bc).take_while(|(x, y)| x == y).count();
@@ -107,10 +128,49 @@ fn read_attached(path: &Path, instance: impl FnOnce() -> Result<Option<crate::sp
     Ok((s, reader.hex_digest()))
 }
 
-/// Every certificate file under the paths (folders are searched for `*.json`; SCCL algorithms
-/// found there, which certificates may attach, are not certificates and are passed over).
-fn certificate_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+/// Whether a file in a folder is a certificate to check: named `*.cert.json` (so that a corrupt
+/// one fails rather than disappears), or a JSON object whose `format` is the certificate's.
+fn is_certificate(path: &Path) -> bool {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    name.ends_with(".cert.json") || (name.ends_with(".json") && json_format(path).as_deref() == Some(collsched_checker::FORMAT))
+}
+
+/// The top-level `format` of a JSON object file, if it has one. Keys are read until `format`,
+/// skipping values without keeping them (schedule files put `format` first).
+fn json_format(path: &Path) -> Option<String> {
+    use serde::de::{self, IgnoredAny, MapAccess, Visitor};
+    use std::cell::RefCell;
+    struct Format<'a>(&'a RefCell<Option<String>>);
+    impl<'de> Visitor<'de> for Format<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<(), A::Error> {
+            while let Some(key) = map.next_key::<String>()? {
+                if key == "format" {
+                    *self.0.borrow_mut() = map.next_value::<Value>()?.as_str().map(str::to_string);
+                    // Stop reading: the answer is known.
+                    return Err(de::Error::custom("decided"));
+                }
+                map.next_value::<IgnoredAny>()?;
+            }
+            Ok(())
+        }
+    }
+    let found = RefCell::new(None);
+    let mut de = serde_json::Deserializer::from_reader(crate::io::open(path).ok()?);
+    let _ = de::Deserializer::deserialize_map(&mut de, Format(&found));
+    found.into_inner()
+}
+
+/// The certificate files under the paths, and how many files the folders held that are not
+/// certificates (specs, schedules, a sweep's `index.json`, SCCL algorithms a certificate may
+/// attach), which are passed over. A file named on the command line is checked whatever its
+/// name, except an SCCL algorithm, which is refused as not a certificate.
+fn certificate_files(paths: &[PathBuf]) -> Result<(Vec<PathBuf>, usize)> {
     let mut out = Vec::new();
+    let mut passed_over = 0;
     for p in paths {
         if p.is_dir() {
             let mut entries: Vec<PathBuf> =
@@ -118,9 +178,13 @@ fn certificate_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
             entries.sort();
             for e in entries {
                 if e.is_dir() {
-                    out.extend(certificate_files(&[e])?);
-                } else if e.extension().is_some_and(|x| x == "json") && !crate::export::sccl::is_sccl_json(&e)? {
+                    let (found, skipped) = certificate_files(&[e])?;
+                    out.extend(found);
+                    passed_over += skipped;
+                } else if is_certificate(&e) {
                     out.push(e);
+                } else {
+                    passed_over += 1;
                 }
             }
         } else if p.exists() && crate::export::sccl::is_sccl_json(p)? {
@@ -134,13 +198,20 @@ fn certificate_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
             return Err(Error::bad(format!("{}: cannot read: no such file or folder", p.display())));
         }
     }
-    Ok(out)
+    Ok((out, passed_over))
 }
 
 /// Checks one certificate and the files it names; returns a one-line summary.
 fn check_one(path: &Path) -> std::result::Result<String, String> {
     let report = collsched_checker::check_file(path).map_err(|e| e.message)?;
     let dir = path.parent().unwrap_or(Path::new("."));
+    // Files are named relative to the certificate's folder, so that a copied folder checks its
+    // own files; an absolute name would check the originals.
+    for (field, name) in [("spec", report.spec.as_ref()), ("schedule.file", report.schedule.as_ref().and_then(|c| c.file.as_ref()))] {
+        if let Some(name) = name.filter(|n| Path::new(n).is_absolute()) {
+            return Err(format!("{}: {field} = \"{name}\": an absolute path; a certificate names its files relative to its own folder", path.display()));
+        }
+    }
     let mut notes = Vec::new();
     if let Some(rel) = &report.spec {
         let spec_path = dir.join(rel);
@@ -219,7 +290,13 @@ fn check_attached_schedule(cert: &Path, sched_path: &Path, claim: &ScheduleClaim
 
 /// `proof check PATH...`.
 pub fn proof_check(paths: &[PathBuf]) -> Result<ExitCode> {
-    let files = certificate_files(paths)?;
+    let (files, passed_over) = certificate_files(paths)?;
+    if passed_over > 0 {
+        eprintln!(
+            "passed over {passed_over} files in the folders that are not certificates (neither *.cert.json nor \"format\": \"{}\")",
+            collsched_checker::FORMAT
+        );
+    }
     if files.is_empty() {
         return Err(Error::bad("no certificate found under the given paths"));
     }

@@ -30,11 +30,9 @@ pub(super) fn options(spec: &Spec, solver: Option<Solver>, time_limit: Option<f6
     let field = if solver.is_some() { "--solver" } else { "method.synthesize.solver" };
     let solver = solver.or_else(|| from_spec.map(|s| s.solver)).unwrap_or(Solver::Auto);
     solver.check_built(field)?;
-    let field = if time_limit.is_some() { "--time-limit" } else { "method.synthesize.time_limit_s" };
+    let field = if time_limit.is_some() { "--time-limit".to_string() } else { format!("{}: method.synthesize.time_limit_s", spec.source()) };
     let secs = time_limit.or_else(|| from_spec.and_then(|s| s.time_limit_s)).unwrap_or(60.0);
-    if !(secs.is_finite() && secs > 0.0) {
-        return Err(Error::bad(format!("{field} = {secs}: must be a positive number of seconds")));
-    }
+    crate::spec::check_time_limit(secs).map_err(|why| Error::bad(format!("{field} = {secs}: {why}")))?;
     Ok(SynthOptions {
         solver,
         time_limit: Duration::from_secs_f64(secs),

@@ -398,17 +398,15 @@ impl<'a> Tracer<'a> {
 /// `{"all-to-all-implementation-custom": ["<dir>/<prefix>"]}`.
 pub fn write_chakra(dir: &Path, prefix: &str, programs: &Programs, schedule: &Schedule) -> Result<()> {
     let traces = chakra_traces(programs, schedule)?;
-    let io = |p: &Path, e: std::io::Error| Error::bad(format!("{}: {e}", p.display()));
-    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    // Written as every output is (crate::io::write_atomic): whole or not at all, exit 5 on failure.
+    let write = |path: &Path, bytes: &[u8]| crate::io::write_atomic(path, |w| std::io::Write::write_all(w, bytes).map_err(crate::io::write_error(path)));
     for (rank, bytes) in traces {
-        let path = dir.join(format!("{prefix}.{rank}.et"));
-        std::fs::write(&path, bytes).map_err(|e| io(&path, e))?;
+        write(&dir.join(format!("{prefix}.{rank}.et")), &bytes)?;
     }
     let key = format!("{}-implementation-custom", astra_sim_name(schedule.header.collective.kind));
     let entry = serde_json::json!({ key: [dir.join(prefix).display().to_string()] });
-    let path = dir.join(format!("{prefix}.system.json"));
     let text = serde_json::to_string_pretty(&entry).map_err(|e| Error::bad(e.to_string()))? + "\n";
-    std::fs::write(&path, text).map_err(|e| io(&path, e))
+    write(&dir.join(format!("{prefix}.system.json")), text.as_bytes())
 }
 
 /// Decodes a trace: its metadata and its nodes.

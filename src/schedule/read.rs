@@ -144,7 +144,7 @@ fn build_header(parts: &mut Parts) -> Result<ScheduleHeader> {
     // in `meta.shape` (`null` for a custom topology), which is still read.
     let legacy = meta.as_ref().and_then(|m| m.get("shape")).filter(|s| !s.is_null());
     if let Some((shape, field)) = raw_t.shape.as_ref().map(|s| (s, "topology.shape")).or(legacy.map(|s| (s, "meta.shape"))) {
-        topology = crate::topology::adopt_shape(topology, shape).map_err(|e| e.context(field))?;
+        topology = crate::topology::adopt_shape(topology, shape, field)?;
     }
     let rc = parts.collective.take().ok_or_else(|| Error::bad("missing field `collective`"))?;
     let kind = CollectiveKind::parse(&rc.kind)
@@ -201,11 +201,12 @@ impl<R: BufRead> TopLevel<'_, R> {
         }
     }
 
-    /// The next value, parsed as a `T`; `place` names it in errors (" (in steps[3])").
-    fn value<T: serde::de::DeserializeOwned>(&mut self, place: &dyn Fn() -> String) -> Result<T> {
+    /// The next value, parsed as a `T`; `field` names it in errors (`collective`, `steps[3]`; empty
+    /// for a field name).
+    fn value<T: serde::de::DeserializeOwned>(&mut self, field: &dyn Fn() -> String) -> Result<T> {
         let r = self.scan.value(&mut self.text);
         let at = self.scanned(r)?;
-        self.parse_text(at, place)
+        self.parse_text(at, field)
     }
 
     /// The next value, a step: by the fast path where it is sure, else by serde.
@@ -214,17 +215,28 @@ impl<R: BufRead> TopLevel<'_, R> {
         let at = self.scanned(r)?;
         match parse_step(&self.text) {
             Some(step) => Ok(step),
-            None => self.parse_text(at, &|| format!(" (in steps[{index}])")),
+            None => self.parse_text(at, &|| format!("steps[{index}]")),
         }
     }
 
-    /// The value cut out at `at`, parsed by serde; its errors placed in the file.
-    fn parse_text<T: serde::de::DeserializeOwned>(&self, at: Pos, place: &dyn Fn() -> String) -> Result<T> {
-        serde_json::from_slice(&self.text).map_err(|e| {
+    /// The value cut out at `at`, parsed by serde; its errors placed in the file and named by
+    /// their field path below `field` (`collective.block_bytes[0][1]`).
+    fn parse_text<T: serde::de::DeserializeOwned>(&self, at: Pos, field: &dyn Fn() -> String) -> Result<T> {
+        let mut de = serde_json::Deserializer::from_slice(&self.text);
+        serde_path_to_error::deserialize(&mut de).map_err(|e| {
+            let inner = e.path().to_string();
+            let e = e.into_inner();
             let shown = e.to_string();
             let message = shown.rsplit_once(" at line ").map_or(shown.as_str(), |(m, _)| m);
             let at = if e.line() == 0 { at } else { at.within(e.line(), e.column()) };
-            Error::bad(format!("{}: {message} at {at}{}", self.source, place()))
+            let path = match (field(), inner.as_str()) {
+                (f, "" | ".") => f,
+                (f, i) if f.is_empty() => i.to_string(),
+                (f, i) if i.starts_with('[') => format!("{f}{i}"),
+                (f, i) => format!("{f}.{i}"),
+            };
+            let named = if path.is_empty() { String::new() } else { format!("field `{path}`: ") };
+            Error::bad(format!("{}: {named}{message} at {at}", self.source))
         })
     }
 
@@ -274,11 +286,11 @@ impl<R: BufRead> TopLevel<'_, R> {
             let key: String = self.value(&nowhere)?;
             self.expect(b':', "`:`")?;
             match key.as_str() {
-                "format" if parts.format.is_none() => parts.format = Some(self.value(&nowhere)?),
-                "version" if parts.version.is_none() => parts.version = Some(self.value(&nowhere)?),
-                "topology" if parts.topology.is_none() => parts.topology = Some(self.value(&nowhere)?),
-                "collective" if parts.collective.is_none() => parts.collective = Some(self.value(&nowhere)?),
-                "meta" if parts.meta.is_none() => parts.meta = Some(self.value(&nowhere)?),
+                "format" if parts.format.is_none() => parts.format = Some(self.value(&|| "format".into())?),
+                "version" if parts.version.is_none() => parts.version = Some(self.value(&|| "version".into())?),
+                "topology" if parts.topology.is_none() => parts.topology = Some(self.value(&|| "topology".into())?),
+                "collective" if parts.collective.is_none() => parts.collective = Some(self.value(&|| "collective".into())?),
+                "meta" if parts.meta.is_none() => parts.meta = Some(self.value(&|| "meta".into())?),
                 "steps" if !seen_steps => {
                     seen_steps = true;
                     let complete = parts.format.is_some() && parts.version.is_some() && parts.topology.is_some() && parts.collective.is_some();
@@ -288,7 +300,7 @@ impl<R: BufRead> TopLevel<'_, R> {
                         header = Some(h);
                         self.steps(sink)?;
                     } else {
-                        held_steps = Some(self.value(&nowhere)?);
+                        held_steps = Some(self.value(&|| "steps".into())?);
                     }
                 }
                 "format" | "version" | "topology" | "collective" | "meta" | "steps" => {

@@ -16,13 +16,28 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 /// A number, or one number per dimension.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum PerDim {
     /// The same value in every dimension.
     One(f64),
     /// One value per dimension.
     Each(Vec<f64>),
+}
+
+impl<'de> Deserialize<'de> for PerDim {
+    /// A number or a list of numbers; anything else is named with its value and what was
+    /// expected (serde's untagged enums say only that no variant matched).
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let v = Value::deserialize(d)?;
+        let number = |x: &Value| x.as_f64();
+        match &v {
+            Value::Number(_) => number(&v).map(PerDim::One),
+            Value::Array(items) => items.iter().map(number).collect::<Option<Vec<f64>>>().map(PerDim::Each),
+            _ => None,
+        }
+        .ok_or_else(|| serde::de::Error::custom(format!("{v}: expected a number, or a list with one number per dimension")))
+    }
 }
 
 impl PerDim {
@@ -222,6 +237,22 @@ pub struct SynthesizeSpec {
     pub time_limit_s: Option<f64>,
 }
 
+/// The longest time limit taken, in seconds (a year): more is a typo, and a `Duration` cannot
+/// hold every `f64`.
+pub const MAX_TIME_LIMIT_S: f64 = 365.0 * 24.0 * 3600.0;
+
+/// Why a time limit in seconds is refused (`method.synthesize.time_limit_s`, `--time-limit`):
+/// it must be a positive, finite number of seconds of at most [`MAX_TIME_LIMIT_S`].
+pub fn check_time_limit(secs: f64) -> std::result::Result<(), String> {
+    if !(secs.is_finite() && secs > 0.0) {
+        Err("must be a positive number of seconds".into())
+    } else if secs > MAX_TIME_LIMIT_S {
+        Err(format!("must be a positive number of seconds of at most {MAX_TIME_LIMIT_S} (a year)"))
+    } else {
+        Ok(())
+    }
+}
+
 fn auto() -> Solver {
     Solver::Auto
 }
@@ -300,13 +331,18 @@ pub struct Instance {
 impl Spec {
     /// Parses a spec from text; `source` names it in messages.
     pub fn parse(text: &str, source: &str) -> Result<Spec> {
-        let de = &mut serde_json::Deserializer::from_str(text);
-        let spec: Spec = serde_path_to_error::deserialize(de).map_err(|e| {
+        let mut de = serde_json::Deserializer::from_str(text);
+        let spec: Spec = serde_path_to_error::deserialize(&mut de).map_err(|e| {
             let path = e.path().to_string();
             let inner = e.into_inner();
             let at = if path.is_empty() || path == "." { String::new() } else { format!("field `{path}`: ") };
             Error::bad(format!("{source}: {at}{inner}"))
         })?;
+        // One JSON object and nothing after it but whitespace, as the schedule reader demands.
+        de.end().map_err(|e| Error::bad(format!("{source}: after the spec's JSON object: {e}")))?;
+        if let Some(MethodSpec::Synthesize(SynthesizeSpec { time_limit_s: Some(secs), .. })) = &spec.method {
+            check_time_limit(*secs).map_err(|why| Error::bad(format!("{source}: method.synthesize.time_limit_s = {secs}: {why}")))?;
+        }
         Ok(spec)
     }
 
@@ -318,7 +354,8 @@ impl Spec {
         Ok(spec)
     }
 
-    fn source(&self) -> String {
+    /// The file the spec was read from, for messages (`spec` when it was built from flags).
+    pub(crate) fn source(&self) -> String {
         self.path.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "spec".into())
     }
 
@@ -484,9 +521,49 @@ mod tests {
     }
 
     #[test]
+    fn a_per_dimension_value_that_is_not_a_number_is_named() {
+        for (bad, shown) in [("\"fast\"", "\"fast\""), ("[32.0, \"x\"]", "[32.0,\"x\"]"), ("null", "null")] {
+            let e = Spec::parse(&TORUS.replace("\"bandwidth_gbps\": 32.0", &format!("\"bandwidth_gbps\": {bad}")), "t.json").unwrap_err();
+            let m = e.message();
+            assert!(m.contains("t.json") && m.contains("topology.torus.bandwidth_gbps") && m.contains(shown), "{e}");
+            assert!(m.contains("expected a number, or a list with one number per dimension") && !m.contains("untagged"), "{e}");
+        }
+        let text = TORUS.replace("\"bandwidth_gbps\": 32.0", "\"bandwidth_gbps\": [32, 16, 8]");
+        let inst = Spec::parse(&text, "t.json").unwrap().instance().unwrap();
+        assert_eq!(inst.topology.num_links(), 6 * 64);
+    }
+
+    #[test]
     fn malformed_json_gives_line_and_column() {
         let e = Spec::parse("{\n  \"topology\": ,\n}", "bad.json").unwrap_err();
         assert!(e.message().contains("bad.json") && e.message().contains("line 2"), "{e}");
+    }
+
+    #[test]
+    fn trailing_characters_after_the_object_are_refused() {
+        let e = Spec::parse(&format!("{TORUS} garbage"), "t.json").unwrap_err();
+        assert_eq!(e.exit_code(), crate::error::ExitCode::BadInput);
+        assert!(e.message().contains("t.json") && e.message().contains("trailing characters"), "{e}");
+        let e = Spec::parse(&format!("{TORUS}{TORUS}"), "t.json").unwrap_err();
+        assert!(e.message().contains("trailing characters"), "{e}");
+        // Whitespace after the object is fine.
+        Spec::parse(&format!("{TORUS}\n\n  "), "t.json").unwrap();
+    }
+
+    #[test]
+    fn time_limits_must_be_positive_finite_and_sane() {
+        for bad in ["-1", "0", "-0.5", "1e300", "31536001"] {
+            let text = TORUS.replace("\"time_limit_s\": 60", &format!("\"time_limit_s\": {bad}"));
+            let e = Spec::parse(&text, "t.json").unwrap_err();
+            assert_eq!(e.exit_code(), crate::error::ExitCode::BadInput, "{bad}");
+            let m = e.message();
+            assert!(m.contains("t.json: method.synthesize.time_limit_s = ") && m.contains("must be a positive number of seconds"), "{bad}: {e}");
+        }
+        let text = TORUS.replace("\"time_limit_s\": 60", "\"time_limit_s\": 0.25");
+        assert_eq!(
+            Spec::parse(&text, "t.json").unwrap().method,
+            Some(MethodSpec::Synthesize(SynthesizeSpec { solver: Solver::Auto, time_limit_s: Some(0.25) }))
+        );
     }
 
     #[test]

@@ -186,10 +186,13 @@ mod tests {
 
     #[test]
     fn ocs_needs_a_torus_of_cubes() {
-        // A radix below the cube side is one partial cube (the preset's convention); 6 is neither.
+        // Every radix must be a whole number of cubes: 6 is not, and neither is 3 (below the side).
         let t = torus(&TorusParams::uniform(&[6, 4], 32.0, 100.0)).unwrap();
         let e = enumerate(&t, &Cables::of(&t), FaultFamily::Ocs { cube: 4 }).unwrap_err();
         assert!(e.message().contains("radix 6 is not made of cubes of side 4"), "{e}");
+        let t = torus(&TorusParams::uniform(&[3, 3], 32.0, 100.0)).unwrap();
+        let e = enumerate(&t, &Cables::of(&t), FaultFamily::Ocs { cube: 4 }).unwrap_err();
+        assert!(e.message().contains("radix 3 is not made of cubes of side 4"), "{e}");
         let f =
             fat_tree(&FatTreeParams { levels: 2, k: 4, osr: 1.0, npus: 8, board: None, bandwidth_gbps: 1.0, latency_ns: 0.0, switch_latency_ns: 0.0 }).unwrap();
         let e = enumerate(&f, &Cables::of(&f), FaultFamily::Ocs { cube: 4 }).unwrap_err();

@@ -91,9 +91,9 @@ impl FaultPattern {
 }
 
 /// The cables carried by TPUv4-style OCS `(dim, position)` on a torus made of cubes of side
-/// `cube` (4 for TPUv4); see the module documentation for the convention. `position` lists the
-/// coordinates in the other dimensions (in dimension order, without `dim`), each below
-/// `min(cube, radix)`.
+/// `cube` (4 for TPUv4); see the module documentation for the convention. Every radix must be a
+/// multiple of `cube` (an error otherwise). `position` lists the coordinates in the other
+/// dimensions (in dimension order, without `dim`), each below `cube`.
 pub fn tpuv4_ocs_cables(shape: &TorusShape, dim: usize, position: &[usize], cube: usize) -> Result<Vec<(NodeId, NodeId)>> {
     let nd = shape.ndims();
     if dim >= nd {
@@ -105,25 +105,26 @@ pub fn tpuv4_ocs_cables(shape: &TorusShape, dim: usize, position: &[usize], cube
     if position.len() + 1 != nd {
         return Err(Error::bad(format!("position = {position:?}: needs {} coordinates (one per dimension other than {dim})", nd - 1)));
     }
-    let n = shape.dims[dim];
-    if n % cube.min(n) != 0 || n < 2 {
-        return Err(Error::bad(format!("dim = {dim}: radix {n} is not made of cubes of side {cube}")));
-    }
-    let others: Vec<usize> = (0..nd).filter(|&d| d != dim).collect();
-    for (&d, &p) in others.iter().zip(position) {
-        if p >= cube.min(shape.dims[d]) {
-            return Err(Error::bad(format!(
-                "position = {position:?}: coordinate {p} in dimension {d} is outside the cube face (0..{})",
-                cube.min(shape.dims[d])
-            )));
+    // Every radix a whole number of cubes: a radix below the side (3 on 3x3) is no cube at all,
+    // and has no OCS (a TPUv4 slice smaller than a cube has none).
+    for (d, &n) in shape.dims.iter().enumerate() {
+        if n % cube != 0 || n < 2 {
+            let which = if d == dim { format!("dim = {dim}") } else { format!("dimension {d}") };
+            return Err(Error::bad(format!("{which}: radix {n} is not made of cubes of side {cube}")));
         }
     }
-    let side = cube.min(n);
+    let n = shape.dims[dim];
+    let others: Vec<usize> = (0..nd).filter(|&d| d != dim).collect();
+    for (&d, &p) in others.iter().zip(position) {
+        if p >= cube {
+            return Err(Error::bad(format!("position = {position:?}: coordinate {p} in dimension {d} is outside the cube face (0..{cube})")));
+        }
+    }
     let mut cables = Vec::new();
     for id in 0..shape.num_nodes() {
         let node = NodeId(id as u32);
         let c = shape.coord(node);
-        if c[dim] % side != side - 1 || others.iter().zip(position).any(|(&d, &p)| c[d] % cube.min(shape.dims[d]) != p) {
+        if c[dim] % cube != cube - 1 || others.iter().zip(position).any(|(&d, &p)| c[d] % cube != p) {
             continue;
         }
         let next = (c[dim] + 1) % n;
@@ -180,6 +181,22 @@ mod tests {
         pattern.apply(&mut t).unwrap();
         assert_eq!(t.down_links().len(), 4);
         assert!(tpuv4_ocs_cables(&s, 1, &[4, 0], 4).is_err());
+    }
+
+    #[test]
+    fn ocs_needs_every_radix_a_whole_number_of_cubes() {
+        for (dims, dim, message) in [
+            (vec![3, 3], 0, "dim = 0: radix 3 is not made of cubes of side 4"),
+            (vec![4, 3], 0, "dimension 1: radix 3 is not made of cubes of side 4"),
+            (vec![5, 5], 1, "dimension 0: radix 5 is not made of cubes of side 4"),
+            (vec![2, 2, 2], 2, "dimension 0: radix 2 is not made of cubes of side 4"),
+        ] {
+            let t = torus(&TorusParams::uniform(&dims, 56.0, 500.0)).unwrap();
+            let e = tpuv4_ocs_cables(t.torus_shape().unwrap(), dim, &vec![0; dims.len() - 1], 4).unwrap_err();
+            assert!(e.message().contains(message), "{dims:?}: {e}");
+        }
+        let t = torus(&TorusParams::uniform(&[4, 8], 56.0, 500.0)).unwrap();
+        assert_eq!(tpuv4_ocs_cables(t.torus_shape().unwrap(), 1, &[3], 4).unwrap().len(), 2);
     }
 
     #[test]

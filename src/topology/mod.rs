@@ -410,7 +410,7 @@ impl Topology {
     }
 }
 
-/// The family's parameters as JSON, for a schedule file's `meta.shape`, so that a reader can
+/// The family's parameters as JSON, for a schedule file's `topology.shape`, so that a reader can
 /// recover dimensions and tiers from the explicit lists.
 pub fn shape_json(t: &Topology) -> Option<serde_json::Value> {
     match t.shape() {
@@ -421,8 +421,9 @@ pub fn shape_json(t: &Topology) -> Option<serde_json::Value> {
 }
 
 /// Gives an explicit-list topology back its family, when the lists are exactly that family's
-/// nodes and links (bandwidths, latencies and faults stay as listed).
-pub fn adopt_shape(t: Topology, shape: &serde_json::Value) -> Result<Topology> {
+/// nodes and links (bandwidths, latencies and faults stay as listed). `field` names where the
+/// shape was read (`topology.shape`, or `meta.shape` in older files) for the messages.
+pub fn adopt_shape(t: Topology, shape: &serde_json::Value, field: &str) -> Result<Topology> {
     #[derive(serde::Deserialize)]
     #[serde(deny_unknown_fields)]
     struct T {
@@ -444,11 +445,11 @@ pub fn adopt_shape(t: Topology, shape: &serde_json::Value) -> Result<Topology> {
         Torus(T),
         FatTree(F),
     }
-    let s: S = serde_json::from_value(shape.clone()).map_err(|e| Error::bad(e.to_string()))?;
+    let s: S = serde_json::from_value(shape.clone()).map_err(|e| Error::bad(format!("{field} = {shape}: {e}")))?;
     let reference = match s {
         S::Torus(x) => {
             let n = x.dims.len();
-            torus(&TorusParams { dims: x.dims, wrap: x.wrap, bandwidth_gbps: vec![1.0; n], latency_ns: vec![0.0; n] })?
+            torus(&TorusParams { dims: x.dims, wrap: x.wrap, bandwidth_gbps: vec![1.0; n], latency_ns: vec![0.0; n] }).map_err(|e| e.context(field))?
         }
         S::FatTree(x) => fat_tree(&FatTreeParams {
             levels: x.levels,
@@ -459,12 +460,13 @@ pub fn adopt_shape(t: Topology, shape: &serde_json::Value) -> Result<Topology> {
             bandwidth_gbps: 1.0,
             latency_ns: 0.0,
             switch_latency_ns: 0.0,
-        })?,
+        })
+        .map_err(|e| e.context(field))?,
     };
     let same_nodes = reference.num_nodes() == t.num_nodes() && reference.node_ids().all(|n| reference.node(n).kind == t.node(n).kind);
     let same_links = reference.num_links() == t.num_links() && reference.links().zip(t.links()).all(|((_, a), (_, b))| (a.src, a.dst) == (b.src, b.dst));
     if !same_nodes || !same_links {
-        return Err(Error::bad("the node and link lists are not those of the named family; remove meta.shape or fix the lists"));
+        return Err(Error::bad(format!("{field}: the node and link lists are not those of the family it names; remove {field} or fix the lists")));
     }
     let mut graph = t.graph;
     for (e, (_, r)) in graph.edge_weights_mut().zip(reference.links()) {

@@ -19,6 +19,46 @@ pub fn sccl_problems(alg: &ScclAlgorithm) -> Vec<String> {
     out
 }
 
+/// Why a send `[addr, src, dst]` breaks rule 5 (it must name a chunk's address and two
+/// different ranks joined by a link).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Unsendable {
+    /// No chunk of the collective has the address.
+    Address,
+    /// A rank out of range, or a send from a rank to itself.
+    Ranks,
+    /// `topology.links[dst][src] = 0`.
+    Link,
+}
+
+fn unsendable([addr, src, dst]: [u64; 3], links: &[Vec<u64>], is_address: impl Fn(u64) -> bool) -> Option<Unsendable> {
+    let n = links.len() as u64;
+    if !is_address(addr) {
+        Some(Unsendable::Address)
+    } else if src >= n || dst >= n || src == dst {
+        Some(Unsendable::Ranks)
+    } else if links[dst as usize].get(src as usize).is_none_or(|&m| m == 0) {
+        Some(Unsendable::Link)
+    } else {
+        None
+    }
+}
+
+/// The algorithm without the sends that break rule 5 (which [`sccl_problems`] reports), so that
+/// `verify` can import and check the rest of its steps; the algorithm itself when its header
+/// breaks rules 1-2 (the import refuses it then).
+pub fn without_unsendable(alg: &ScclAlgorithm) -> ScclAlgorithm {
+    let mut out = alg.clone();
+    if !structure_problems(alg).is_empty() {
+        return out;
+    }
+    let addresses: HashSet<u64> = chunk_up(&alg.collective.chunks, alg.instance.chunks).iter().map(|c| c.addr).collect();
+    for step in &mut out.steps {
+        step.sends.retain(|&send| unsendable(send, &alg.topology.links, |a| addresses.contains(&a)).is_none());
+    }
+    out
+}
+
 /// Rules 1 and 2: the objects, the shapes of the matrix and the collective, and what `ncclize`
 /// and collsched do not take (pipelining, triggers, switches). Later rules index by rank, so a
 /// failure here stops the check (and the import: these are the file's header).
@@ -173,16 +213,17 @@ impl<'a> Run<'a> {
         for (i, &[addr, src, dst]) in step.sends.iter().enumerate() {
             let at = format!("steps[{t}].sends[{i}] = [{addr}, {src}, {dst}]");
             let (s, d) = (src as usize, dst as usize);
-            if !self.at_address.contains_key(&addr) {
-                out.push(format!("rule 5: {at}: no chunk of the collective has address {addr}"));
-                continue;
-            }
-            if s >= self.n || d >= self.n || s == d {
-                out.push(format!("rule 5: {at}: needs two different ranks below {}", self.n));
-                continue;
-            }
-            if self.links[d][s] == 0 {
-                out.push(format!("rule 5: {at}: topology.links[{d}][{s}] = 0, there is no link from rank {s} to rank {d}"));
+            match unsendable([addr, src, dst], self.links, |a| self.at_address.contains_key(&a)) {
+                Some(Unsendable::Address) => {
+                    out.push(format!("rule 5: {at}: no chunk of the collective has address {addr}"));
+                    continue;
+                }
+                Some(Unsendable::Ranks) => {
+                    out.push(format!("rule 5: {at}: needs two different ranks below {}", self.n));
+                    continue;
+                }
+                Some(Unsendable::Link) => out.push(format!("rule 5: {at}: topology.links[{d}][{s}] = 0, there is no link from rank {s} to rank {d}")),
+                None => {}
             }
             if !listed.insert((addr, s, d)) {
                 out.push(format!("rule 5: {at}: listed twice in the step"));
