@@ -1241,3 +1241,29 @@ fn read_errors_name_the_field_and_the_file() {
         text(&o)
     );
 }
+
+/// `expect.deadlock_free = false` asserts that rules 6 or 7 find a deadlock: a baseline meant to
+/// deadlock (dimension-order routing on a ring of 8) then verifies, its deadlock reported, and a
+/// deadlock-free schedule fails rule 8.
+#[test]
+fn expect_deadlock_free_false_asserts_a_deadlock() {
+    let dir = fresh("expect-deadlock");
+    for (algorithm, contention, code) in [("dor", ", \"allow_contention\": true", 0), ("halfring", "", 1)] {
+        let spec = dir.join(format!("{algorithm}.spec.json"));
+        std::fs::write(
+            &spec,
+            format!(
+                "{{\"topology\": {{\"torus\": {{\"dims\": [8], \"bandwidth_gbps\": 1.0, \"latency_ns\": 10.0}}}}, \"collective\": {{\"kind\": \"all_to_all\", \"bytes_per_rank\": 8000}}, \"method\": {{\"generate\": {{\"algorithm\": \"{algorithm}\"}}}}, \"expect\": {{\"deadlock_free\": false{contention}}}}}"
+            ),
+        )
+        .unwrap();
+        let out = dir.join(format!("{algorithm}.json"));
+        let o = run(&["generate", s(&spec), "-o", s(&out)]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let o = run(&["verify", s(&out), "--spec", s(&spec)]);
+        assert_eq!(o.status.code(), Some(code), "{algorithm}: {}", text(&o));
+        if code == 1 {
+            assert!(text(&o).contains("expect.deadlock_free = false, but rules 6 and 7 hold"), "{}", text(&o));
+        }
+    }
+}

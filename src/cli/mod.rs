@@ -284,21 +284,22 @@ fn verify(schedule: PathBuf, spec_path: Option<PathBuf>, json: bool, max_diagnos
     let (options, conformance) =
         expectations(spec.as_ref(), VerifyOptions { max_diagnostics_per_rule: max_diagnostics, track_relays: peak_holdings, ..Default::default() });
     // Rules 6 and 7 always run, streamed with the others: rule 6 on the default lowering (one
-    // channel, one threadblock per peer and direction, sends before receives within a step), so
-    // `expect.deadlock_free` holds exactly when the schedule is valid.
+    // channel, one threadblock per peer and direction, sends before receives within a step);
+    // `expect.deadlock_free` asserts their outcome (below).
     let checks: Vec<Box<dyn crate::verify::Check>> = vec![
         Box::new(conformance),
         Box::new(crate::verify::RoutingDeadlock::new()),
         Box::new(crate::verify::DeadlockCheck::new(crate::lower::LowerOptions::default())),
     ];
     // An SCCL algorithm (by its top-level keys) is imported and its steps verified in memory.
-    let (header, report, sccl) = if crate::export::sccl::is_sccl_json(&schedule)? {
+    let (header, mut report, sccl) = if crate::export::sccl::is_sccl_json(&schedule)? {
         let (header, report, verdict) = sccl::verify_sccl(&schedule, instance, &options, checks)?;
         (header, report, Some(verdict))
     } else {
         let (header, report) = verify_with_progress(&schedule, &options, instance, checks)?;
         (header, report, None)
     };
+    expect_deadlock(spec.as_ref(), &mut report.findings);
     let valid = report.is_valid() && sccl.as_ref().is_none_or(|v| v.problems.is_empty());
     if json {
         let mut out = report_json(&report, &header);
@@ -335,6 +336,29 @@ pub(crate) fn expectations(spec: Option<&Spec>, options: VerifyOptions) -> (Veri
         max_steps: expect.max_steps,
     });
     (options, conformance)
+}
+
+/// `expect.deadlock_free` (FORMATS.md): `true` holds when rules 6 and 7 find nothing, which
+/// their failures already say; `false` (a baseline that is meant to deadlock, such as
+/// dimension-order routing on a ring) turns their failures into warnings and fails rule 8 when
+/// they find nothing.
+fn expect_deadlock(spec: Option<&Spec>, findings: &mut crate::verify::Findings) {
+    use crate::verify::{Diagnostic, Rule};
+    if spec.and_then(|s| s.expect.deadlock_free) != Some(false) {
+        return;
+    }
+    let rules = [Rule::Deadlock, Rule::RoutingDeadlock];
+    if rules.iter().any(|&r| findings.is_failed(r)) {
+        findings.expect_failures_of(&rules);
+    } else {
+        findings.fail(Diagnostic {
+            rule: Rule::BoundConformance,
+            step: None,
+            transfer: None,
+            subject: None,
+            message: "expect.deadlock_free = false, but rules 6 and 7 hold: the schedule is deadlock-free".into(),
+        });
+    }
 }
 
 /// Schedule files at least this large get a progress bar while `verify` reads them, then a spinner
