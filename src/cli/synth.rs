@@ -162,7 +162,7 @@ fn print_text(output: &Path, schedule: &crate::schedule::Schedule, answer: &port
                 format_ns(b),
                 if answer.bandwidth_optimal { " (bandwidth-optimal, certified)" } else { "" }
             ),
-            (None, Some(b)) if b == 0.0 => "the certified bounds are 0: there is nothing to move".into(),
+            (None, Some(0.0)) => "the certified bounds are 0: there is nothing to move".into(),
             _ => "no certified bandwidth bound for this collective kind".into(),
         }
     );
