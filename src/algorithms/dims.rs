@@ -62,7 +62,6 @@ pub(crate) struct TorusPlan {
 }
 
 /// Whether both directions of the cable between two nodes are up.
-/// Whether both directions of the cable between two nodes are up.
 pub(super) fn cable_up(topo: &Topology, a: NodeId, b: NodeId) -> bool {
     let up = |x, y| topo.link_between(x, y).is_some_and(|l| topo.link(l).up);
     up(a, b) && up(b, a)
@@ -149,7 +148,9 @@ impl TorusPlan {
     /// The steps of every phase, handed over one by one as they are built: only the pieces of the
     /// phases of one slot are held, never the whole schedule. `halves` (1 or 2) is how many part
     /// indices each chunk has; phases in one slot are merged step by step, and a slot lasts as
-    /// long as its longest phase.
+    /// many steps as its longest phase has sub-steps. Where the phases of a slot have unequal
+    /// numbers of sub-steps (unequal radix, or a folded ring), a shorter phase may instead spread
+    /// its sub-steps over the slot's steps ([`spread`]), whichever is faster.
     pub fn emit_into(&self, topo: &Topology, shape: &TorusShape, phases: &[Phase], halves: usize, out: &mut dyn FnMut(Step) -> Result<()>) -> Result<()> {
         let slots = phases.iter().map(|p| p.slot + 1).max().unwrap_or(0);
         let coords: Vec<Vec<usize>> = (0..shape.num_nodes() as u32).map(|v| shape.coord(NodeId(v))).collect();
@@ -157,11 +158,27 @@ impl TorusPlan {
             let here: Vec<&Phase> = phases.iter().filter(|p| p.slot == slot).collect();
             let len = here.iter().map(|p| self.dims[p.dim].len).max().unwrap_or(0);
             let groups: Vec<Vec<Vec<PieceId>>> = here.iter().map(|p| self.phase_groups(shape, &coords, p, halves)).collect();
-            for s in 0..len {
-                let mut step = Step::default();
-                for (p, g) in here.iter().zip(&groups) {
-                    self.emit_substep(topo, shape, p, g, halves, s, &mut step)?;
+            if here.iter().all(|p| self.dims[p.dim].len == len) {
+                for s in 0..len {
+                    let mut step = Step::default();
+                    for (p, g) in here.iter().zip(&groups) {
+                        self.emit_substep(topo, shape, p, g, halves, s, &mut step)?;
+                    }
+                    out(step)?;
                 }
+                continue;
+            }
+            let mut subs = Vec::with_capacity(here.len());
+            for (p, g) in here.iter().zip(&groups) {
+                let mut phase = Vec::with_capacity(self.dims[p.dim].len);
+                for s in 0..self.dims[p.dim].len {
+                    let mut step = Step::default();
+                    self.emit_substep(topo, shape, p, g, halves, s, &mut step)?;
+                    phase.push(step);
+                }
+                subs.push(phase);
+            }
+            for step in spread(topo, subs, len) {
                 out(step)?;
             }
         }
@@ -229,6 +246,120 @@ impl TorusPlan {
         }
         Ok(())
     }
+}
+
+/// The `len` steps of one slot from its phases' sub-steps (`subs`, a phase's sub-steps in order,
+/// at most `len` of them), the fastest of three layouts by the slot's estimated time (per step,
+/// its busiest transfer's pieces over its bandwidth; all take `len` steps, so the latencies
+/// match). A layout gives each sub-step of a phase a range of consecutive steps, and each step of
+/// the range a weight: the sub-step's transfers are cut there in proportion (each transfer's
+/// pieces split in order).
+///
+/// - aligned: sub-step s of every phase in step s alone (a phase with fewer sub-steps leaves the
+///   last steps to the others);
+/// - even: a phase with fewer sub-steps than `len` cuts its sub-steps into equal parts, as many
+///   for a sub-step as keep its largest part least;
+/// - weighted: the steps last what the slot's longest phases take there; a shorter phase's
+///   sub-steps take the ranges that leave least of them over what their steps last, cut in
+///   proportion to it. On a 3x5 torus the 3-ring's one sub-step then runs beside both of the
+///   5-ring's, and the slot takes the slower ring's time, not the sum of the 3-ring's and part
+///   of the 5-ring's.
+///
+/// A sub-step's parts run in consecutive steps before the next sub-step's, and phases of one
+/// slot move different chunks, so causality holds; each link still carries one transfer per step.
+fn spread(topo: &Topology, subs: Vec<Vec<Step>>, len: usize) -> Vec<Step> {
+    let load = |step: &Step| step.transfers.iter().map(|t| t.pieces.len() as f64 / topo.link(t.path[0]).bandwidth_gbps).fold(0.0, f64::max);
+    let loads: Vec<Vec<f64>> = subs.iter().map(|phase| phase.iter().map(load).collect()).collect();
+    // What the steps last by the phases that have all `len` sub-steps.
+    let full: Vec<f64> = (0..len).map(|g| loads.iter().filter(|w| w.len() == len).map(|w| w[g]).fold(0.0, f64::max)).collect();
+    let aligned: Vec<Layout> = loads.iter().map(|w| (0..w.len()).map(|i| (i, i + 1, Vec::new())).collect()).collect();
+    let even: Vec<Layout> = loads
+        .iter()
+        .map(|w| {
+            let mut n = vec![1usize; w.len()];
+            for _ in w.len()..len {
+                let (i, _) = w.iter().zip(&n).enumerate().fold((0, f64::MIN), |b, (i, (x, &k))| if x / k as f64 > b.1 { (i, x / k as f64) } else { b });
+                n[i] += 1;
+            }
+            let mut start = 0;
+            n.iter()
+                .map(|&k| {
+                    start += k;
+                    (start - k, start, Vec::new())
+                })
+                .collect()
+        })
+        .collect();
+    let weighted: Vec<Layout> =
+        loads.iter().map(|w| if w.len() == len { (0..len).map(|i| (i, i + 1, Vec::new())).collect() } else { weighted_layout(w, &full) }).collect();
+    let estimate = |layout: &[Layout]| -> f64 {
+        (0..len).map(|g| layout.iter().zip(&loads).filter_map(|(l, w)| part_at(l, g).map(|(i, lo, hi)| w[i] * (hi - lo))).fold(0.0, f64::max)).sum()
+    };
+    let best = [aligned, even, weighted].into_iter().min_by(|a, b| estimate(a).total_cmp(&estimate(b))).expect("three layouts");
+    (0..len)
+        .map(|g| {
+            let mut step = Step::default();
+            for (phase, layout) in subs.iter().zip(&best) {
+                let Some((i, lo, hi)) = part_at(layout, g) else { continue };
+                for t in &phase[i].transfers {
+                    let m = t.pieces.len() as f64;
+                    let (a, b) = ((lo * m).round() as usize, (hi * m).round() as usize);
+                    if a < b {
+                        step.transfers.push(Transfer { path: t.path.clone(), op: t.op, pieces: t.pieces[a..b].to_vec() });
+                    }
+                }
+            }
+            step
+        })
+        .collect()
+}
+
+/// Per sub-step of a phase: its first step, the step after its last, and the weights of its steps
+/// (empty: equal).
+type Layout = Vec<(usize, usize, Vec<f64>)>;
+
+/// The sub-step of `layout` in step `g`, with the share of its pieces that runs there (from `lo`
+/// to `hi` of 1), if any.
+fn part_at(layout: &Layout, g: usize) -> Option<(usize, f64, f64)> {
+    let (i, (a, b, weights)) = layout.iter().enumerate().find(|(_, (a, b, _))| (*a..*b).contains(&g))?;
+    let weight = |h: usize| if weights.is_empty() { 1.0 } else { weights[h - a] };
+    // Positive: equal weights, or the longest phases' loads where they sum above 0.
+    let total: f64 = (*a..*b).map(weight).sum();
+    let before: f64 = (*a..g).map(weight).sum();
+    Some((i, before / total, (before + weight(g)) / total))
+}
+
+/// A shorter phase's sub-steps (loads `w`) over steps lasting `full`: consecutive ranges, at least
+/// one step each, that leave least load over what the ranges last (dynamic programming over the
+/// first i sub-steps in the first g steps), each cut in proportion to its steps.
+fn weighted_layout(w: &[f64], full: &[f64]) -> Layout {
+    let (k, len) = (w.len(), full.len());
+    let over = |i: usize, a: usize, b: usize| (w[i] - full[a..b].iter().sum::<f64>()).max(0.0);
+    // best[i][g]: least excess of the first i sub-steps in the first g steps; from[i][g] where
+    // sub-step i - 1 starts.
+    let mut best = vec![vec![f64::INFINITY; len + 1]; k + 1];
+    let mut from = vec![vec![0usize; len + 1]; k + 1];
+    best[0][0] = 0.0;
+    for i in 1..=k {
+        for g in i..=len - (k - i) {
+            for a in i - 1..g {
+                let v = best[i - 1][a] + over(i - 1, a, g);
+                if v < best[i][g] {
+                    (best[i][g], from[i][g]) = (v, a);
+                }
+            }
+        }
+    }
+    let mut layout = vec![(0, 0, Vec::new()); k];
+    let mut g = len;
+    for i in (1..=k).rev() {
+        let a = from[i][g];
+        // Steps that last nothing by the longest phases still take an even share.
+        let weights = if full[a..g].iter().sum::<f64>() > 0.0 { full[a..g].to_vec() } else { Vec::new() };
+        layout[i - 1] = (a, g, weights);
+        g = a;
+    }
+    layout
 }
 
 /// The up link from `a` to `b`. The plans only use cables found up, so a miss is a bug; it is

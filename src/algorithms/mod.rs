@@ -345,6 +345,21 @@ mod tests {
         }
     }
 
+    /// Unequal radix (ALGORITHMS.md, DimRotation: "the slowest dimension bounds it"): a slot's
+    /// shorter phase spreads its sub-steps over the longer one's steps, so DimRotation takes the
+    /// slowest ring's HalfRing time with all the data (aligned sub-step by sub-step, 3x5 took
+    /// 11S/15 against 3S/5).
+    #[test]
+    fn dim_rotation_on_unequal_radix_takes_the_slowest_ring() {
+        let s = 7200i128;
+        for dims in [vec![3, 5], vec![5, 3], vec![4, 6], vec![3, 4], vec![2, 6], vec![4, 8]] {
+            let t = topo(&dims, true, 1.0, &[]);
+            let c = a2a(&t, s as u64, None);
+            let slowest = dims.iter().map(|&n| half_ring_term(n as i128, s, 1)).max().unwrap();
+            assert_eq!(bandwidth(&run(&t, &c, RingAlgorithm::HalfRing, Scheduler::DimRotation).1), slowest, "{dims:?}");
+        }
+    }
+
     #[test]
     fn lines_carry_what_the_middle_cable_must() {
         // A line of n (mesh, or a dimension of size 2): floor(n^2/4) blocks of S/n cross the

@@ -131,8 +131,13 @@ fn chakra(s: &crate::schedule::Schedule, dir: &Path, stem: &str, channels: Optio
             crate::units::to_f64(&exact)
         )));
     }
+    let rounding = if carried == exact {
+        "as the schedule's transfers do".to_string()
+    } else {
+        format!("the schedule's transfers {}, each message rounded up to whole bytes", crate::units::to_f64(&exact))
+    };
     println!(
-        "wrote {}/{stem}.<rank>.et for {} ranks and {}/{stem}.system.json; {messages} sends carry {bytes} bytes in all, as the schedule's transfers do",
+        "wrote {}/{stem}.<rank>.et for {} ranks and {}/{stem}.system.json; {messages} sends carry {bytes} bytes in all, {rounding}",
         dir.display(),
         traces.len(),
         dir.display()
