@@ -92,11 +92,11 @@ impl SwitchedAlgorithm {
 ///
 /// Every rank-to-rank message is one transfer whose path goes through switches only (npu -> leaf
 /// [-> spine/aggregation [-> core -> aggregation] -> leaf] -> npu), or over the direct link when
-/// both npus sit on one board. `collective.pieces` is ignored but by the double binary tree: the
-/// algorithm chooses P (1; for the double binary tree, whose two trees each carry one half of
-/// every block pipelined in chunks, `collective.pieces` when it is even, else twice the chunks
-/// per tree that run fastest) and the returned schedule's collective uses it. Meta records the algorithm, the routing, P, the number
-/// of logical steps and the shape.
+/// both npus sit on one board. The algorithm chooses P, and the returned schedule's collective
+/// uses it: 1, but for the double binary tree, whose two trees each carry one half of every block
+/// pipelined in chunks: `collective.pieces` when it is even, else twice the chunks per tree that
+/// run fastest. `collective.pieces` is otherwise ignored. Meta records the algorithm, the
+/// routing, P, the number of logical steps (and the double binary tree's chunks per tree).
 ///
 /// Errors: [`Error::bad`] for an algorithm that does not generate the collective's kind, a
 /// power-of-two algorithm on another number of ranks, or a topology without switches;
