@@ -88,6 +88,39 @@ pub fn read_to_string(path: &Path) -> Result<String> {
     std::fs::read_to_string(path).map_err(|e| Error::bad(format!("{}: cannot read: {e}", path.display())))
 }
 
+/// The first top-level key of the JSON object in `path` that is one of `deciding`, with its
+/// value. Keys are read in order and the values of the others skipped without being kept, so a
+/// large file costs only the scan to its first deciding key. `None` when no key decides, or when
+/// the file is not a JSON object.
+///
+/// Errors: the file cannot be opened.
+pub fn first_top_level_key(path: &Path, deciding: &[&str]) -> Result<Option<(String, serde_json::Value)>> {
+    use serde::de::{self, IgnoredAny, MapAccess, Visitor};
+    use std::cell::RefCell;
+    struct Keys<'a>(&'a [&'a str], &'a RefCell<Option<(String, serde_json::Value)>>);
+    impl<'de> Visitor<'de> for Keys<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<(), A::Error> {
+            while let Some(key) = map.next_key::<String>()? {
+                if self.0.contains(&key.as_str()) {
+                    *self.1.borrow_mut() = Some((key, map.next_value()?));
+                    // Stop reading: the answer is known.
+                    return Err(de::Error::custom("decided"));
+                }
+                map.next_value::<IgnoredAny>()?;
+            }
+            Ok(())
+        }
+    }
+    let found = RefCell::new(None);
+    let mut de = serde_json::Deserializer::from_reader(open(path)?);
+    let _ = de::Deserializer::deserialize_map(&mut de, Keys(deciding, &found));
+    Ok(found.into_inner())
+}
+
 /// Where the bytes of an output named `path` go, once its symbolic links are followed.
 enum Target {
     /// A regular file, or nothing yet: written to a temporary file beside it that is renamed over

@@ -290,8 +290,8 @@ fn spread(topo: &Topology, subs: Vec<Vec<Step>>, len: usize) -> Vec<Step> {
                 .collect()
         })
         .collect();
-    let weighted: Vec<Layout> =
-        loads.iter().map(|w| if w.len() == len { (0..len).map(|i| (i, i + 1, Vec::new())).collect() } else { weighted_layout(w, &full) }).collect();
+    // A phase with `len` sub-steps gets one step each, as aligned.
+    let weighted: Vec<Layout> = loads.iter().map(|w| weighted_layout(w, &full)).collect();
     let estimate = |layout: &[Layout]| -> f64 {
         (0..len).map(|g| layout.iter().zip(&loads).filter_map(|(l, w)| part_at(l, g).map(|(i, lo, hi)| w[i] * (hi - lo))).fold(0.0, f64::max)).sum()
     };

@@ -498,24 +498,28 @@ fn cost(schedule: PathBuf, model: &str, fifo: bool, svg: Option<&std::path::Path
     // refuses it rather than costed without what it cannot place. Sharing a link (rule 2) is what
     // the models price, and is allowed.
     let options = VerifyOptions { allow_contention: true, track_relays: false, ..Default::default() };
-    let (header, report) = verify_file_with(&schedule, &options, None)?;
+    // The picture and the event-driven model need the schedule in memory, read once; the
+    // step-synchronous cost alone streams it.
+    let held = if svg.is_some() || model == "event" { Some(crate::schedule::read_schedule_file(&schedule)?) } else { None };
+    let (header, report) = match &held {
+        Some(s) => (s.header.clone(), crate::verify::verify_schedule(s, &options)?),
+        None => verify_file_with(&schedule, &options, None)?,
+    };
     if report.findings.failures_of(crate::verify::Rule::Structure) > 0 {
         let first = report.findings.failures().iter().find(|d| d.rule == crate::verify::Rule::Structure).map(|d| d.to_string()).unwrap_or_default();
         return Err(Error::bad(format!("{}: the schedule breaks rule 1, nothing to cost: {first}", schedule.display())));
     }
-    if let Some(out) = svg {
-        let s = crate::schedule::read_schedule_file(&schedule)?;
+    if let (Some(out), Some(s)) = (svg, &held) {
         let meta = |k: &str| s.header.meta.as_ref().and_then(|m| m.get(k)).and_then(|a| a.as_str()).map(str::to_string);
         let method = [meta("algorithm"), meta("scheduler")].into_iter().flatten().collect::<Vec<_>>().join(" + ");
         let name = schedule.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let title = if method.is_empty() { name } else { format!("{method}: {name}") };
-        let picture = crate::pictures::timeline_svg(&s, &title, 512);
+        let picture = crate::pictures::timeline_svg(s, &title, 512);
         crate::io::write_atomic(out, |w| std::io::Write::write_all(w, picture.as_bytes()).map_err(crate::io::write_error(out)))?;
         eprintln!("wrote {}", out.display());
     }
-    if model == "event" {
-        let s = crate::schedule::read_schedule_file(&schedule)?;
-        let e = crate::cost::event_cost(&s, fifo)?;
+    if let (true, Some(s)) = (model == "event", &held) {
+        let e = crate::cost::event_cost(s, fifo)?;
         let sharing = if fifo { "fifo" } else { "fair" };
         if json {
             println!("{}", json!({"model": "event", "link_sharing": sharing, "time_ns": e.time_ns, "algo_bandwidth_gbps": e.algo_bandwidth_gbps()}));

@@ -135,33 +135,11 @@ fn is_certificate(path: &Path) -> bool {
     name.ends_with(".cert.json") || (name.ends_with(".json") && json_format(path).as_deref() == Some(collsched_checker::FORMAT))
 }
 
-/// The top-level `format` of a JSON object file, if it has one. Keys are read until `format`,
-/// skipping values without keeping them (schedule files put `format` first).
+/// The top-level `format` of a JSON object file, if it has one (schedule files and certificates
+/// put it first).
 fn json_format(path: &Path) -> Option<String> {
-    use serde::de::{self, IgnoredAny, MapAccess, Visitor};
-    use std::cell::RefCell;
-    struct Format<'a>(&'a RefCell<Option<String>>);
-    impl<'de> Visitor<'de> for Format<'_> {
-        type Value = ();
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a JSON object")
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<(), A::Error> {
-            while let Some(key) = map.next_key::<String>()? {
-                if key == "format" {
-                    *self.0.borrow_mut() = map.next_value::<Value>()?.as_str().map(str::to_string);
-                    // Stop reading: the answer is known.
-                    return Err(de::Error::custom("decided"));
-                }
-                map.next_value::<IgnoredAny>()?;
-            }
-            Ok(())
-        }
-    }
-    let found = RefCell::new(None);
-    let mut de = serde_json::Deserializer::from_reader(crate::io::open(path).ok()?);
-    let _ = de::Deserializer::deserialize_map(&mut de, Format(&found));
-    found.into_inner()
+    let (_, value) = crate::io::first_top_level_key(path, &["format"]).ok()??;
+    value.as_str().map(str::to_string)
 }
 
 /// The certificate files under the paths, and how many files the folders held that are not

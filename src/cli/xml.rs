@@ -9,9 +9,8 @@ use crate::error::{Error, ExitCode, Result};
 use crate::export::msccl::model::Program;
 use crate::export::msccl::{import_program, PlacementRun, SimError, XmlReport};
 use crate::export::{check_xml, Buffering};
-use crate::schedule::StepSink;
 use crate::spec::{Instance, Spec};
-use crate::verify::{Verifier, VerifyOptions};
+use crate::verify::{verify_schedule_checked, VerifyOptions};
 use serde_json::json;
 use std::path::Path;
 
@@ -36,12 +35,7 @@ pub fn verify_xml(path: &Path, spec: Option<&Path>, json_out: bool, rendezvous: 
     if let (Some(program), true) = (&report.program, failures.is_empty()) {
         match import_program(program, topology) {
             Ok(schedule) => {
-                let mut verifier = Verifier::new(options).with_check(Box::new(conformance));
-                verifier.begin(&schedule.header)?;
-                for (i, s) in schedule.steps.iter().enumerate() {
-                    verifier.check_step(i, s);
-                }
-                let r = verifier.finish();
+                let r = verify_schedule_checked(&schedule, &options, vec![Box::new(conformance)])?;
                 failures.extend(r.findings.failures().iter().map(|d| format!("imported schedule: {d}")));
                 summary = format!("imported as {} steps, {} transfers over {} ranks", r.stats.steps, r.stats.transfers, schedule.header.collective.num_ranks());
             }

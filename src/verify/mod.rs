@@ -210,7 +210,16 @@ impl StepSink for Verifier {
 
 /// Verifies a schedule held in memory under rules 1-5.
 pub fn verify_schedule(schedule: &Schedule, options: &VerifyOptions) -> Result<Report> {
+    verify_schedule_checked(schedule, options, Vec::new())
+}
+
+/// Verifies a schedule held in memory with further checks (rules beyond 1-5), as
+/// [`verify_file_checked`] does a file.
+pub fn verify_schedule_checked(schedule: &Schedule, options: &VerifyOptions, checks: Vec<Box<dyn Check>>) -> Result<Report> {
     let mut v = Verifier::new(options.clone());
+    for c in checks {
+        v = v.with_check(c);
+    }
     v.begin(&schedule.header)?;
     for (i, s) in schedule.steps.iter().enumerate() {
         v.check_step(i, s);
@@ -223,14 +232,8 @@ pub fn verify_schedule(schedule: &Schedule, options: &VerifyOptions) -> Result<R
 /// freedom (rule 7); for tests.
 #[cfg(test)]
 pub(crate) fn verify_every_rule(s: &Schedule) -> Report {
-    let mut v = Verifier::new(VerifyOptions::default())
-        .with_check(Box::new(DeadlockCheck::new(crate::lower::LowerOptions::default())))
-        .with_check(Box::new(RoutingDeadlock::new()));
-    v.begin(&s.header).expect("a valid header");
-    for (i, step) in s.steps.iter().enumerate() {
-        v.check_step(i, step);
-    }
-    v.finish()
+    let checks: Vec<Box<dyn Check>> = vec![Box::new(DeadlockCheck::new(crate::lower::LowerOptions::default())), Box::new(RoutingDeadlock::new())];
+    verify_schedule_checked(s, &VerifyOptions::default(), checks).expect("a valid header")
 }
 
 /// Verifies a schedule file, optionally against a spec's instance ([`Verifier::against`]).

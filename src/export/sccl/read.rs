@@ -25,8 +25,6 @@ use crate::schedule::{Op, Schedule, ScheduleHeader, Step, Transfer};
 use crate::spec::Instance;
 use crate::topology::{LinkClass, LinkId, NodeId, NodeKind, Shape, Topology, TopologyBuilder};
 use crate::units::{rational_from_decimal, Rational};
-use serde::de::{self, IgnoredAny, MapAccess, Visitor};
-use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
@@ -43,33 +41,9 @@ pub const DEFAULT_LATENCY_NS: f64 = 0.0;
 /// costs only the scan to its first deciding key (`format`, which our writer puts first).
 /// Anything that is not a JSON object is not SCCL's (the schedule reader then says why).
 pub fn is_sccl_json(path: &Path) -> Result<bool> {
-    struct Keys<'a>(&'a Cell<Option<bool>>);
-    impl<'de> Visitor<'de> for Keys<'_> {
-        type Value = ();
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a JSON object")
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<(), A::Error> {
-            while let Some(key) = map.next_key::<String>()? {
-                let verdict = match key.as_str() {
-                    "msccl_type" | "sccl_type" | "name" | "instance" | "input_map" | "output_map" => Some(true),
-                    "format" | "version" | "meta" => Some(false),
-                    _ => None,
-                };
-                if verdict.is_some() {
-                    self.0.set(verdict);
-                    // Stop reading: the answer is known.
-                    return Err(de::Error::custom("decided"));
-                }
-                map.next_value::<IgnoredAny>()?;
-            }
-            Ok(())
-        }
-    }
-    let verdict = Cell::new(None);
-    let mut de = serde_json::Deserializer::from_reader(crate::io::open(path)?);
-    let _ = de::Deserializer::deserialize_map(&mut de, Keys(&verdict));
-    Ok(verdict.get().unwrap_or(false))
+    const SCCL: [&str; 6] = ["msccl_type", "sccl_type", "name", "instance", "input_map", "output_map"];
+    let deciding: Vec<&str> = SCCL.iter().copied().chain(["format", "version", "meta"]).collect();
+    Ok(crate::io::first_top_level_key(path, &deciding)?.is_some_and(|(key, _)| SCCL.contains(&key.as_str())))
 }
 
 /// Parses SCCL's algorithm JSON; errors name `source` and the field (`steps[2].sends[0]`).
