@@ -10,15 +10,16 @@ use crate::lower::{lower, ChannelSpread, LowerOptions};
 use crate::verify::check_deadlock;
 use std::path::Path;
 
-/// The lowerings tried in order: the one asked for, then more channels with operations spread,
-/// until the XML passes the reader's rules (its limits of 64 steps per threadblock and 32
-/// threadblocks per channel are what more channels relieve).
+/// The lowerings tried in order: the one asked for (whole transfers per channel), then its
+/// operations spread over the channels, and with no count given more and more channels up to the
+/// readers' 32, until the XML passes the reader's rules (its limits of 64 steps per threadblock
+/// and 32 threadblocks per channel are what more channels relieve).
 fn candidates(channels: Option<usize>) -> Vec<LowerOptions> {
+    const COUNTS: [usize; 12] = [2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32];
+    let spread = |c: usize| LowerOptions { channels: c, spread: ChannelSpread::Operations, ..Default::default() };
     match channels {
-        Some(c) => vec![LowerOptions { channels: c, ..Default::default() }],
-        None => std::iter::once(LowerOptions::default())
-            .chain((2..=8).map(|c| LowerOptions { channels: c, spread: ChannelSpread::Operations, ..Default::default() }))
-            .collect(),
+        Some(c) => vec![LowerOptions { channels: c, ..Default::default() }, spread(c)],
+        None => std::iter::once(LowerOptions::default()).chain(COUNTS.into_iter().filter(|&c| c <= MAX_CHANNELS as usize).map(spread)).collect(),
     }
 }
 
@@ -54,7 +55,9 @@ pub fn export(schedule: &Path, to: &str, dir: &Path, channels: Option<usize>, le
         let xml = msccl_xml(&programs, &opts)?;
         let report = check_xml(&xml, Buffering::Rendezvous);
         if !report.problems.errors.is_empty() {
+            eprintln!("{} ch: {:?}", lower_opts.channels, report.problems.errors.first());
             last_problems = report.problems.errors;
+            let _ = std::fs::write(format!("/tmp/dbg{}.xml", lower_opts.channels), &xml);
             continue;
         }
         let run = match report.runs.first().map(|r| &r.outcome) {
@@ -82,7 +85,10 @@ pub fn export(schedule: &Path, to: &str, dir: &Path, channels: Option<usize>, le
     }
     Err(Error::bad(format!(
         "no lowering tried ({}) gives XML the MSCCL reader accepts: {}",
-        if channels.is_some() { "the channel count given" } else { "1 to 8 channels" },
+        match channels {
+            Some(c) => format!("{c} channels, whole transfers or operations spread"),
+            None => format!("1 to {MAX_CHANNELS} channels"),
+        },
         last_problems.first().cloned().unwrap_or_default()
     )))
 }

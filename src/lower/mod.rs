@@ -196,7 +196,7 @@ pub enum ThreadblockLayout {
     PerRank,
 }
 
-/// What [`LowerOptions::channels`] spreads round-robin per (sender, receiver) pair and step.
+/// What [`LowerOptions::channels`] spreads round-robin per (sender, receiver) pair.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum ChannelSpread {
     /// Whole transfers: all operations of a transfer share a channel.
@@ -368,6 +368,8 @@ struct Lowering<'a> {
     /// Where each rank holds its current value of a piece; absent means the rank's initial
     /// holding (see [`Lowering::initial`]).
     held: HashMap<(usize, PieceId), Slot>,
+    /// Operations so far per (sender, receiver) pair, for spreading operations over channels.
+    pair_ops: HashMap<(usize, usize), usize>,
 }
 
 impl<'a> Lowering<'a> {
@@ -382,6 +384,7 @@ impl<'a> Lowering<'a> {
             hazards: (0..r).map(|_| Hazards::default()).collect(),
             scratch: vec![0; r],
             held: HashMap::new(),
+            pair_ops: HashMap::new(),
         }
     }
 
@@ -524,11 +527,13 @@ impl<'a> Lowering<'a> {
 
     /// The operations of a step: all sends first (they read the start-of-step state), then the
     /// receives; the rank order may still put receives first (`recv_first`). Channels go
-    /// round-robin per (sender, receiver) pair, in transfer (or operation) order, restarting
-    /// every step.
+    /// round-robin per (sender, receiver) pair: whole transfers in transfer order, restarting
+    /// every step; operations in operation order, continuing from step to step (so that every
+    /// channel gets its share even where a pair has one short transfer per step).
     fn operations(&mut self, si: usize, step: &Step, ends: &[(usize, usize)], moves_of: &[Vec<Move>]) {
         let opts = self.opts;
-        let mut pair_count: HashMap<(usize, usize), usize> = HashMap::new();
+        let mut pair_count: HashMap<(usize, usize), usize> =
+            if opts.spread == ChannelSpread::Operations { std::mem::take(&mut self.pair_ops) } else { HashMap::new() };
         let mut next_channel = |pair: (usize, usize)| {
             let n = pair_count.entry(pair).or_insert(0);
             *n += 1;
@@ -575,6 +580,9 @@ impl<'a> Lowering<'a> {
                 recv_ops.push((rb, Pending { op: recv, key: (1, si, recv_group, ti, seg), deps: Vec::new() }, reads, slots(&dst)));
             }
         }
+        if opts.spread == ChannelSpread::Operations {
+            self.pair_ops = pair_count;
+        }
         for (rb, mut p, reads, writes) in recv_ops {
             let idx = self.pending[rb].len();
             self.hazards[rb].read(&reads, idx, &mut p.deps);
@@ -601,7 +609,9 @@ impl<'a> Lowering<'a> {
                 let src = slice(run.iter().map(|m| m.src));
                 let dst = slice(run.iter().map(|m| m.dst));
                 let pieces = run.iter().map(|m| m.piece).collect();
-                let op = Operation { kind: OpKind::Copy, channel: 0, pieces, src: Some(src), dst: Some(dst), remote: None, origin: None, deps: Vec::new() };
+                // Spread operations spread the copies too, one copying threadblock per channel.
+                let channel = if self.opts.spread == ChannelSpread::Operations { seg % self.opts.channels.max(1) } else { 0 };
+                let op = Operation { kind: OpKind::Copy, channel, pieces, src: Some(src), dst: Some(dst), remote: None, origin: None, deps: Vec::new() };
                 let idx = self.pending[rank].len();
                 let mut deps = Vec::new();
                 self.hazards[rank].read(&slots(&src), idx, &mut deps);
@@ -687,13 +697,13 @@ fn place(mut list: Vec<Pending>, opts: &LowerOptions) -> Vec<Threadblock> {
     // it (sends read earlier steps only, receives of a step depend on earlier transfers).
     let mut order: Vec<usize> = (0..list.len()).collect();
     order.sort_by_key(|&i| list[i].key);
-    // Threadblock key: (channel, peer, direction), local copies last.
+    // Threadblock key: (channel, peer, direction), local copies last (by channel).
     let tb_key = |op: &Operation| -> (usize, usize, u8) {
         match (opts.threadblocks, op.kind) {
             (ThreadblockLayout::PerRank, _) => (0, 0, 0),
             (_, OpKind::Send { peer }) => (op.channel, peer, 0),
             (_, OpKind::Recv { peer, .. }) => (op.channel, peer, 1),
-            (_, OpKind::Copy) => (usize::MAX, 0, 2),
+            (_, OpKind::Copy) => (usize::MAX, op.channel, 2),
         }
     };
     let mut keys: Vec<(usize, usize, u8)> = list.iter().map(|p| tb_key(&p.op)).collect();
@@ -705,10 +715,12 @@ fn place(mut list: Vec<Pending>, opts: &LowerOptions) -> Vec<Threadblock> {
             (ThreadblockLayout::PerRank, _) => Threadblock { send: None, recv: None, channel: 0, ops: Vec::new() },
             (_, 0) => Threadblock { send: Some(peer), recv: None, channel, ops: Vec::new() },
             (_, 1) => Threadblock { send: None, recv: Some(peer), channel, ops: Vec::new() },
-            _ => Threadblock { send: None, recv: None, channel: 0, ops: Vec::new() },
+            // Copies: the key holds their channel where a peer would be.
+            (_, _) => Threadblock { send: None, recv: None, channel: peer, ops: Vec::new() },
         })
         .collect();
     let mut at: Vec<Option<OpRef>> = vec![None; list.len()];
+    let mut known = Known::new(tbs.len(), list.len());
     for &i in &order {
         let tb = keys.binary_search(&tb_key(&list[i].op)).expect("every key has a threadblock");
         at[i] = Some(OpRef { tb, op: tbs[tb].ops.len() });
@@ -719,10 +731,56 @@ fn place(mut list: Vec<Pending>, opts: &LowerOptions) -> Vec<Threadblock> {
         deps.dedup_by_key(|d| d.tb);
         deps.reverse();
         let mut op = std::mem::replace(&mut list[i].op, empty_op());
-        op.deps = deps;
+        op.deps = known.place(tb, tbs[tb].ops.len(), deps);
         tbs[tb].ops.push(op);
     }
     tbs
+}
+
+/// What a rank's threadblocks know has completed, to leave out dependencies that others already
+/// imply: each one costs a step of its threadblock (MSCCL waits for one dependency per step),
+/// and runtimes cap the steps per threadblock.
+///
+/// For every placed operation, its closure: per threadblock, one past the last of its operations
+/// that has completed when this one has (itself, the operations before it in its threadblock,
+/// what it waits for, and theirs in turn). A dependency on operation k of threadblock u is implied
+/// when the operation before in the same threadblock, or another dependency, has u's entry past k.
+/// Ranks with more than [`Known::MAX_ENTRIES`] entries keep their dependencies as they are.
+struct Known {
+    threadblocks: usize,
+    /// closure[tb][k]: the closure of operation k of threadblock tb (empty when not kept).
+    closure: Vec<Vec<Vec<u32>>>,
+    on: bool,
+}
+
+impl Known {
+    /// A cap on threadblocks x operations per rank (4 bytes each).
+    const MAX_ENTRIES: usize = 1 << 26;
+
+    fn new(threadblocks: usize, ops: usize) -> Self {
+        Known { threadblocks, closure: vec![Vec::new(); threadblocks], on: threadblocks.saturating_mul(ops) <= Self::MAX_ENTRIES }
+    }
+
+    /// Records operation `index` of threadblock `tb` (placed in rank order, after everything it
+    /// depends on) and returns the dependencies it still needs, in the order given.
+    fn place(&mut self, tb: usize, index: usize, deps: Vec<OpRef>) -> Vec<OpRef> {
+        if !self.on {
+            return deps;
+        }
+        let implied = |d: &OpRef, by: &[u32]| by[d.tb] > d.op as u32;
+        let before = self.closure[tb].last().cloned().unwrap_or_else(|| vec![0; self.threadblocks]);
+        let of = |d: &OpRef| &self.closure[d.tb][d.op];
+        let kept: Vec<OpRef> = deps.iter().filter(|d| !implied(d, &before) && !deps.iter().any(|e| e != *d && implied(d, of(e)))).copied().collect();
+        let mut mine = before;
+        for d in &kept {
+            for (m, c) in mine.iter_mut().zip(of(d)) {
+                *m = (*m).max(*c);
+            }
+        }
+        mine[tb] = index as u32 + 1;
+        self.closure[tb].push(mine);
+        kept
+    }
 }
 
 fn empty_op() -> Operation {
@@ -816,5 +874,31 @@ pub(crate) mod tests {
         // The forward waits for the receive that filled the scratch chunk.
         let recv_tb = r1.threadblocks.iter().position(|tb| tb.recv == Some(0)).unwrap();
         assert_eq!(send.ops[0].deps, vec![OpRef { tb: recv_tb, op: 1 }]);
+    }
+
+    #[test]
+    fn dependencies_that_others_imply_are_left_out() {
+        let r = |tb, op| OpRef { tb, op };
+        let mut k = Known::new(3, 4);
+        assert_eq!(k.place(0, 0, vec![]), vec![]);
+        assert_eq!(k.place(1, 0, vec![r(0, 0)]), vec![r(0, 0)]);
+        // Threadblock 1's operation has waited for threadblock 0's: waiting for it covers both.
+        assert_eq!(k.place(2, 0, vec![r(0, 0), r(1, 0)]), vec![r(1, 0)]);
+        // The operation before in threadblock 2 has waited for it already.
+        assert_eq!(k.place(2, 1, vec![r(0, 0)]), vec![]);
+    }
+
+    #[test]
+    fn spread_operations_fill_every_channel_over_the_steps() {
+        // A ring moves one transfer per pair and step; spreading operations per step would put
+        // all of them on channel 0.
+        let t = torus_with(&[6], &[]);
+        let c = Collective::new(CollectiveKind::AllToAll, t.node_ids().collect(), 600, 1, None, &t).unwrap();
+        let s = torus_all_to_all(&t, &c, RingAlgorithm::Ring, Scheduler::Sequential).unwrap();
+        let p = lower(&s, &LowerOptions { channels: 2, spread: ChannelSpread::Operations, ..Default::default() }).unwrap();
+        for rank in &p.ranks {
+            let sends = |ch: usize| rank.threadblocks.iter().filter(|tb| tb.send.is_some() && tb.channel == ch).map(|tb| tb.ops.len()).sum::<usize>();
+            assert!(sends(0).min(sends(1)) * 3 >= sends(0) + sends(1), "{} and {}", sends(0), sends(1));
+        }
     }
 }
