@@ -3,7 +3,8 @@
 //!
 //! Any U gives a valid bound; we evaluate the sets that matter on the families we build: torus
 //! bisections along every dimension and rotation, the sets next to failed cables, single npus,
-//! and fat-tree subtrees (leaves, pods). The rule for what must cross is the one the checker
+//! and fat-tree subtrees (leaves, pods); on any other (custom) topology, the halves that every
+//! link splits the nodes into by distance. The rule for what must cross is the one the checker
 //! (`certify`) applies; see [`crossing_bytes`].
 
 use crate::collective::{Collective, CollectiveKind};
@@ -156,7 +157,40 @@ pub fn candidate_cuts(t: &Topology) -> Vec<(String, Vec<NodeId>)> {
             }
         }
     }
+    if t.torus_shape().is_none() && t.fat_tree_shape().is_none() {
+        sets.extend(distance_halves(t).into_iter().map(|nodes| ("distance half".to_string(), nodes)));
+    }
     sets
+}
+
+/// Node counts up to which [`distance_halves`] keeps all distances (2 bytes each).
+const MAX_DISTANCE_NODES: usize = 4096;
+
+/// For every up link a -> b, the nodes closer to a than to b, and those no closer to b than to a
+/// (the two differ by the ties), each set once. On a torus written out as a custom topology these
+/// are its bisections: on an even ring, the half on a's side; on an odd one, the arcs of
+/// floor(n/2) and ceil(n/2). Hop distances over up links; none above [`MAX_DISTANCE_NODES`] nodes.
+fn distance_halves(t: &Topology) -> Vec<Vec<NodeId>> {
+    let n = t.num_nodes();
+    if n > MAX_DISTANCE_NODES {
+        return Vec::new();
+    }
+    let adjacency = crate::topology::UpAdjacency::new(t);
+    let far = u16::MAX;
+    let dist: Vec<Vec<u16>> =
+        (0..n as u32).map(|v| adjacency.hop_distances(NodeId(v)).into_iter().map(|d| d.map_or(far, |d| d.min(far as u32 - 1) as u16)).collect()).collect();
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for (_, l) in t.links().filter(|(_, l)| l.up) {
+        let (a, b) = (&dist[l.src.0 as usize], &dist[l.dst.0 as usize]);
+        for ties in [false, true] {
+            let nodes: Vec<NodeId> = (0..n).filter(|&v| a[v] < b[v] || (ties && a[v] == b[v] && a[v] != far)).map(|v| NodeId(v as u32)).collect();
+            if !nodes.is_empty() && nodes.len() < n && seen.insert(nodes.clone()) {
+                out.push(nodes);
+            }
+        }
+    }
+    out
 }
 
 /// The best cut bound over [`candidate_cuts`], both directions; `None` if no cut bounds anything.
@@ -197,5 +231,20 @@ mod tests {
         let c = Collective::new(CollectiveKind::AllGather, t.node_ids().collect(), 4000, 1, None, &t).unwrap();
         assert_eq!(cut_value(&t, &c, &[NodeId(0)], true), Some(Rational::new(3000, 20)));
         assert_eq!(cut_value(&t, &c, &[NodeId(0)], false), Some(Rational::new(1000, 20)));
+    }
+
+    #[test]
+    fn a_torus_written_out_keeps_its_bisection_bounds() {
+        for dims in [&[4usize, 4][..], &[3, 5], &[4, 2, 3]] {
+            let t = torus(&TorusParams::uniform(dims, 32.0, 0.0)).unwrap();
+            let (nodes, links) = crate::topology::custom::to_lists(&t);
+            let written = crate::topology::custom::custom(&nodes, &links, 0.0).unwrap();
+            assert!(written.torus_shape().is_none());
+            for kind in [CollectiveKind::AllToAll, CollectiveKind::AllGather] {
+                let c = |t: &Topology| Collective::new(kind, t.node_ids().take(t.num_npus()).collect(), 1 << 20, 1, None, t).unwrap();
+                let (torus_best, written_best) = (best_cut(&t, &c(&t)).unwrap(), best_cut(&written, &c(&written)).unwrap());
+                assert_eq!(written_best.value_ns, torus_best.value_ns, "{dims:?} {kind}");
+            }
+        }
     }
 }
