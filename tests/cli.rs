@@ -717,6 +717,28 @@ fn verify_xml_rejects_overflowing_and_receive_first_exchanges_with_the_cycle() {
     assert!(out.contains("  gpu 1 tb 0 step 0 (r, 1 chunk from gpu 0 on channel 0) waits for gpu 0 tb 0 to send it"), "{out}");
 }
 
+/// `expect.deadlock_free = false` on an MSCCL XML file: the exchange that overflows its
+/// connection's slots deadlocks as expected (exit 0, the cycle a note); the one that fits fails
+/// rule 8.
+#[test]
+fn verify_xml_asserts_an_expected_deadlock() {
+    let spec = tmp("exchange-deadlock.spec.json");
+    std::fs::write(
+        &spec,
+        r#"{"topology": {"torus": {"dims": [2], "bandwidth_gbps": 1.0, "latency_ns": 10.0}}, "collective": {"kind": "all_to_all", "bytes_per_rank": 8000}, "expect": {"deadlock_free": false}}"#,
+    )
+    .unwrap();
+    let o = verify_xml_file("exchange3-expected.xml", &exchange_xml(3, true, true), &["--spec", s(&spec)]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("rule 6 deadlock freedom (out-of-place), as expect.deadlock_free = false expects: deadlock under the runtime's buffering"), "{out}");
+    assert!(out.contains("valid: "), "{out}");
+    let o = verify_xml_file("exchange1-expected.xml", &exchange_xml(1, true, true), &["--spec", s(&spec)]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("rule 8 bound conformance: expect.deadlock_free = false, but every placement runs to its end"), "{out}");
+}
+
 #[test]
 fn verify_xml_runs_in_place_rings_in_both_dialects() {
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/msccl");

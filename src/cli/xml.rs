@@ -3,7 +3,9 @@
 //! runtime's buffering or rendezvous for every declared placement, where every chunk ends up),
 //! then imported as a schedule onto the spec's topology (or a full mesh of its gpus) and
 //! verified under rules 1-5. A spec must name the file's collective (kind and ranks; else exit
-//! 2, as for the other formats) and its `expect` is asserted on the import (rule 8).
+//! 2, as for the other formats) and its `expect` is asserted on the import (rule 8);
+//! `expect.deadlock_free = false` on the run: a placement that deadlocks is what is expected, and
+//! a file whose every placement runs to its end fails rule 8.
 
 use crate::error::{Error, ExitCode, Result};
 use crate::export::msccl::model::Program;
@@ -28,11 +30,20 @@ pub fn verify_xml(path: &Path, spec: Option<&Path>, json_out: bool, rendezvous: 
     }
     let mut failures: Vec<String> = report.problems.errors.iter().map(|p| format!("MSCCL reader rule: {p}")).collect();
     let mut notes: Vec<String> = Vec::new();
+    let expect_deadlock = spec.as_ref().and_then(|s| s.expect.deadlock_free) == Some(false);
     for run in &report.runs {
-        run_lines(&report, run, &mut failures, &mut notes);
+        run_lines(&report, run, expect_deadlock, &mut failures, &mut notes);
+    }
+    if expect_deadlock && !report.runs.is_empty() && !report.runs.iter().any(deadlocks) {
+        failures.push(format!(
+            "rule 8 bound conformance: expect.deadlock_free = false, but every placement runs to its end under {}: the file is deadlock-free",
+            buffering.describe()
+        ));
     }
     let mut summary = String::new();
-    if let (Some(program), true) = (&report.program, failures.is_empty()) {
+    if let (Some(_), true) = (&report.program, failures.is_empty() && expect_deadlock && report.runs.iter().any(deadlocks)) {
+        notes.push("not imported as a schedule: its run deadlocks, so rules 1-5 are not checked on it".into());
+    } else if let (Some(program), true) = (&report.program, failures.is_empty()) {
         match import_program(program, topology) {
             Ok(schedule) => {
                 let r = verify_schedule_checked(&schedule, &options, vec![Box::new(conformance)])?;
@@ -43,7 +54,9 @@ pub fn verify_xml(path: &Path, spec: Option<&Path>, json_out: bool, rendezvous: 
             Err(e) => failures.push(format!("import: {e}")),
         }
     }
-    let valid = failures.is_empty() && report.is_valid();
+    // With a deadlock expected, a placement that deadlocks counts as one that ran as it should.
+    let runs_valid = !report.runs.is_empty() && report.runs.iter().all(|r| r.is_valid() || (expect_deadlock && deadlocks(r)));
+    let valid = failures.is_empty() && report.program.is_some() && report.problems.errors.is_empty() && runs_valid;
     let runtime = report.runtime.map_or("no runtime (unreadable)", |r| r.name());
     let judged = verdict_words(&report);
     if json_out {
@@ -127,13 +140,33 @@ fn same_collective(p: &Program, inst: &Instance) -> Result<()> {
     Ok(())
 }
 
-/// What one placement's run says: failures, or the lines of a run that finished.
-fn run_lines(report: &XmlReport, run: &PlacementRun, failures: &mut Vec<String>, notes: &mut Vec<String>) {
+/// Whether a placement's run deadlocks (or leaves operations unpaired, which block forever).
+fn deadlocks(run: &PlacementRun) -> bool {
+    matches!(run.outcome, Err(SimError::Deadlock(_) | SimError::Unpaired(_)))
+}
+
+/// What one placement's run says: failures, or the lines of a run that finished. A deadlock that
+/// the spec expects is a note.
+fn run_lines(report: &XmlReport, run: &PlacementRun, expect_deadlock: bool, failures: &mut Vec<String>, notes: &mut Vec<String>) {
     let pl = run.placement.name();
     let coll = report.program.as_ref().and_then(|p| p.coll.as_ref()).map_or("", |(t, _)| t.as_str());
+    let rule = if expect_deadlock {
+        format!("rule 6 deadlock freedom ({pl}), as expect.deadlock_free = false expects")
+    } else {
+        format!("rule 6 deadlock freedom ({pl})")
+    };
+    let deadlock_lines: Vec<String> = match &run.outcome {
+        Err(SimError::Deadlock(d)) => vec![format!("{rule}: {d}")],
+        Err(SimError::Unpaired(items)) => items.iter().map(|i| format!("{rule}: {i}")).collect(),
+        _ => Vec::new(),
+    };
+    if expect_deadlock {
+        notes.extend(deadlock_lines);
+    } else {
+        failures.extend(deadlock_lines);
+    }
     match &run.outcome {
-        Err(SimError::Deadlock(d)) => failures.push(format!("rule 6 deadlock freedom ({pl}): {d}")),
-        Err(SimError::Unpaired(items)) => failures.extend(items.iter().map(|i| format!("rule 6 deadlock freedom ({pl}): {i}"))),
+        Err(SimError::Deadlock(_) | SimError::Unpaired(_)) => {}
         Err(SimError::Refused(items)) => failures.extend(items.iter().map(|i| format!("{pl}: not run: {i}"))),
         Ok(exec) => {
             failures.extend(exec.errors.iter().map(|e| format!("rule 5 completion ({pl}, chunk-level run): {e}")));
