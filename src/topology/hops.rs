@@ -72,6 +72,18 @@ impl HopGraph {
         g
     }
 
+    /// Whether every single hop between the marked npus is one link: no up link leaves one of
+    /// them for a switch or an unmarked npu, so no hop passes through anything (then the hops,
+    /// shortest or not, are all the single-hop transfers there are).
+    pub fn only_direct(t: &Topology, endpoint: &[bool]) -> bool {
+        (0..t.num_npus() as u32).map(NodeId).filter(|u| endpoint[u.index()]).all(|u| {
+            t.up_out_links(u).all(|l| {
+                let v = t.link(l).dst;
+                t.is_npu(v) && endpoint[v.index()]
+            })
+        })
+    }
+
     /// The same hops with their ends swapped, each keeping its path (its links still run from the
     /// original sender to the original receiver): a schedule over the transposed hops, run
     /// backwards in time, is one over the original hops. A reduce_scatter is the time reversal
