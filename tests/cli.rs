@@ -1278,6 +1278,33 @@ fn read_errors_name_the_field_and_the_file() {
     );
 }
 
+/// `verify --spec` judges `expect` against the best certified bandwidth bound, as `bound` and
+/// `synthesize` report it: on a 4x4 torus whose second dimension runs at 8 GB/s, HalfRing with
+/// DimRotation meets the cut bound (2.5x the volume bound, which spreads bytes over all links);
+/// and a schedule built for other bandwidths is not the spec's instance (exit 2).
+#[test]
+fn verify_spec_uses_the_best_certified_bound_and_the_specs_bandwidths() {
+    let dir = fresh("verify-best-bound");
+    let spec = dir.join("slow.spec.json");
+    std::fs::write(
+        &spec,
+        r#"{"topology": {"torus": {"dims": [4, 4], "bandwidth_gbps": [32.0, 8.0], "latency_ns": 100.0}}, "collective": {"kind": "all_to_all", "bytes_per_rank": "1MiB"},
+            "method": {"generate": {"algorithm": "halfring", "scheduler": "dimrotation"}}, "expect": {"bandwidth_optimal": true, "max_gap_pct": 1}}"#,
+    )
+    .unwrap();
+    let out = dir.join("slow.json");
+    let o = run(&["generate", s(&spec), "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&["verify", s(&out), "--spec", s(&spec)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let fast = dir.join("fast.json");
+    let o = run(&["generate", "--torus", "4x4", "--algorithm", "halfring", "--scheduler", "dimrotation", "-o", s(&fast)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&["verify", s(&fast), "--spec", s(&spec)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("the schedule's 32 GB/s and 100 ns are not the spec's 8 GB/s and 100 ns"), "{}", text(&o));
+}
+
 /// `expect.deadlock_free = false` asserts that rules 6 or 7 find a deadlock: a baseline meant to
 /// deadlock (dimension-order routing on a ring of 8) then verifies, its deadlock reported, and a
 /// deadlock-free schedule fails rule 8.

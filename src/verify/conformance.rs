@@ -1,11 +1,20 @@
 //! Rule 8, bound conformance: a schedule's step-synchronous cost against the lower bounds of
-//! docs/design/MODEL.md section 6, failing when a declared expectation does not hold.
+//! docs/design/MODEL.md section 6, failing when a declared expectation does not hold. The
+//! bandwidth expectations are judged against the best certified bandwidth bound (volume or
+//! transmissions, cut, flow), re-derived by the checker, as `bound` and `synthesize` report it.
 
 use super::{Check, Diagnostic, Findings, Rule, Stats};
-use crate::bounds::{bounds, Bounds};
+use crate::bounds::certified::{certified_bounds, q_to_f64};
 use crate::cost::SyncCost;
 use crate::schedule::ScheduleHeader;
-use crate::units::{rational_from_decimal, to_f64, Rational};
+use crate::spec::Instance;
+use crate::units::{rational_from_decimal, to_checker};
+use collsched_checker::Q;
+use std::time::Duration;
+
+/// The flow bound's search budget when an expectation needs the bandwidth bound (any length
+/// function gives a valid bound; a longer search only a stronger one).
+const FLOW_TIME: Duration = Duration::from_secs(5);
 
 /// What a spec expects of the schedule's cost.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -21,7 +30,9 @@ pub struct Expectations {
 /// The rule-8 check.
 pub struct Conformance {
     expect: Expectations,
-    bounds: Option<Bounds>,
+    /// The certified bandwidth bound (`None` where none applies) and latency bound, when an
+    /// expectation needs them, or why they could not be had.
+    bounds: Option<Result<(Option<Q>, Q), String>>,
 }
 
 impl Conformance {
@@ -37,56 +48,60 @@ fn fail(out: &mut Findings, message: String) {
 
 impl Check for Conformance {
     fn begin(&mut self, header: &ScheduleHeader, _out: &mut Findings) {
-        self.bounds = Some(bounds(&header.topology, &header.collective));
+        if self.expect.bandwidth_optimal.is_none() && self.expect.max_gap_pct.is_none() {
+            return;
+        }
+        let inst = Instance { topology: header.topology.clone(), collective: header.collective.clone(), pieces_given: true };
+        self.bounds = Some(certified_bounds(&inst, FLOW_TIME, false).map(|b| (b.bandwidth, b.latency)).map_err(|e| e.to_string()));
     }
 
     fn finish(&mut self, stats: &Stats, cost: Option<&SyncCost>, out: &mut Findings) {
-        let (Some(b), Some(cost)) = (&self.bounds, cost) else { return };
         if let Some(max) = self.expect.max_steps {
             if stats.steps > max {
                 fail(out, format!("expect.max_steps = {max}: the schedule has {} steps", stats.steps));
             }
         }
-        let bw = cost.bandwidth_ns();
+        let Some(cost) = cost else { return };
+        let (bandwidth, latency) = match &self.bounds {
+            None => return,
+            Some(Err(e)) => return fail(out, format!("the certified bounds could not be derived: {e}")),
+            Some(Ok((None, _))) => return fail(out, "expect: no certified bandwidth bound exists for this instance".into()),
+            Some(Ok((Some(b), l))) => (b, l),
+        };
+        let f = |q: &Q| q_to_f64(q).unwrap_or(f64::NAN);
+        let bw = to_checker(&cost.bandwidth_ns());
         if let Some(want) = self.expect.bandwidth_optimal {
-            match b.bandwidth_ns() {
-                None => fail(out, "expect.bandwidth_optimal: no certified bandwidth bound exists for this collective kind yet".into()),
-                Some(bound) => {
-                    let optimal = bw == bound;
-                    if optimal != want {
-                        fail(
-                            out,
-                            format!(
-                                "expect.bandwidth_optimal = {want}: the bandwidth term is {:.6} ns, {:.6}x the certified volume bound {:.6} ns",
-                                to_f64(&bw),
-                                to_f64(&(bw / bound)),
-                                to_f64(&bound)
-                            ),
-                        );
-                    }
-                }
+            if (&bw == bandwidth) != want {
+                fail(
+                    out,
+                    format!(
+                        "expect.bandwidth_optimal = {want}: the bandwidth term is {:.6} ns, {:.6}x the certified bandwidth bound {:.6} ns",
+                        f(&bw),
+                        f(&(&bw / bandwidth)),
+                        f(bandwidth)
+                    ),
+                );
             }
         }
         if let Some(g) = self.expect.max_gap_pct {
-            match (b.bandwidth_ns(), rational_from_decimal(g)) {
-                (Some(bound), Some(g)) => {
-                    let limit = (Rational::from_integer(1) + g / Rational::from_integer(100)) * (bound + b.latency_ns);
-                    let time = cost.time_ns();
-                    if time > limit {
-                        let gap = (time / (bound + b.latency_ns) - Rational::from_integer(1)) * Rational::from_integer(100);
-                        fail(
-                            out,
-                            format!(
-                                "expect.max_gap_pct = {}: the step-synchronous time {:.3} ns is {:.2}% above the certified bandwidth bound plus the latency bound ({:.3} ns)",
-                                to_f64(&g),
-                                to_f64(&time),
-                                to_f64(&gap),
-                                to_f64(&(bound + b.latency_ns))
-                            ),
-                        );
-                    }
-                }
-                _ => fail(out, "expect.max_gap_pct: no certified bandwidth bound exists for this collective kind yet".into()),
+            let Some(g) = rational_from_decimal(g).map(|g| to_checker(&g)) else {
+                return fail(out, format!("expect.max_gap_pct = {g} is not a usable number"));
+            };
+            let bound = bandwidth + latency;
+            let limit = (Q::from_integer(1.into()) + g.clone() / Q::from_integer(100.into())) * &bound;
+            let time = to_checker(&cost.time_ns());
+            if time > limit {
+                let gap = (&time / &bound - Q::from_integer(1.into())) * Q::from_integer(100.into());
+                fail(
+                    out,
+                    format!(
+                        "expect.max_gap_pct = {}: the step-synchronous time {:.3} ns is {:.2}% above the certified bandwidth bound plus the latency bound ({:.3} ns)",
+                        f(&g),
+                        f(&time),
+                        f(&gap),
+                        f(&bound)
+                    ),
+                );
             }
         }
     }

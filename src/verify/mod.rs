@@ -123,8 +123,9 @@ impl Verifier {
         Verifier { options, reference: None, core: None, meter: None, checks: Vec::new(), findings }
     }
 
-    /// Verifies against a spec's instance: the schedule must be for the same network and
-    /// collective, and links the spec declares down count as down (so a schedule written before
+    /// Verifies against a spec's instance: the schedule must be for the same network (nodes,
+    /// links, their bandwidths and latencies) and collective, and links the spec declares down
+    /// count as down (so a schedule written before
     /// a failure is checked against it).
     pub fn against(mut self, instance: crate::spec::Instance) -> Self {
         self.reference = Some(instance);
@@ -278,6 +279,21 @@ fn match_instance(header: &ScheduleHeader, inst: &crate::spec::Instance) -> Resu
     }
     if let Some((id, _)) = a.links().zip(b.links()).map(|((id, x), (_, y))| (id, (x.src, x.dst) == (y.src, y.dst))).find(|(_, same)| !same) {
         return Err(Error::bad(format!("link {id}: the schedule's {} is not the spec's {}", a.describe_link(id), b.describe_link(id))));
+    }
+    if let Some((id, x, y)) =
+        a.links().zip(b.links()).map(|((id, x), (_, y))| (id, x, y)).find(|(_, x, y)| (x.bandwidth_gbps, x.latency_ns) != (y.bandwidth_gbps, y.latency_ns))
+    {
+        return Err(Error::bad(format!(
+            "{}: the schedule's {} GB/s and {} ns are not the spec's {} GB/s and {} ns",
+            b.describe_link(id),
+            x.bandwidth_gbps,
+            x.latency_ns,
+            y.bandwidth_gbps,
+            y.latency_ns
+        )));
+    }
+    if a.switch_latency_ns() != b.switch_latency_ns() {
+        return Err(Error::bad(format!("the schedule's switch latency {} ns is not the spec's {} ns", a.switch_latency_ns(), b.switch_latency_ns())));
     }
     let (c, d) = (&header.collective, &inst.collective);
     if c.kind != d.kind || c.ranks != d.ranks || c.bytes_per_rank != d.bytes_per_rank || c.block_bytes != d.block_bytes {
