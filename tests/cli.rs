@@ -606,6 +606,12 @@ fn every_subcommand_reports_its_error_paths() {
     assert!(v["gap_to_certified_bound"].as_f64().unwrap() > 0.0, "{v}");
     let o = run(&["verify", s(&out)]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // A limit that cuts a search short does not matter when the answer meets the certified
+    // bound: a ring of 3 is bandwidth-optimal in one step.
+    let o = run(&["synthesize", "--torus", "3", "--time-limit", "0.001", "-o", s(&out), "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((v["limit_reached"].as_bool(), v["gap_to_certified_bound"].as_f64()), (Some(false), Some(0.0)), "{v}");
 }
 
 #[test]

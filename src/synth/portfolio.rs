@@ -233,7 +233,7 @@ pub struct Answer {
     /// Every verified candidate, fastest first.
     pub entries: Vec<Entry>,
     /// Whether the time limit stopped a search before it finished (the answer is the best
-    /// found; exit code 4).
+    /// found; exit code 4); false when the answer meets its certified bound all the same.
     pub limit_reached: bool,
     /// Why the chosen schedule was priced without verification (the verifier declined a state
     /// that large), if it was; `None` when it was verified (rules 1-5), or is `deferred`.
@@ -508,6 +508,12 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
     // A bound of 0 (nothing to move) has no gap to speak of.
     let gap = bound.as_ref().filter(|b| num_traits::Signed::is_positive(*b)).and_then(|b| q_to_f64(&(to_checker(&cost.time_ns()) / b))).map(|r| r - 1.0);
     let bandwidth_optimal = bounds.bandwidth.as_ref().is_some_and(|b| &to_checker(&cost.bandwidth_ns()) == b);
+    // A limit that stopped some search does not matter when the answer meets its certified bound.
+    let proven = match objective {
+        Objective::Time => bound.as_ref().is_some_and(|b| &to_checker(&cost.time_ns()) == b),
+        Objective::Steps => steps_report.as_ref().is_some_and(|r| r.status == SynthStatus::Optimal { certified: true }),
+    };
+    let limit_reached = limit_reached && !proven;
     Ok(Answer {
         steps_report,
         chosen: chosen.candidate,
