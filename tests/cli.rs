@@ -174,6 +174,10 @@ fn generate_from_flags_then_verify_and_cost() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(v["time_ns"].as_f64().unwrap() > 0.0);
+    // The link groups count the links that are up: 32 links in dimension 0, the cable's two down.
+    let o = run(&["cost", s(&out), "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((v["per_group"]["dim0"]["links"].as_u64(), v["per_group"]["dim1"]["links"].as_u64()), (Some(30), Some(32)), "{v}");
     let o = run(&["generate", "--torus", "4x4x4", "--fail", "(0,0,0)-(1,0,0)", "--collective", "all_to_all", "--bytes", "4MiB", "--print-spec"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let spec: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();

@@ -535,8 +535,10 @@ fn cost(schedule: PathBuf, model: &str, fifo: bool, svg: Option<&std::path::Path
     let c = report.cost.expect("a read schedule has a cost");
     let t = &header.topology;
     let total = ns(&c.time_ns());
+    // Per link group, over its links that are up (a failed link carries nothing and offers no
+    // capacity).
     let mut groups: std::collections::BTreeMap<String, (f64, f64, usize)> = Default::default();
-    for (id, l) in t.links() {
+    for (id, l) in t.links().filter(|(_, l)| l.up) {
         let g = groups.entry(l.class.group_label()).or_default();
         g.0 += ns(&c.link_bytes[id.index()]) / l.bandwidth_gbps;
         g.1 += ns(&c.link_bytes[id.index()]);
