@@ -226,6 +226,23 @@ fn eval_writes_tables_and_plots() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 }
 
+/// An output path that is one of the command's inputs (by any name) is refused before anything
+/// is written: the input stays as it was.
+#[test]
+fn an_output_that_is_an_input_is_refused() {
+    let (path, _) = ring_schedule("output-is-input");
+    let before = std::fs::read(&path).unwrap();
+    let o = run(&["cost", s(&path), "--svg", s(&path)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("is also an input of this command"), "{}", text(&o));
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    let spec = tmp("output-is-input.spec.json");
+    std::fs::write(&spec, RING_SPEC).unwrap();
+    let o = run(&["bound", s(&spec), "--certificate", s(&spec)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert_eq!(std::fs::read_to_string(&spec).unwrap(), RING_SPEC);
+}
+
 #[test]
 fn cost_svg_is_written() {
     let (path, _) = ring_schedule("svg");

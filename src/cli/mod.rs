@@ -17,7 +17,7 @@ use crate::units::{format_ns, to_f64};
 use crate::verify::{verify_file_with, Report, Rule, VerifyOptions};
 use clap::{Parser, Subcommand};
 use serde_json::json;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Synthesize and verify collective-communication schedules on torus and fat-tree networks.
 #[derive(Debug, Parser)]
@@ -222,8 +222,32 @@ pub enum ProofCommand {
     },
 }
 
+/// Refuses a command whose output path is one of its inputs (the same file, by any name): writing
+/// it would replace the input (a schedule with its picture, a spec with its certificate).
+fn outputs_apart(cmd: &Command) -> Result<()> {
+    let (outputs, inputs): (Vec<Option<&Path>>, Vec<Option<&Path>>) = match cmd {
+        Command::Cost { schedule, svg, .. } => (vec![svg.as_deref()], vec![Some(schedule.as_path())]),
+        Command::Generate { spec, output, topology_svg, .. } => (vec![output.as_deref(), topology_svg.as_deref()], vec![spec.as_deref()]),
+        Command::Synthesize { spec, output, .. } => (vec![Some(output.as_path())], vec![spec.as_deref()]),
+        Command::Bound { spec, certificate, schedule, .. } => (vec![certificate.as_deref()], vec![spec.as_deref(), schedule.as_deref()]),
+        _ => return Ok(()),
+    };
+    for out in outputs.into_iter().flatten() {
+        for input in inputs.iter().flatten() {
+            if crate::io::same_file(out, input) {
+                return Err(Error::bad(format!("{}: is also an input of this command ({}); write the output elsewhere", out.display(), input.display())));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Runs the command line and returns the exit code.
 pub fn run(cli: Cli) -> ExitCode {
+    if let Err(e) = outputs_apart(&cli.command) {
+        eprintln!("error: {e}");
+        return e.exit_code();
+    }
     let result = match cli.command {
         Command::Verify { schedule, spec, json, max_diagnostics, peak_holdings, rendezvous } => {
             verify(schedule, spec, json, max_diagnostics, peak_holdings, rendezvous)
