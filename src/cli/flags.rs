@@ -100,6 +100,9 @@ impl SpecFlags {
         if !faults.is_empty() {
             spec.insert("faults".into(), Value::Object(faults));
         }
+        if let Some(bytes) = &self.bytes {
+            crate::units::parse_bytes(bytes).map_err(|why| Error::bad(format!("command-line flags: --bytes {bytes}: {why}")))?;
+        }
         let mut collective =
             json!({"kind": self.collective.unwrap_or(CollectiveKind::AllToAll), "bytes_per_rank": self.bytes.clone().unwrap_or_else(|| "1MiB".into())});
         if let Some(p) = self.pieces {
