@@ -63,7 +63,7 @@ fn instance(dims: &str, faults: &str, kind: CollectiveKind) -> Result<()> {
         let s = Schedule { header: ScheduleHeader { topology: t.clone(), collective: c.clone(), meta: None }, steps: layered.steps };
         let mut meter = SyncMeter::new(&s.header)?;
         s.steps.iter().for_each(|st| meter.step(st));
-        let cost = meter.finish();
+        let cost = meter.finish().unwrap();
         let time = to_f64(&cost.time_ns());
         let verified = match verify_schedule(&s, &VerifyOptions::default()) {
             Ok(r) if r.is_valid() => "yes".to_string(),

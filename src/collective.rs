@@ -13,6 +13,9 @@ use crate::topology::{NodeId, Topology};
 use crate::units::Rational;
 use std::fmt;
 
+/// The most pieces a block may be cut into.
+pub const MAX_PIECES: u32 = 1 << 16;
+
 /// The kind of collective.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -217,8 +220,8 @@ impl Collective {
         if pieces == 0 {
             return Err(Error::bad("collective.pieces = 0: each block needs at least one piece"));
         }
-        if pieces > 1 << 16 {
-            return Err(Error::bad(format!("collective.pieces = {pieces}: more than 65536 pieces per block")));
+        if pieces > MAX_PIECES {
+            return Err(Error::bad(format!("collective.pieces = {pieces}: more than {MAX_PIECES} pieces per block")));
         }
         let mut rank_of_node = vec![NO_RANK; topo.num_npus()];
         for (i, &r) in ranks.iter().enumerate() {

@@ -1357,3 +1357,75 @@ fn expect_deadlock_free_false_asserts_a_deadlock() {
         }
     }
 }
+
+/// Bandwidths and latencies: one check for every command (docs/design/MODEL.md section 2), exit
+/// 2 naming the file, the field and the value, never a panic, never a partial output file.
+#[test]
+fn numbers_out_of_range_or_too_precise_exit_2_and_write_nothing() {
+    let spec = tmp("ovf.spec.json");
+    std::fs::write(
+        &spec,
+        r#"{"topology":{"torus":{"dims":[3,5],"bandwidth_gbps":[3.3333333333333335,1.4142135623730951],"latency_ns":[0.5,1e-9]}},
+            "collective":{"kind":"all_to_all","bytes_per_rank":1048576},"method":{"generate":{"algorithm":"halfring","scheduler":"sequential"}}}"#,
+    )
+    .unwrap();
+    let out = tmp("ovf.out.json");
+    let o = run(&["generate", s(&spec), "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("ovf.spec.json") && text(&o).contains("bandwidth_gbps[0] = 3.3333333333333335"), "{}", text(&o));
+    assert!(!out.exists());
+
+    // Many different denominators: the exact sums outgrow i128; an error, not a panic.
+    std::fs::write(
+        &spec,
+        r#"{"topology":{"torus":{"dims":[3,3,3,3,3],"bandwidth_gbps":[1.23456789,9.87654323,5.55555557,7.77777773,3.14159267],
+            "latency_ns":[0.123456789,0.987654323,0.555555557,0.777777773,0.314159267]}},
+            "collective":{"kind":"all_to_all","bytes_per_rank":1048573},"method":{"generate":{"algorithm":"halfring","scheduler":"sequential"}}}"#,
+    )
+    .unwrap();
+    let o = run(&["generate", s(&spec), "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("128-bit"), "{}", text(&o));
+    assert!(!out.exists());
+
+    let cert = tmp("x.cert.json");
+    for (flag, value) in [("--bandwidth", "1e38"), ("--bandwidth", "1e-40"), ("--bandwidth", "1e39"), ("--latency", "1e39"), ("--bandwidth", "nan")] {
+        let o = run(&["bound", "--torus", "4", flag, value, "--certificate", s(&cert)]);
+        assert_eq!(o.status.code(), Some(2), "{flag} {value}: {}", text(&o));
+        assert!(text(&o).contains(flag) && !text(&o).contains("null"), "{}", text(&o));
+        assert!(!cert.exists());
+    }
+    let o = run(&["generate", "--torus", "4", "--algorithm", "halfring", "--latency", "1e38", "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(!out.exists());
+
+    std::fs::write(&spec, RING_SPEC.replace("32.0", "1e-308")).unwrap();
+    let o = run(&["bound", s(&spec)]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("ovf.spec.json") && text(&o).contains("bandwidth_gbps") && text(&o).contains("1e-308") && text(&o).len() < 400, "{}", text(&o));
+}
+
+/// Sizes are exact integers: no trip through f64, no clamping; bad ones are named.
+#[test]
+fn byte_sizes_are_exact_and_bad_ones_named() {
+    let out = tmp("bytes.out.json");
+    let o = run(&["generate", "--torus", "4", "--algorithm", "halfring", "--bytes", "9007199254740993", "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(std::fs::read_to_string(&out).unwrap().contains("9007199254740993"));
+    for too_big in ["18446744073709551617", "17179869184GiB"] {
+        let o = run(&["bound", "--torus", "4", "--bytes", too_big]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains(too_big) && text(&o).contains("--bytes"), "{}", text(&o));
+    }
+    let spec = tmp("bytes.spec.json");
+    for bad in ["1.5", "-4"] {
+        std::fs::write(&spec, RING_SPEC.replace("6000", bad)).unwrap();
+        let o = run(&["bound", s(&spec)]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains("bytes.spec.json") && text(&o).contains("collective.bytes_per_rank") && text(&o).contains(bad), "{}", text(&o));
+        assert!(!text(&o).contains("untagged"), "{}", text(&o));
+    }
+    let o = run(&["generate", "--torus", "4x4", "--algorithm", "halfring", "--scheduler", "pipeline", "--chunks", "100000", "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("chunks = 100000") && !text(&o).contains("collective.pieces"), "{}", text(&o));
+}

@@ -79,7 +79,7 @@ fn verify(s: &Schedule) -> Report {
         for (i, st) in s.steps.iter().enumerate() {
             v.check_step(i, st);
         }
-        v.finish()
+        v.finish().unwrap()
     };
     let (bits, lists) = (run(false), run(true));
     let sorted = |r: &Report| {

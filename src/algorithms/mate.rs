@@ -856,7 +856,7 @@ mod tests {
                 for (i, st) in s.steps.iter().enumerate() {
                     v.check_step(i, st);
                 }
-                let report = v.finish();
+                let report = v.finish().unwrap();
                 let first: Vec<String> = report.findings.failures().iter().take(3).map(|d| d.to_string()).collect();
                 assert!(report.is_valid(), "{first:?}");
             }

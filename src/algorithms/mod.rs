@@ -161,11 +161,15 @@ pub fn torus_all_to_all_into(
     let plan = TorusPlan::new(topology, shape, algorithm)?;
     let (chunks, phases) = scheduler::place(scheduler, plan.dims.len())?;
     let halves = if plan.splits_blocks() { 2 } else { 1 };
-    let pieces = chunks
-        .checked_mul(halves)
-        .and_then(|p| u32::try_from(p).ok())
-        .ok_or_else(|| Error::bad(format!("torus all-to-all: {chunks} chunks are too many pieces")))?;
+    let pieces = chunks.checked_mul(halves).and_then(|p| u32::try_from(p).ok()).ok_or_else(|| Error::bad(format!("chunks = {chunks}: too many pieces")))?;
     let ranks: Vec<NodeId> = collective.ranks.clone();
+    // The pieces follow from the chunks: say so in terms of what the user set (the chunks).
+    if pieces > crate::collective::MAX_PIECES {
+        return Err(Error::bad(format!(
+            "chunks = {chunks}: makes {pieces} pieces per block ({halves} per chunk), more than {}",
+            crate::collective::MAX_PIECES
+        )));
+    }
     let coll = Collective::new(CollectiveKind::AllToAll, ranks, collective.bytes_per_rank, pieces, collective.block_bytes.clone(), topology)?;
     let folded: Vec<serde_json::Value> = plan
         .folded

@@ -75,6 +75,13 @@ impl SpecFlags {
             .split('x')
             .map(|d| d.trim().parse::<usize>().map_err(|_| Error::bad(format!("--torus {dims_text}: expected dimensions like 4x4x4"))))
             .collect::<Result<_>>()?;
+        // Checked here so that the message names the flag (JSON has no NaN: it would turn to null).
+        if let Some(bw) = self.bandwidth {
+            crate::units::checked_bandwidth(bw).map_err(|why| Error::bad(format!("command-line flags: --bandwidth {why}")))?;
+        }
+        if let Some(lat) = self.latency {
+            crate::units::checked_latency(lat).map_err(|why| Error::bad(format!("command-line flags: --latency {why}")))?;
+        }
         let mut torus = json!({"dims": dims, "bandwidth_gbps": self.bandwidth.unwrap_or(32.0), "latency_ns": self.latency.unwrap_or(100.0)});
         if self.mesh {
             torus["wrap"] = json!(vec![false; dims.len()]);
@@ -92,6 +99,9 @@ impl SpecFlags {
         }
         if !faults.is_empty() {
             spec.insert("faults".into(), Value::Object(faults));
+        }
+        if let Some(bytes) = &self.bytes {
+            crate::units::parse_bytes(bytes).map_err(|why| Error::bad(format!("command-line flags: --bytes {bytes}: {why}")))?;
         }
         let mut collective =
             json!({"kind": self.collective.unwrap_or(CollectiveKind::AllToAll), "bytes_per_rank": self.bytes.clone().unwrap_or_else(|| "1MiB".into())});

@@ -417,7 +417,7 @@ fn verify_with_progress(
     bar.finish();
     let spinner = if size >= VERIFY_BAR_BYTES { progress::Bar::spinner("verify") } else { progress::Bar::hidden() };
     spinner.set_message(format!("steps read: {steps}; checking completion"));
-    let report = verifier.finish();
+    let report = verifier.finish()?;
     spinner.finish();
     Ok((header, report))
 }

@@ -7,7 +7,7 @@
 use crate::error::{Error, Result};
 use crate::schedule::{ScheduleHeader, Step};
 use crate::units::{rational_from_decimal, to_f64, Rational};
-use num_traits::Zero;
+use num_traits::{CheckedAdd, CheckedDiv, CheckedMul, Zero};
 
 /// The step-synchronous cost of a schedule.
 #[derive(Clone, Debug, PartialEq)]
@@ -20,22 +20,32 @@ pub struct SyncCost {
     pub link_bytes: Vec<Rational>,
     /// Bytes per rank (S) for the bandwidth figure.
     pub bytes_per_rank: u64,
+    /// The sums of the terms, computed once (checked) when the meter finishes.
+    totals: Totals,
+}
+
+/// The sums of a cost's terms, ns.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Totals {
+    bandwidth: Rational,
+    latency: Rational,
+    time: Rational,
 }
 
 impl SyncCost {
     /// Sum of the bandwidth terms (the time with every latency set to 0), ns.
     pub fn bandwidth_ns(&self) -> Rational {
-        self.step_bandwidth_ns.iter().sum()
+        self.totals.bandwidth
     }
 
     /// Sum of the latency terms, ns.
     pub fn latency_ns(&self) -> Rational {
-        self.step_latency_ns.iter().sum()
+        self.totals.latency
     }
 
     /// The schedule's time, ns.
     pub fn time_ns(&self) -> Rational {
-        self.bandwidth_ns() + self.latency_ns()
+        self.totals.time
     }
 
     /// All-to-all bandwidth as the field reports it: bytes per rank over time, GB/s.
@@ -66,6 +76,8 @@ pub struct SyncMeter {
     piece_weights: Vec<u64>,
     cost: SyncCost,
     collective: crate::collective::Collective,
+    /// The first step whose exact arithmetic outgrew 128-bit integers, if any.
+    overflow: Option<usize>,
 }
 
 impl SyncMeter {
@@ -100,8 +112,15 @@ impl SyncMeter {
             unit: c.weight_unit(),
             weights_uniform: c.is_uniform(),
             piece_weights,
-            cost: SyncCost { step_bandwidth_ns: Vec::new(), step_latency_ns: Vec::new(), link_bytes: Vec::new(), bytes_per_rank: c.bytes_per_rank },
+            cost: SyncCost {
+                step_bandwidth_ns: Vec::new(),
+                step_latency_ns: Vec::new(),
+                link_bytes: Vec::new(),
+                bytes_per_rank: c.bytes_per_rank,
+                totals: Totals::default(),
+            },
             collective: c.clone(),
+            overflow: None,
         })
     }
 
@@ -109,6 +128,7 @@ impl SyncMeter {
     pub fn step(&mut self, step: &Step) {
         let n_links = self.bandwidth.len();
         let mut max_latency = Rational::zero();
+        let mut overflow = false;
         for tr in &step.transfers {
             let mut w: u128 = 0;
             if self.weights_uniform {
@@ -131,9 +151,10 @@ impl SyncMeter {
                     self.touched.push(l as u32);
                 }
                 self.weight_sum[l] += w;
-                lat += self.latency[l];
-                if i > 0 && self.is_switch_src[l] {
-                    lat += self.switch_latency;
+                let hop = if i > 0 && self.is_switch_src[l] { self.latency[l].checked_add(&self.switch_latency) } else { Some(self.latency[l]) };
+                match hop.and_then(|h| lat.checked_add(&h)) {
+                    Some(sum) => lat = sum,
+                    None => overflow = true,
                 }
             }
             if lat > max_latency {
@@ -145,20 +166,48 @@ impl SyncMeter {
             let l = l as usize;
             let w = std::mem::take(&mut self.weight_sum[l]);
             self.link_weight_total[l] += w;
-            let t = self.unit * Rational::from_integer(w as i128) / self.bandwidth[l];
-            if t > max_bw {
-                max_bw = t;
+            let t =
+                i128::try_from(w).ok().and_then(|w| self.unit.checked_mul(&Rational::from_integer(w))).and_then(|bytes| bytes.checked_div(&self.bandwidth[l]));
+            match t {
+                Some(t) if t > max_bw => max_bw = t,
+                Some(_) => {}
+                None => overflow = true,
             }
         }
         self.touched.clear();
+        if overflow && self.overflow.is_none() {
+            self.overflow = Some(self.steps_seen as usize);
+        }
         self.cost.step_bandwidth_ns.push(max_bw);
         self.cost.step_latency_ns.push(max_latency);
         self.steps_seen += 1;
     }
 
     /// The cost so far.
-    pub fn finish(mut self) -> SyncCost {
-        self.cost.link_bytes = self.link_weight_total.iter().map(|&w| self.unit * Rational::from_integer(w as i128)).collect();
-        self.cost
+    ///
+    /// Fails (bad input, not a panic) when the exact sums outgrow 128-bit integers: bandwidths
+    /// and latencies whose decimals share no denominator, summed over many steps.
+    pub fn finish(mut self) -> Result<SyncCost> {
+        let too_big = |what: &str| {
+            Error::bad(format!(
+                "the exact cost does not fit in 128-bit integers ({what}): the bandwidths and latencies have too many different \
+                 denominators; write them with fewer significant digits"
+            ))
+        };
+        if let Some(step) = self.overflow {
+            return Err(too_big(&format!("step {step}")));
+        }
+        let sum = |terms: &[Rational]| terms.iter().try_fold(Rational::zero(), |acc, t| acc.checked_add(t));
+        let bandwidth = sum(&self.cost.step_bandwidth_ns).ok_or_else(|| too_big("the sum of the bandwidth terms"))?;
+        let latency = sum(&self.cost.step_latency_ns).ok_or_else(|| too_big("the sum of the latency terms"))?;
+        let time = bandwidth.checked_add(&latency).ok_or_else(|| too_big("the time"))?;
+        self.cost.totals = Totals { bandwidth, latency, time };
+        self.cost.link_bytes = self
+            .link_weight_total
+            .iter()
+            .map(|&w| i128::try_from(w).ok().and_then(|w| self.unit.checked_mul(&Rational::from_integer(w))))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| too_big("the bytes a link carries"))?;
+        Ok(self.cost)
     }
 }

@@ -170,13 +170,41 @@ impl FaultsSpec {
 }
 
 /// A byte count: an integer, or a string with a unit (`"4MiB"`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Bytes {
     /// A plain number of bytes.
     Count(u64),
     /// A size with a unit.
     Text(String),
+}
+
+/// By hand rather than untagged, so that a value that is neither says what it was.
+impl<'de> Deserialize<'de> for Bytes {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        const WANTED: &str = "a whole number of bytes >= 1 or a size like \"4MiB\"";
+        impl serde::de::Visitor<'_> for V {
+            type Value = Bytes;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(WANTED)
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> std::result::Result<Bytes, E> {
+                Ok(Bytes::Count(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> std::result::Result<Bytes, E> {
+                u64::try_from(v).map(Bytes::Count).map_err(|_| E::custom(format!("{v}: expected {WANTED}")))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> std::result::Result<Bytes, E> {
+                let why = if v.fract() == 0.0 && v > 0.0 { "more than 2^64-1 bytes" } else { "not a whole number" };
+                Err(E::custom(format!("{}: {why}; expected {WANTED}", crate::units::show_f64(v))))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<Bytes, E> {
+                Ok(Bytes::Text(v.to_string()))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 impl Bytes {

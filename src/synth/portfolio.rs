@@ -424,7 +424,7 @@ impl Gathered<'_> {
 fn sync_cost(s: &Schedule) -> Result<SyncCost> {
     let mut meter = SyncMeter::new(&s.header)?;
     s.steps.iter().for_each(|st| meter.step(st));
-    Ok(meter.finish())
+    meter.finish()
 }
 
 /// Piece-hops of `c` at `pieces` per block if every piece crosses each of its R-1 tree edges

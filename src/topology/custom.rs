@@ -71,12 +71,8 @@ pub fn custom(nodes: &[CustomNode], links: &[CustomLink], switch_latency_ns: f64
                 return Err(Error::bad(format!("links[{i}].{field} = {v}: no such node (there are {} nodes)", nodes.len())));
             }
         }
-        if !(l.bandwidth_gbps.is_finite() && l.bandwidth_gbps > 0.0) {
-            return Err(Error::bad(format!("links[{i}].bandwidth_gbps = {}: must be > 0", l.bandwidth_gbps)));
-        }
-        if !(l.latency_ns.is_finite() && l.latency_ns >= 0.0) {
-            return Err(Error::bad(format!("links[{i}].latency_ns = {}: must be >= 0", l.latency_ns)));
-        }
+        crate::units::checked_bandwidth(l.bandwidth_gbps).map_err(|why| Error::bad(format!("links[{i}].bandwidth_gbps = {why}")))?;
+        crate::units::checked_latency(l.latency_ns).map_err(|why| Error::bad(format!("links[{i}].latency_ns = {why}")))?;
         if l.src == l.dst {
             return Err(Error::bad(format!("links[{i}]: src = dst = {}: a link needs two different nodes", l.src)));
         }

@@ -131,6 +131,9 @@ pub fn fat_tree(p: &FatTreeParams) -> Result<Topology> {
         (leaves, up * up)
     };
     let shape = FatTreeShape { levels: p.levels, down, up, npus: p.npus, leaves, middle, cores, board: p.board };
+    crate::units::checked_bandwidth(p.bandwidth_gbps).map_err(|why| Error::bad(format!("bandwidth_gbps = {why}")))?;
+    crate::units::checked_latency(p.latency_ns).map_err(|why| Error::bad(format!("latency_ns = {why}")))?;
+    crate::units::checked_latency(p.switch_latency_ns).map_err(|why| Error::bad(format!("switch_latency_ns = {why}")))?;
     let (bw, lat) = (p.bandwidth_gbps, p.latency_ns);
     let mut b = TopologyBuilder::new();
     for i in 0..p.npus {

@@ -203,17 +203,13 @@ impl TopologyBuilder {
         if npus == 0 {
             return Err(Error::bad("the topology has no npu"));
         }
-        if !(switch_latency_ns.is_finite() && switch_latency_ns >= 0.0) {
-            return Err(Error::bad(format!("switch_latency_ns = {switch_latency_ns}: must be a finite number >= 0")));
-        }
+        // The one check of every bandwidth and latency, whatever the topology came from (spec,
+        // flags, schedule file, ASTRA-sim network file): in range and exact (crate::units).
+        crate::units::checked_latency(switch_latency_ns).map_err(|why| Error::bad(format!("switch_latency_ns = {why}")))?;
         for e in graph.edge_indices() {
             let l = &graph[e];
-            if !(l.bandwidth_gbps.is_finite() && l.bandwidth_gbps > 0.0) {
-                return Err(Error::bad(format!("link {}: bandwidth_gbps = {}: must be > 0", e.index(), l.bandwidth_gbps)));
-            }
-            if !(l.latency_ns.is_finite() && l.latency_ns >= 0.0) {
-                return Err(Error::bad(format!("link {}: latency_ns = {}: must be >= 0", e.index(), l.latency_ns)));
-            }
+            crate::units::checked_bandwidth(l.bandwidth_gbps).map_err(|why| Error::bad(format!("link {}: bandwidth_gbps = {why}", e.index())))?;
+            crate::units::checked_latency(l.latency_ns).map_err(|why| Error::bad(format!("link {}: latency_ns = {why}", e.index())))?;
             if l.src == l.dst {
                 return Err(Error::bad(format!("link {}: a link from node {} to itself", e.index(), l.src)));
             }

@@ -153,6 +153,10 @@ pub fn torus(params: &TorusParams) -> Result<Topology> {
             return Err(Error::bad(format!("{name} has {len} values but dims has {nd}: give one per dimension")));
         }
     }
+    for (d, (&bw, &lat)) in params.bandwidth_gbps.iter().zip(&params.latency_ns).enumerate() {
+        crate::units::checked_bandwidth(bw).map_err(|why| Error::bad(format!("bandwidth_gbps[{d}] = {why}")))?;
+        crate::units::checked_latency(lat).map_err(|why| Error::bad(format!("latency_ns[{d}] = {why}")))?;
+    }
     if let Some(d) = params.dims.iter().position(|&d| d == 0) {
         return Err(Error::bad(format!("dims[{d}] = 0: every dimension needs at least one node")));
     }

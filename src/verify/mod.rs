@@ -152,16 +152,18 @@ impl Verifier {
     }
 
     /// Ends the verification and returns the report.
-    pub fn finish(mut self) -> Report {
+    ///
+    /// Fails only when the exact cost cannot be computed (see [`SyncMeter::finish`]).
+    pub fn finish(mut self) -> Result<Report> {
         let mut stats = Stats::default();
         if let Some(core) = self.core.take() {
             stats = core.finish(&mut self.findings);
         }
-        let cost = self.meter.take().map(SyncMeter::finish);
+        let cost = self.meter.take().map(SyncMeter::finish).transpose()?;
         for c in &mut self.checks {
             c.finish(&stats, cost.as_ref(), &mut self.findings);
         }
-        Report { findings: self.findings, stats, cost }
+        Ok(Report { findings: self.findings, stats, cost })
     }
 }
 
@@ -225,7 +227,7 @@ pub fn verify_schedule_checked(schedule: &Schedule, options: &VerifyOptions, che
     for (i, s) in schedule.steps.iter().enumerate() {
         v.check_step(i, s);
     }
-    Ok(v.finish())
+    v.finish()
 }
 
 /// Verifies a schedule held in memory under every rule, as `collsched verify` does: 1-5, the
@@ -257,7 +259,7 @@ pub fn verify_file_checked(
         v = v.with_check(c);
     }
     let header = crate::schedule::stream_schedule_file(path, &mut v)?;
-    Ok((header, v.finish()))
+    Ok((header, v.finish()?))
 }
 
 /// Checks that a schedule's header describes the spec's instance; returns the header with the

@@ -117,7 +117,7 @@ mod tests {
         for (i, st) in s.steps.iter().enumerate() {
             v.check_step(i, st);
         }
-        v.finish()
+        v.finish().unwrap()
     }
 
     #[test]

@@ -142,7 +142,7 @@ fn double_binary_tree(topology: &Topology, collective: &Collective, routing: Rou
         let s = routed(topology, collective, SwitchedAlgorithm::DoubleBinaryTree, routing, 2 * chunks as u32, &plan::double_binary_tree(p, chunks), extra)?;
         let mut meter = crate::cost::SyncMeter::new(&s.header)?;
         s.steps.iter().for_each(|step| meter.step(step));
-        let time = meter.finish().time_ns();
+        let time = meter.finish()?.time_ns();
         if best.as_ref().is_none_or(|(t, _)| time < *t) {
             best = Some((time, s));
         }

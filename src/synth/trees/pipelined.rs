@@ -576,7 +576,7 @@ pub(crate) fn time_ns(t: &Topology, c: &Collective, steps: &[Step]) -> Result<f6
     let header = ScheduleHeader { topology: t.clone(), collective: c.clone(), meta: None };
     let mut meter = SyncMeter::new(&header)?;
     steps.iter().for_each(|s| meter.step(s));
-    Ok(to_f64(&meter.finish().time_ns()))
+    Ok(to_f64(&meter.finish()?.time_ns()))
 }
 
 #[cfg(test)]

@@ -292,7 +292,7 @@ mod tests {
         for (i, st) in s.steps.iter().enumerate() {
             v.check_step(i, st);
         }
-        v.finish()
+        v.finish().unwrap()
     }
 
     #[test]
@@ -378,7 +378,7 @@ mod tests {
                         for (i, st) in s.steps.iter().enumerate() {
                             v.check_step(i, st);
                         }
-                        let report = v.finish();
+                        let report = v.finish().unwrap();
                         let streamed: Vec<&Diagnostic> = report.findings.failures().iter().filter(|d| d.rule == Rule::Deadlock).collect();
                         let mut streamed_steps: Vec<usize> = streamed.iter().map(|d| d.step.unwrap()).collect();
                         streamed_steps.dedup();
