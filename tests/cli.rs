@@ -1303,3 +1303,54 @@ fn expect_deadlock_free_false_asserts_a_deadlock() {
         }
     }
 }
+
+/// The two-npu all_to_all schedule file of docs/design/FORMATS.md, with `extra` members (each
+/// ending in a comma) before `steps` and `after` members (each starting with one) after it.
+fn formats_example(extra: &str, after: &str) -> String {
+    format!(
+        r#"{{"format": "collsched.schedule", "version": 1,
+  "topology": {{"nodes": [{{"id": 0, "kind": "npu", "name": "(0,0)"}}, {{"id": 1, "kind": "npu", "name": "(1,0)"}}],
+    "links": [{{"id": 0, "src": 0, "dst": 1, "bandwidth_gbps": 32.0, "latency_ns": 100.0, "up": true}},
+              {{"id": 1, "src": 1, "dst": 0, "bandwidth_gbps": 32.0, "latency_ns": 100.0, "up": true}}],
+    "switch_latency_ns": 0.0}},
+  "collective": {{"kind": "all_to_all", "ranks": [0, 1], "bytes_per_rank": 1048576, "pieces": 1}},
+  {extra}
+  "steps": [{{"transfers": [{{"path": [0], "op": "copy", "pieces": [[0, 1, 0]]}}, {{"path": [1], "op": "copy", "pieces": [[1, 0, 0]]}}]}}]{after}
+}}"#
+    )
+}
+
+#[test]
+fn meta_shape_is_read_wherever_meta_stands() {
+    // A legacy `meta.shape` the lists do not form is refused, before the steps or after them.
+    let meta = r#""meta": {"shape": {"torus": {"dims": [3], "wrap": [true]}}}"#;
+    for (name, body) in [("meta-first", formats_example(&format!("{meta},"), "")), ("meta-last", formats_example("", &format!(",\n  {meta}")))] {
+        let path = tmp(&format!("{name}.json"));
+        std::fs::write(&path, body).unwrap();
+        let o = run(&["verify", s(&path)]);
+        assert_eq!(o.status.code(), Some(2), "{name}: {}", text(&o));
+        assert!(text(&o).contains("meta.shape"), "{name}: {}", text(&o));
+    }
+    // Without `meta` the example is valid.
+    let plain = tmp("meta-none.json");
+    std::fs::write(&plain, formats_example("", "")).unwrap();
+    let o = run(&["verify", s(&plain)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // A 4x4 torus whose family stands only in a `meta` after the steps keeps its dimensions.
+    let written = tmp("meta-last-4x4.json");
+    let o = run(&["generate", "--torus", "4x4", "--algorithm", "halfring", "-o", s(&written)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let original = std::fs::read_to_string(&written).unwrap();
+    let shape = r#"{"torus":{"dims":[4,4],"wrap":[true,true]}}"#;
+    let mut moved = original.replace(&format!(",\n    \"shape\": {shape}"), "");
+    let meta_line = moved.lines().find(|l| l.starts_with("  \"meta\": ")).unwrap().to_string();
+    moved = moved.replace(&format!("{meta_line}\n"), "");
+    let end = moved.rfind('}').unwrap();
+    moved.replace_range(end.., &format!(",\n  \"meta\": {{\"shape\": {shape}}}\n}}\n"));
+    assert!(moved.len() < original.len() && !moved.contains(",\n    \"shape\"") && moved.contains("\"meta\": {\"shape\""));
+    let path = tmp("meta-last-4x4-moved.json");
+    std::fs::write(&path, moved).unwrap();
+    let o = run(&["cost", s(&path)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("dim0") && text(&o).contains("dim1") && !text(&o).contains("custom"), "{}", text(&o));
+}
