@@ -1354,3 +1354,38 @@ fn meta_shape_is_read_wherever_meta_stands() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(text(&o).contains("dim0") && text(&o).contains("dim1") && !text(&o).contains("custom"), "{}", text(&o));
 }
+
+#[test]
+fn proof_check_says_unreadable_certificates_are_bad_input() {
+    let dir = tmp("proofs-unreadable");
+    std::fs::create_dir_all(&dir).unwrap();
+    let spec = dir.join("ring.json");
+    std::fs::write(&spec, RING_SPEC).unwrap();
+    let cert = dir.join("ring.cert.json");
+    let o = run(&["bound", s(&spec), "--certificate", s(&cert)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // Not JSON, and a certificate with a key the format does not have: unreadable (2), named.
+    let cut_off = dir.join("cut-off.cert.json");
+    std::fs::write(&cut_off, "{\n").unwrap();
+    let original = std::fs::read_to_string(&cert).unwrap();
+    let extra = dir.join("extra.cert.json");
+    std::fs::write(&extra, original.replacen('{', "{\"surprise\": 1, ", 1)).unwrap();
+    for bad in [&cut_off, &extra] {
+        let o = run(&["proof", "check", s(bad)]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains(s(bad)) && text(&o).contains("not a certificate"), "{}", text(&o));
+    }
+    // A folder: every certificate is reported, and an unreadable one decides the code over one
+    // that fails.
+    let volume = dir.join("volume.cert.json");
+    let v: serde_json::Value = serde_json::from_str(&original).unwrap();
+    let claimed = v["claims"].as_array().unwrap().iter().find(|c| c["bound"] == "volume").unwrap()["value"].as_str().unwrap().to_string();
+    std::fs::write(&volume, original.replacen(&format!("\"value\": \"{claimed}\""), r#""value": "1000000""#, 1)).unwrap();
+    let o = run(&["proof", "check", s(&dir)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("4 certificates, 1 hold, 1 fail, 2 unreadable"), "{}", text(&o));
+    std::fs::remove_file(&cut_off).unwrap();
+    std::fs::remove_file(&extra).unwrap();
+    let o = run(&["proof", "check", s(&dir)]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+}
