@@ -1389,3 +1389,27 @@ fn proof_check_says_unreadable_certificates_are_bad_input() {
     let o = run(&["proof", "check", s(&dir)]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
 }
+
+#[test]
+fn a_failed_chakra_export_leaves_no_traces() {
+    let sched = tmp("chakra-blocked.json");
+    let o = run(&["generate", "--torus", "5", "--algorithm", "halfring", "-o", s(&sched)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let dir = tmp("chakra-blocked");
+    let _ = std::fs::remove_dir_all(&dir);
+    // Rank 3's trace cannot be written (a folder in its place): exit 5, and no other file appears;
+    // a file there before stays as it was.
+    std::fs::create_dir_all(dir.join("chakra-blocked.3.et")).unwrap();
+    std::fs::write(dir.join("chakra-blocked.0.et"), "before").unwrap();
+    let o = run(&["export", s(&sched), "--to", "chakra-et", "-o", s(&dir)]);
+    assert_eq!(o.status.code(), Some(5), "{}", text(&o));
+    let mut left: Vec<String> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    left.sort();
+    assert_eq!(left, ["chakra-blocked.0.et", "chakra-blocked.3.et"], "{}", text(&o));
+    assert_eq!(std::fs::read_to_string(dir.join("chakra-blocked.0.et")).unwrap(), "before");
+    // Unblocked, every file appears.
+    std::fs::remove_dir(dir.join("chakra-blocked.3.et")).unwrap();
+    let o = run(&["export", s(&sched), "--to", "chakra-et", "-o", s(&dir)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 6);
+}
