@@ -91,8 +91,15 @@ pub fn read_to_string(path: &Path) -> Result<String> {
     std::fs::read_to_string(path).map_err(|e| Error::bad(format!("{}: cannot read: {e}", path.display())))
 }
 
-/// The first top-level key of the JSON object in `path` that is one of `deciding`, with its
-/// value. Keys are read in order and the values of the others skipped without being kept, so a
+/// [`read_to_string`], decompressing a `.zst` file.
+pub fn read_decoded_to_string(path: &Path) -> Result<String> {
+    let mut text = String::new();
+    open_decoded(path)?.read_to_string(&mut text).map_err(|e| Error::bad(format!("{}: cannot read: {e}", path.display())))?;
+    Ok(text)
+}
+
+/// The first top-level key of the JSON object in `path` (decompressed, for a `.zst` file) that
+/// is one of `deciding`, with its value. Keys are read in order and the values of the others skipped without being kept, so a
 /// large file costs only the scan to its first deciding key. `None` when no key decides, or when
 /// the file is not a JSON object.
 ///
@@ -119,7 +126,8 @@ pub fn first_top_level_key(path: &Path, deciding: &[&str]) -> Result<Option<(Str
         }
     }
     let found = RefCell::new(None);
-    let mut de = serde_json::Deserializer::from_reader(open(path)?);
+    // Through the compression of a `.zst` file, which is read as what it holds.
+    let mut de = serde_json::Deserializer::from_reader(open_decoded(path)?);
     let _ = de::Deserializer::deserialize_map(&mut de, Keys(deciding, &found));
     Ok(found.into_inner())
 }

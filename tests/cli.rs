@@ -1413,3 +1413,26 @@ fn a_failed_chakra_export_leaves_no_traces() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 6);
 }
+
+#[test]
+fn an_sccl_algorithm_is_recognized_through_zstd() {
+    let ring4 = include_str!("data/sccl/ring4_alltoall.msccl.json");
+    let plain = tmp("ring4.msccl.json");
+    std::fs::write(&plain, ring4).unwrap();
+    let packed = tmp("ring4.msccl.json.zst");
+    std::fs::write(&packed, zstd::encode_all(ring4.as_bytes(), 1).unwrap()).unwrap();
+    let want = text(&run(&["verify", s(&plain)])).replace(s(&plain), "FILE");
+    let o = run(&["verify", s(&packed)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(text(&o).replace(s(&packed), "FILE"), want);
+}
+
+#[test]
+fn a_negative_max_gap_pct_is_refused() {
+    let (path, _) = ring_schedule("negative-gap");
+    let spec = tmp("negative-gap.spec.json");
+    std::fs::write(&spec, RING_SPEC.replace("\"pieces\": 1}", "\"pieces\": 1},\n  \"expect\": {\"max_gap_pct\": -1}")).unwrap();
+    let o = run(&["verify", s(&path), "--spec", s(&spec)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains(&format!("{}: expect.max_gap_pct = -1", s(&spec))), "{}", text(&o));
+}
