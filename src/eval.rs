@@ -212,6 +212,8 @@ pub fn svg_plot(title: &str, rows: &[Row], sizes: &[u64]) -> String {
 /// Runs the torus study for these tori and writes `torus.md`, `torus.csv` and one SVG per torus
 /// into `dir`. Returns the Markdown. Reports `all_dims.len() x methods.len()` rows to `progress`.
 pub fn torus_study(all_dims: &[Vec<usize>], methods: &[Method], dir: &Path, progress: &mut dyn FnMut(StudyProgress)) -> Result<String> {
+    // The files appear together once the study is done, or not at all.
+    let files = crate::io::OutputSet::new();
     let sizes = study_sizes();
     let mut md = String::from("## All-to-all on tori: step-synchronous model, our generators\n\nFaulty methods run with one failed cable in dimension 0.\n\n");
     let mut csv = String::new();
@@ -227,12 +229,13 @@ pub fn torus_study(all_dims: &[Vec<usize>], methods: &[Method], dir: &Path, prog
         }
         let svg = svg_plot(&format!("all-to-all on a {} torus", dims_label(dims)), &rows, &sizes);
         let path = dir.join(format!("torus_{}.svg", dims_label(dims)));
-        crate::io::write_atomic(&path, |w| std::io::Write::write_all(w, svg.as_bytes()).map_err(crate::io::write_error(&path)))?;
+        files.write_bytes(&path, svg.as_bytes())?;
     }
     for (name, text) in [("torus.md", &md), ("torus.csv", &csv)] {
         let path = dir.join(name);
-        crate::io::write_atomic(&path, |w| std::io::Write::write_all(w, text.as_bytes()).map_err(crate::io::write_error(&path)))?;
+        files.write_bytes(&path, text.as_bytes())?;
     }
+    files.commit()?;
     Ok(md)
 }
 
@@ -257,6 +260,7 @@ pub fn fat_tree_rows() -> usize {
 /// single-path routing by sharing link bandwidth). Writes `fat_tree.md` and `fat_tree.csv`.
 /// Reports [`fat_tree_rows`] rows to `progress`.
 pub fn fat_tree_study(dir: &Path, progress: &mut dyn FnMut(StudyProgress)) -> Result<String> {
+    let files = crate::io::OutputSet::new();
     use crate::algorithms::switched::switched;
     use crate::topology::{fat_tree, FatTreeParams};
     let mut md = String::from(
@@ -296,8 +300,9 @@ pub fn fat_tree_study(dir: &Path, progress: &mut dyn FnMut(StudyProgress)) -> Re
     }
     for (file, text) in [("fat_tree.md", &md), ("fat_tree.csv", &csv)] {
         let path = dir.join(file);
-        crate::io::write_atomic(&path, |w| std::io::Write::write_all(w, text.as_bytes()).map_err(crate::io::write_error(&path)))?;
+        files.write_bytes(&path, text.as_bytes())?;
     }
+    files.commit()?;
     Ok(md)
 }
 

@@ -80,16 +80,19 @@ pub fn same_file(a: &Path, b: &Path) -> bool {
 
 /// `write_atomic`, compressing what `write` writes with zstd when `path` ends in `.zst`.
 pub fn write_atomic_encoded<T>(path: &Path, write: impl FnOnce(&mut dyn Write) -> Result<T>) -> Result<T> {
-    write_atomic(path, |w| {
-        if is_zstd(path) {
-            let mut enc = zstd::stream::write::Encoder::new(w, ZSTD_LEVEL).map_err(write_error(path))?;
-            let v = write(&mut enc)?;
-            enc.finish().map_err(write_error(path))?;
-            Ok(v)
-        } else {
-            write(w)
-        }
-    })
+    write_atomic(path, |w| encode(path, w, write))
+}
+
+/// Has `write` write to `w`, through a zstd encoder when `path` ends in `.zst`.
+fn encode<T>(path: &Path, w: &mut BufWriter<File>, write: impl FnOnce(&mut dyn Write) -> Result<T>) -> Result<T> {
+    if is_zstd(path) {
+        let mut enc = zstd::stream::write::Encoder::new(w, ZSTD_LEVEL).map_err(write_error(path))?;
+        let v = write(&mut enc)?;
+        enc.finish().map_err(write_error(path))?;
+        Ok(v)
+    } else {
+        write(w)
+    }
 }
 
 /// Reads a whole (small) file into a string; the error names the file.
@@ -97,8 +100,15 @@ pub fn read_to_string(path: &Path) -> Result<String> {
     std::fs::read_to_string(path).map_err(|e| Error::bad(format!("{}: cannot read: {e}", path.display())))
 }
 
-/// The first top-level key of the JSON object in `path` that is one of `deciding`, with its
-/// value. Keys are read in order and the values of the others skipped without being kept, so a
+/// [`read_to_string`], decompressing a `.zst` file.
+pub fn read_decoded_to_string(path: &Path) -> Result<String> {
+    let mut text = String::new();
+    open_decoded(path)?.read_to_string(&mut text).map_err(|e| Error::bad(format!("{}: cannot read: {e}", path.display())))?;
+    Ok(text)
+}
+
+/// The first top-level key of the JSON object in `path` (decompressed, for a `.zst` file) that
+/// is one of `deciding`, with its value. Keys are read in order and the values of the others skipped without being kept, so a
 /// large file costs only the scan to its first deciding key. `None` when no key decides, or when
 /// the file is not a JSON object.
 ///
@@ -125,7 +135,8 @@ pub fn first_top_level_key(path: &Path, deciding: &[&str]) -> Result<Option<(Str
         }
     }
     let found = RefCell::new(None);
-    let mut de = serde_json::Deserializer::from_reader(open(path)?);
+    // Through the compression of a `.zst` file, which is read as what it holds.
+    let mut de = serde_json::Deserializer::from_reader(open_decoded(path)?);
     let _ = de::Deserializer::deserialize_map(&mut de, Keys(deciding, &found));
     Ok(found.into_inner())
 }
@@ -172,12 +183,32 @@ fn target(path: &Path) -> Result<Target> {
     Err(Error::io(format!("{}: cannot write: more than {MAX_SYMLINKS} symbolic links", path.display())))
 }
 
-/// Writes `path`: through a temporary file in the same folder (missing folders are created) that
-/// is renamed over `path` only when `write` succeeds, so a failure never leaves a partial file
-/// behind. A symbolic link is followed and its final target written the same way; a path that is
-/// neither a regular file nor missing (a FIFO, a device) is opened and written through, and a
-/// failed write (a full device) is an error all the same.
-pub fn write_atomic<T>(path: &Path, write: impl FnOnce(&mut BufWriter<File>) -> Result<T>) -> Result<T> {
+/// Creates the folder `dir` and the missing folders above it; returns those it created, the
+/// outermost first, so that a failure can remove them again.
+fn create_folders(dir: &Path) -> Result<Vec<PathBuf>> {
+    let missing: Vec<PathBuf> =
+        dir.ancestors().take_while(|d| !d.as_os_str().is_empty() && std::fs::symlink_metadata(d).is_err()).map(Path::to_path_buf).collect();
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("{}: cannot create folder: {e}", dir.display())))?;
+    Ok(missing.into_iter().rev().collect())
+}
+
+/// Removes the folders `created` made (innermost first), those that are empty.
+fn remove_folders(created: &[PathBuf]) {
+    for d in created.iter().rev() {
+        let _ = std::fs::remove_dir(d);
+    }
+}
+
+/// A file written under a temporary name beside its destination, waiting to take its name.
+struct Staged {
+    tmp: PathBuf,
+    dest: PathBuf,
+}
+
+/// Writes what `write` writes for the output `path`: to a temporary file beside its final target
+/// (returned with it, for the caller to rename), or through a FIFO or device (nothing returned).
+/// On failure nothing is left: the temporary file, and the folders made for it, are removed.
+fn stage<T>(path: &Path, write: impl FnOnce(&mut BufWriter<File>) -> Result<T>) -> Result<(T, Option<Staged>, Vec<PathBuf>)> {
     let cannot = |e: std::io::Error| Error::io(format!("{}: cannot write: {e}", path.display()));
     let dest = match target(path)? {
         Target::Replace(dest) => dest,
@@ -186,34 +217,127 @@ pub fn write_atomic<T>(path: &Path, write: impl FnOnce(&mut BufWriter<File>) -> 
             let mut w = BufWriter::with_capacity(1 << 20, file);
             let v = write(&mut w)?;
             w.flush().map_err(cannot)?;
-            return Ok(v);
+            return Ok((v, None, Vec::new()));
         }
     };
     let dir = match dest.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    std::fs::create_dir_all(&dir).map_err(|e| Error::io(format!("{}: cannot create folder: {e}", dir.display())))?;
+    let created = create_folders(&dir)?;
     let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into());
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let file = File::create(&tmp).map_err(cannot)?;
-    let mut w = BufWriter::with_capacity(1 << 20, file);
-    let result = write(&mut w).and_then(|v| {
+    let result = File::create(&tmp).map_err(cannot).and_then(|file| {
+        let mut w = BufWriter::with_capacity(1 << 20, file);
+        let v = write(&mut w)?;
         w.flush().map_err(cannot)?;
         Ok(v)
     });
-    drop(w);
     match result {
-        Ok(v) => {
-            std::fs::rename(&tmp, &dest).map_err(|e| {
-                let _ = std::fs::remove_file(&tmp);
-                cannot(e)
-            })?;
-            Ok(v)
-        }
+        Ok(v) => Ok((v, Some(Staged { tmp, dest }), created)),
         Err(e) => {
             let _ = std::fs::remove_file(&tmp);
+            remove_folders(&created);
             Err(e)
+        }
+    }
+}
+
+/// Writes `path`: through a temporary file in the same folder (missing folders are created) that
+/// is renamed over `path` only when `write` succeeds, so a failure never leaves a partial file
+/// (nor the folders made for it) behind. A symbolic link is followed and its final target written
+/// the same way; a path that is neither a regular file nor missing (a FIFO, a device) is opened and
+/// written through, and a failed write (a full device) is an error all the same.
+pub fn write_atomic<T>(path: &Path, write: impl FnOnce(&mut BufWriter<File>) -> Result<T>) -> Result<T> {
+    let (v, staged, created) = stage(path, write)?;
+    if let Some(Staged { tmp, dest }) = staged {
+        if let Err(e) = std::fs::rename(&tmp, &dest) {
+            let _ = std::fs::remove_file(&tmp);
+            remove_folders(&created);
+            return Err(Error::io(format!("{}: cannot write: {e}", path.display())));
+        }
+    }
+    Ok(v)
+}
+
+/// The files of an output of several files (a folder of traces, a sweep): each is written as
+/// [`write_atomic`] writes one, but under its temporary name until [`OutputSet::commit`] gives
+/// every file its name, once all were written. Dropped without a commit (an error on the way),
+/// it removes what it wrote and the folders it made, so that files that were there before stay as
+/// they were and nothing partial is left. Files may be written from several threads.
+#[derive(Default)]
+pub struct OutputSet {
+    staged: std::sync::Mutex<(Vec<Staged>, Vec<PathBuf>)>,
+}
+
+impl OutputSet {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, (Vec<Staged>, Vec<PathBuf>)> {
+        self.staged.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Writes `path` under a temporary name, to take its name at the commit. A FIFO or device is
+    /// written through at once, as [`write_atomic`] does.
+    pub fn write<T>(&self, path: &Path, write: impl FnOnce(&mut BufWriter<File>) -> Result<T>) -> Result<T> {
+        let (v, staged, created) = stage(path, write)?;
+        let mut s = self.lock();
+        s.0.extend(staged);
+        s.1.extend(created);
+        Ok(v)
+    }
+
+    /// [`OutputSet::write`], compressing with zstd when `path` ends in `.zst`.
+    pub fn write_encoded<T>(&self, path: &Path, write: impl FnOnce(&mut dyn Write) -> Result<T>) -> Result<T> {
+        self.write(path, |w| encode(path, w, write))
+    }
+
+    /// Writes `bytes` as the file `path`.
+    pub fn write_bytes(&self, path: &Path, bytes: &[u8]) -> Result<()> {
+        self.write(path, |w| w.write_all(bytes).map_err(write_error(path)))
+    }
+
+    /// Where the bytes written for `path` are until the commit (`path` itself if it was written
+    /// through, or not written).
+    pub fn staged_path(&self, path: &Path) -> PathBuf {
+        let dest = match target(path) {
+            Ok(Target::Replace(d)) => d,
+            _ => return path.to_path_buf(),
+        };
+        self.lock().0.iter().rev().find(|s| s.dest == dest).map_or_else(|| path.to_path_buf(), |s| s.tmp.clone())
+    }
+
+    /// Gives every file written its name. A rename that fails (rare: each stays in its folder)
+    /// leaves the files renamed before it in place and removes the others.
+    pub fn commit(self) -> Result<()> {
+        let mut s = self.lock();
+        let staged = std::mem::take(&mut s.0);
+        s.1.clear();
+        let mut rest = staged.into_iter();
+        while let Some(Staged { tmp, dest }) = rest.next() {
+            if let Err(e) = std::fs::rename(&tmp, &dest) {
+                for Staged { tmp: t, .. } in std::iter::once(Staged { tmp, dest: dest.clone() }).chain(rest) {
+                    let _ = std::fs::remove_file(t);
+                }
+                return Err(Error::io(format!("{}: cannot write: {e}", dest.display())));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for OutputSet {
+    fn drop(&mut self) {
+        let s = self.staged.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for Staged { tmp, .. } in s.0.drain(..) {
+            let _ = std::fs::remove_file(tmp);
+        }
+        // Innermost first: a folder made for a file of a folder made before.
+        for d in s.1.drain(..).rev() {
+            let _ = std::fs::remove_dir(d);
         }
     }
 }
@@ -271,7 +395,8 @@ mod tests {
         });
         assert!(r.is_err());
         assert!(!path.exists());
-        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+        // Nor the folder made for it.
+        assert!(!dir.exists());
         write_atomic(&path, |w| w.write_all(b"whole").map_err(write_error(&path))).unwrap();
         // The SHA-256 of "abc" (FIPS 180-2, appendix B.1).
         assert_eq!(sha256_hex(b"abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");

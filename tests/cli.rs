@@ -1429,3 +1429,136 @@ fn byte_sizes_are_exact_and_bad_ones_named() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("chunks = 100000") && !text(&o).contains("collective.pieces"), "{}", text(&o));
 }
+
+/// The two-npu all_to_all schedule file of docs/design/FORMATS.md, with `extra` members (each
+/// ending in a comma) before `steps` and `after` members (each starting with one) after it.
+fn formats_example(extra: &str, after: &str) -> String {
+    format!(
+        r#"{{"format": "collsched.schedule", "version": 1,
+  "topology": {{"nodes": [{{"id": 0, "kind": "npu", "name": "(0,0)"}}, {{"id": 1, "kind": "npu", "name": "(1,0)"}}],
+    "links": [{{"id": 0, "src": 0, "dst": 1, "bandwidth_gbps": 32.0, "latency_ns": 100.0, "up": true}},
+              {{"id": 1, "src": 1, "dst": 0, "bandwidth_gbps": 32.0, "latency_ns": 100.0, "up": true}}],
+    "switch_latency_ns": 0.0}},
+  "collective": {{"kind": "all_to_all", "ranks": [0, 1], "bytes_per_rank": 1048576, "pieces": 1}},
+  {extra}
+  "steps": [{{"transfers": [{{"path": [0], "op": "copy", "pieces": [[0, 1, 0]]}}, {{"path": [1], "op": "copy", "pieces": [[1, 0, 0]]}}]}}]{after}
+}}"#
+    )
+}
+
+#[test]
+fn meta_shape_is_read_wherever_meta_stands() {
+    // A legacy `meta.shape` the lists do not form is refused, before the steps or after them.
+    let meta = r#""meta": {"shape": {"torus": {"dims": [3], "wrap": [true]}}}"#;
+    for (name, body) in [("meta-first", formats_example(&format!("{meta},"), "")), ("meta-last", formats_example("", &format!(",\n  {meta}")))] {
+        let path = tmp(&format!("{name}.json"));
+        std::fs::write(&path, body).unwrap();
+        let o = run(&["verify", s(&path)]);
+        assert_eq!(o.status.code(), Some(2), "{name}: {}", text(&o));
+        assert!(text(&o).contains("meta.shape"), "{name}: {}", text(&o));
+    }
+    // Without `meta` the example is valid.
+    let plain = tmp("meta-none.json");
+    std::fs::write(&plain, formats_example("", "")).unwrap();
+    let o = run(&["verify", s(&plain)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // A 4x4 torus whose family stands only in a `meta` after the steps keeps its dimensions.
+    let written = tmp("meta-last-4x4.json");
+    let o = run(&["generate", "--torus", "4x4", "--algorithm", "halfring", "-o", s(&written)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let original = std::fs::read_to_string(&written).unwrap();
+    let shape = r#"{"torus":{"dims":[4,4],"wrap":[true,true]}}"#;
+    let mut moved = original.replace(&format!(",\n    \"shape\": {shape}"), "");
+    let meta_line = moved.lines().find(|l| l.starts_with("  \"meta\": ")).unwrap().to_string();
+    moved = moved.replace(&format!("{meta_line}\n"), "");
+    let end = moved.rfind('}').unwrap();
+    moved.replace_range(end.., &format!(",\n  \"meta\": {{\"shape\": {shape}}}\n}}\n"));
+    assert!(moved.len() < original.len() && !moved.contains(",\n    \"shape\"") && moved.contains("\"meta\": {\"shape\""));
+    let path = tmp("meta-last-4x4-moved.json");
+    std::fs::write(&path, moved).unwrap();
+    let o = run(&["cost", s(&path)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("dim0") && text(&o).contains("dim1") && !text(&o).contains("custom"), "{}", text(&o));
+}
+
+#[test]
+fn proof_check_says_unreadable_certificates_are_bad_input() {
+    let dir = tmp("proofs-unreadable");
+    std::fs::create_dir_all(&dir).unwrap();
+    let spec = dir.join("ring.json");
+    std::fs::write(&spec, RING_SPEC).unwrap();
+    let cert = dir.join("ring.cert.json");
+    let o = run(&["bound", s(&spec), "--certificate", s(&cert)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // Not JSON, and a certificate with a key the format does not have: unreadable (2), named.
+    let cut_off = dir.join("cut-off.cert.json");
+    std::fs::write(&cut_off, "{\n").unwrap();
+    let original = std::fs::read_to_string(&cert).unwrap();
+    let extra = dir.join("extra.cert.json");
+    std::fs::write(&extra, original.replacen('{', "{\"surprise\": 1, ", 1)).unwrap();
+    for bad in [&cut_off, &extra] {
+        let o = run(&["proof", "check", s(bad)]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains(s(bad)) && text(&o).contains("not a certificate"), "{}", text(&o));
+    }
+    // A folder: every certificate is reported, and an unreadable one decides the code over one
+    // that fails.
+    let volume = dir.join("volume.cert.json");
+    let v: serde_json::Value = serde_json::from_str(&original).unwrap();
+    let claimed = v["claims"].as_array().unwrap().iter().find(|c| c["bound"] == "volume").unwrap()["value"].as_str().unwrap().to_string();
+    std::fs::write(&volume, original.replacen(&format!("\"value\": \"{claimed}\""), r#""value": "1000000""#, 1)).unwrap();
+    let o = run(&["proof", "check", s(&dir)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("4 certificates, 1 hold, 1 fail, 2 unreadable"), "{}", text(&o));
+    std::fs::remove_file(&cut_off).unwrap();
+    std::fs::remove_file(&extra).unwrap();
+    let o = run(&["proof", "check", s(&dir)]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+}
+
+#[test]
+fn a_failed_chakra_export_leaves_no_traces() {
+    let sched = tmp("chakra-blocked.json");
+    let o = run(&["generate", "--torus", "5", "--algorithm", "halfring", "-o", s(&sched)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let dir = tmp("chakra-blocked");
+    let _ = std::fs::remove_dir_all(&dir);
+    // Rank 3's trace cannot be written (a folder in its place): exit 5, and no other file appears;
+    // a file there before stays as it was.
+    std::fs::create_dir_all(dir.join("chakra-blocked.3.et")).unwrap();
+    std::fs::write(dir.join("chakra-blocked.0.et"), "before").unwrap();
+    let o = run(&["export", s(&sched), "--to", "chakra-et", "-o", s(&dir)]);
+    assert_eq!(o.status.code(), Some(5), "{}", text(&o));
+    let mut left: Vec<String> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    left.sort();
+    assert_eq!(left, ["chakra-blocked.0.et", "chakra-blocked.3.et"], "{}", text(&o));
+    assert_eq!(std::fs::read_to_string(dir.join("chakra-blocked.0.et")).unwrap(), "before");
+    // Unblocked, every file appears.
+    std::fs::remove_dir(dir.join("chakra-blocked.3.et")).unwrap();
+    let o = run(&["export", s(&sched), "--to", "chakra-et", "-o", s(&dir)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 6);
+}
+
+#[test]
+fn an_sccl_algorithm_is_recognized_through_zstd() {
+    let ring4 = include_str!("data/sccl/ring4_alltoall.msccl.json");
+    let plain = tmp("ring4.msccl.json");
+    std::fs::write(&plain, ring4).unwrap();
+    let packed = tmp("ring4.msccl.json.zst");
+    std::fs::write(&packed, zstd::encode_all(ring4.as_bytes(), 1).unwrap()).unwrap();
+    let want = text(&run(&["verify", s(&plain)])).replace(s(&plain), "FILE");
+    let o = run(&["verify", s(&packed)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(text(&o).replace(s(&packed), "FILE"), want);
+}
+
+#[test]
+fn a_negative_max_gap_pct_is_refused() {
+    let (path, _) = ring_schedule("negative-gap");
+    let spec = tmp("negative-gap.spec.json");
+    std::fs::write(&spec, RING_SPEC.replace("\"pieces\": 1}", "\"pieces\": 1},\n  \"expect\": {\"max_gap_pct\": -1}")).unwrap();
+    let o = run(&["verify", s(&path), "--spec", s(&spec)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains(&format!("{}: expect.max_gap_pct = -1", s(&spec))), "{}", text(&o));
+}

@@ -161,3 +161,43 @@ fn bad_input_is_named_with_exit_2() {
     assert!(o.status.code() == Some(2) && text(&o).contains("a sweep needs `topology.torus` or `topology.fat_tree`"), "{}", text(&o));
     assert!(!out.exists(), "nothing is written on bad input");
 }
+
+#[test]
+fn a_failed_sweep_or_merge_leaves_what_was_there_and_nothing_else() {
+    // A sweep that cannot write one class's schedule (a folder in its place): exit 5, and the
+    // output folder holds only what it held before, unchanged.
+    let out = tmp("blocked");
+    std::fs::create_dir_all(out.join("schedules/c00003.json")).unwrap();
+    std::fs::write(out.join("summary.md"), "before").unwrap();
+    let o = run(&["sweep", "--torus", "4x4", "--faults", "pairs", "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(5), "{}", text(&o));
+    assert_eq!(files(&out), vec![PathBuf::from("summary.md")], "{}", text(&o));
+    assert_eq!(std::fs::read_to_string(out.join("summary.md")).unwrap(), "before");
+    // Merging shards one of which lost a schedule, or has one changed: exit 2, and the output
+    // folder is never made.
+    let shards = [tmp("pairs-0"), tmp("pairs-1")];
+    for (k, dir) in shards.iter().enumerate() {
+        let o = run(&["sweep", "--torus", "4x4", "--faults", "pairs", "--shard", &format!("{k}/2"), "-o", s(dir)]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    }
+    let lost = tmp("pairs-0-lost");
+    let changed = tmp("pairs-0-changed");
+    for copy in [&lost, &changed] {
+        std::fs::create_dir_all(copy.join("schedules")).unwrap();
+        for f in files(&shards[0]) {
+            std::fs::create_dir_all(copy.join(&f).parent().unwrap()).unwrap();
+            std::fs::copy(shards[0].join(&f), copy.join(&f)).unwrap();
+        }
+    }
+    std::fs::remove_file(lost.join("schedules/c00002.json")).unwrap();
+    let mut body = std::fs::read(changed.join("schedules/c00002.json")).unwrap();
+    body.push(b'\n');
+    std::fs::write(changed.join("schedules/c00002.json"), body).unwrap();
+    for bad in [&lost, &changed] {
+        let merged = tmp("merged-bad");
+        let o = run(&["sweep", "merge", s(bad), s(&shards[1]), "-o", s(&merged)]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains("c00002.json"), "{}", text(&o));
+        assert!(!merged.exists(), "{}", text(&o));
+    }
+}

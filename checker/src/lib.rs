@@ -124,6 +124,10 @@ pub struct ScheduleClaim {
 pub struct CheckError {
     /// The failing claim's index, when a claim failed.
     pub claim: Option<usize>,
+    /// Whether the text could not be read as a certificate at all (not a readable file, not JSON,
+    /// unknown or missing fields, another format or version), as against a certificate whose
+    /// claims do not hold.
+    pub unreadable: bool,
     /// The whole message.
     pub message: String,
 }
@@ -137,7 +141,11 @@ impl fmt::Display for CheckError {
 impl std::error::Error for CheckError {}
 
 fn fail(msg: impl Into<String>) -> CheckError {
-    CheckError { claim: None, message: msg.into() }
+    CheckError { claim: None, message: msg.into(), unreadable: false }
+}
+
+fn unreadable(msg: impl Into<String>) -> CheckError {
+    CheckError { claim: None, message: msg.into(), unreadable: true }
 }
 
 /// Parses an exact rational: `"7"`, `"-3"`, `"25/2"` or a decimal such as `"12.5"`.
@@ -276,15 +284,15 @@ fn is_sha256_hex(s: &str) -> bool {
 /// Checks a certificate file.
 pub fn check_file(path: impl AsRef<Path>) -> Result<CheckReport, CheckError> {
     let path = path.as_ref();
-    let text = std::fs::read_to_string(path).map_err(|e| fail(format!("{}: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path).map_err(|e| unreadable(format!("{}: {e}", path.display())))?;
     check_str(&text).map_err(|e| CheckError { message: format!("{}: {}", path.display(), e.message), ..e })
 }
 
 /// Checks a certificate given as JSON text: every claim must hold (see the module docs).
 pub fn check_str(text: &str) -> Result<CheckReport, CheckError> {
-    let raw: RawCertificate = serde_json::from_str(text).map_err(|e| fail(format!("not a certificate: {e}")))?;
+    let raw: RawCertificate = serde_json::from_str(text).map_err(|e| unreadable(format!("not a certificate: {e}")))?;
     if raw.format != FORMAT || raw.version != VERSION {
-        return Err(fail(format!("format `{}` version {}: this checker reads `{FORMAT}` version {VERSION}", raw.format, raw.version)));
+        return Err(unreadable(format!("format `{}` version {}: this checker reads `{FORMAT}` version {VERSION}", raw.format, raw.version)));
     }
     if !is_sha256_hex(&raw.spec_sha256) {
         return Err(fail("spec_sha256: expected 64 hex digits"));
@@ -296,7 +304,7 @@ pub fn check_str(text: &str) -> Result<CheckReport, CheckError> {
     let mut steps_bound: Option<Q> = None;
     for (index, value) in raw.claims.iter().enumerate() {
         let name = value.get("bound").and_then(|b| b.as_str()).unwrap_or("?").to_string();
-        let at = |msg: String| CheckError { claim: Some(index), message: format!("claim {index} ({name}): {msg}") };
+        let at = |msg: String| CheckError { claim: Some(index), message: format!("claim {index} ({name}): {msg}"), unreadable: false };
         let claim: RawClaim = serde_json::from_value(value.clone()).map_err(|e| at(e.to_string()))?;
         let (claimed_text, derived) = match &claim {
             RawClaim::Steps { value, witness } | RawClaim::Latency { value, witness } => {

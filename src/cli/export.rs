@@ -55,9 +55,7 @@ pub fn export(schedule: &Path, to: &str, dir: &Path, channels: Option<usize>, le
         let xml = msccl_xml(&programs, &opts)?;
         let report = check_xml(&xml, Buffering::Rendezvous);
         if !report.problems.errors.is_empty() {
-            eprintln!("{} ch: {:?}", lower_opts.channels, report.problems.errors.first());
             last_problems = report.problems.errors;
-            let _ = std::fs::write(format!("/tmp/dbg{}.xml", lower_opts.channels), &xml);
             continue;
         }
         let run = match report.runs.first().map(|r| &r.outcome) {
@@ -114,7 +112,6 @@ fn chakra(s: &crate::schedule::Schedule, dir: &Path, stem: &str, channels: Optio
         return Err(Error::bad(format!("the lowered programs fail rule 6: {d}")));
     }
     let traces = crate::export::chakra_traces(&programs, s)?;
-    std::fs::create_dir_all(dir).map_err(crate::io::write_error(dir))?;
     crate::export::write_chakra(dir, stem, &programs, s)?;
     let (mut bytes, mut messages): (i64, i64) = (0, 0);
     for (_, data) in &traces {

@@ -179,15 +179,30 @@ fn certificate_files(paths: &[PathBuf]) -> Result<(Vec<PathBuf>, usize)> {
     Ok((out, passed_over))
 }
 
+/// Why a certificate did not check.
+enum NotChecked {
+    /// It is a certificate, and a claim or a tie to its files fails (exit 1).
+    Fails(String),
+    /// It cannot be read as a certificate (exit 2).
+    Unreadable(String),
+}
+
+impl From<String> for NotChecked {
+    fn from(why: String) -> Self {
+        NotChecked::Fails(why)
+    }
+}
+
 /// Checks one certificate and the files it names; returns a one-line summary.
-fn check_one(path: &Path) -> std::result::Result<String, String> {
-    let report = collsched_checker::check_file(path).map_err(|e| e.message)?;
+fn check_one(path: &Path) -> std::result::Result<String, NotChecked> {
+    let report =
+        collsched_checker::check_file(path).map_err(|e| if e.unreadable { NotChecked::Unreadable(e.message) } else { NotChecked::Fails(e.message) })?;
     let dir = path.parent().unwrap_or(Path::new("."));
     // Files are named relative to the certificate's folder, so that a copied folder checks its
     // own files; an absolute name would check the originals.
     for (field, name) in [("spec", report.spec.as_ref()), ("schedule.file", report.schedule.as_ref().and_then(|c| c.file.as_ref()))] {
         if let Some(name) = name.filter(|n| Path::new(n).is_absolute()) {
-            return Err(format!("{}: {field} = \"{name}\": an absolute path; a certificate names its files relative to its own folder", path.display()));
+            return Err(format!("{}: {field} = \"{name}\": an absolute path; a certificate names its files relative to its own folder", path.display()).into());
         }
     }
     let mut notes = Vec::new();
@@ -195,11 +210,11 @@ fn check_one(path: &Path) -> std::result::Result<String, String> {
         let spec_path = dir.join(rel);
         let bytes = std::fs::read(&spec_path).map_err(|e| format!("{}: spec {}: cannot read: {e}", path.display(), spec_path.display()))?;
         if sha256_hex(&bytes) != report.spec_sha256 {
-            return Err(format!("{}: the spec {} changed since the certificate was made (its SHA-256 differs)", path.display(), spec_path.display()));
+            return Err(format!("{}: the spec {} changed since the certificate was made (its SHA-256 differs)", path.display(), spec_path.display()).into());
         }
         let inst = Spec::load(&spec_path).and_then(|s| s.instance()).map_err(|e| format!("{}: {e}", path.display()))?;
         if instance_json(&inst) != report.instance {
-            return Err(format!("{}: the certificate's instance is not the one {} describes", path.display(), spec_path.display()));
+            return Err(format!("{}: the certificate's instance is not the one {} describes", path.display(), spec_path.display()).into());
         }
         notes.push(format!("spec {rel}"));
     }
@@ -278,16 +293,29 @@ pub fn proof_check(paths: &[PathBuf]) -> Result<ExitCode> {
     if files.is_empty() {
         return Err(Error::bad("no certificate found under the given paths"));
     }
-    let mut failed = 0;
+    // Every certificate is checked and reported; an unreadable one decides the exit code (2)
+    // over one that fails (1), since it was not checked at all.
+    let (mut failed, mut unreadable) = (0, 0);
     for f in &files {
         match check_one(f) {
             Ok(line) => println!("ok   {line}"),
-            Err(why) => {
+            Err(NotChecked::Fails(why)) => {
                 failed += 1;
                 println!("FAIL {why}");
             }
+            Err(NotChecked::Unreadable(why)) => {
+                unreadable += 1;
+                println!("BAD  {why}");
+            }
         }
     }
-    println!("{} certificates, {} hold, {failed} fail", files.len(), files.len() - failed);
-    Ok(if failed == 0 { ExitCode::Ok } else { ExitCode::RuleFailed })
+    let bad = if unreadable > 0 { format!(", {unreadable} unreadable") } else { String::new() };
+    println!("{} certificates, {} hold, {failed} fail{bad}", files.len(), files.len() - failed - unreadable);
+    Ok(if unreadable > 0 {
+        ExitCode::BadInput
+    } else if failed > 0 {
+        ExitCode::RuleFailed
+    } else {
+        ExitCode::Ok
+    })
 }

@@ -34,7 +34,7 @@ pub fn verify_sccl(
     checks: Vec<Box<dyn Check>>,
 ) -> Result<(ScheduleHeader, Report, ScclVerdict)> {
     let source = path.display().to_string();
-    let alg = parse_sccl(&crate::io::read_to_string(path)?, &source)?;
+    let alg = parse_sccl(&crate::io::read_decoded_to_string(path)?, &source)?;
     let problems = sccl_problems(&alg).into_iter().map(|p| format!("SCCL {p}")).collect();
     // A send rule 5 refuses (no such chunk, ranks or link) is one of the problems above, a
     // failure in the steps (exit 1), not of the header: the rest of the steps are still checked.

@@ -394,19 +394,20 @@ impl<'a> Tracer<'a> {
 }
 
 /// Writes `<prefix>.<rank>.et` for every rank into `dir` (created if missing) and
-/// `<prefix>.system.json`, the system-file entry that makes ASTRA-sim run them, e.g.
+/// `<prefix>.system.json`, all or none of them (crate::io::OutputSet),, the system-file entry that makes ASTRA-sim run them, e.g.
 /// `{"all-to-all-implementation-custom": ["<dir>/<prefix>"]}`.
 pub fn write_chakra(dir: &Path, prefix: &str, programs: &Programs, schedule: &Schedule) -> Result<()> {
     let traces = chakra_traces(programs, schedule)?;
-    // Written as every output is (crate::io::write_atomic): whole or not at all, exit 5 on failure.
-    let write = |path: &Path, bytes: &[u8]| crate::io::write_atomic(path, |w| std::io::Write::write_all(w, bytes).map_err(crate::io::write_error(path)));
+    // The files appear together or not at all (exit 5 on failure, the files there before kept).
+    let files = crate::io::OutputSet::new();
     for (rank, bytes) in traces {
-        write(&dir.join(format!("{prefix}.{rank}.et")), &bytes)?;
+        files.write_bytes(&dir.join(format!("{prefix}.{rank}.et")), &bytes)?;
     }
     let key = format!("{}-implementation-custom", astra_sim_name(schedule.header.collective.kind));
     let entry = serde_json::json!({ key: [dir.join(prefix).display().to_string()] });
     let text = serde_json::to_string_pretty(&entry).map_err(|e| Error::bad(e.to_string()))? + "\n";
-    write(&dir.join(format!("{prefix}.system.json")), text.as_bytes())
+    files.write_bytes(&dir.join(format!("{prefix}.system.json")), text.as_bytes())?;
+    files.commit()
 }
 
 /// Decodes a trace: its metadata and its nodes.

@@ -6,6 +6,9 @@
 //! The header (format, version, topology, collective, meta) normally comes before the steps, as
 //! the writer puts it; a file whose keys come in another order (for example sorted, which puts
 //! `steps` before `topology`) is still read, by holding its steps until the header is complete.
+//! Since `meta` is optional and may change the topology (`meta.shape`) and what sinks are told,
+//! the header is complete only once `meta` has been read: a file without `meta`, or with it after
+//! `steps`, has its steps held, so that the result never depends on the order of the keys.
 
 use super::fast_step::parse_step;
 use super::scan::{Pos, ScanError, Scanner};
@@ -293,14 +296,19 @@ impl<R: BufRead> TopLevel<'_, R> {
                 "meta" if parts.meta.is_none() => parts.meta = Some(self.value(&|| "meta".into())?),
                 "steps" if !seen_steps => {
                     seen_steps = true;
-                    let complete = parts.format.is_some() && parts.version.is_some() && parts.topology.is_some() && parts.collective.is_some();
+                    // `meta` too: read after the steps, it could no longer shape the header.
+                    let complete =
+                        parts.format.is_some() && parts.version.is_some() && parts.topology.is_some() && parts.collective.is_some() && parts.meta.is_some();
                     if complete {
                         let h = build_header(&mut parts).map_err(|e| e.context(self.source))?;
                         sink.begin(&h).map_err(|e| e.context(self.source))?;
                         header = Some(h);
                         self.steps(sink)?;
                     } else {
-                        held_steps = Some(self.value(&|| "steps".into())?);
+                        // One step at a time, as when streaming: never the list as one text.
+                        let mut held = Collect(Vec::new());
+                        self.steps(&mut held)?;
+                        held_steps = Some(held.0);
                     }
                 }
                 "format" | "version" | "topology" | "collective" | "meta" | "steps" => {

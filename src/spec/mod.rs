@@ -371,6 +371,10 @@ impl Spec {
         if let Some(MethodSpec::Synthesize(SynthesizeSpec { time_limit_s: Some(secs), .. })) = &spec.method {
             check_time_limit(*secs).map_err(|why| Error::bad(format!("{source}: method.synthesize.time_limit_s = {secs}: {why}")))?;
         }
+        // A time cannot be below its lower bound: a negative gap is a mistake, not a wish.
+        if let Some(gap) = spec.expect.max_gap_pct.filter(|g| *g < 0.0) {
+            return Err(Error::bad(format!("{source}: expect.max_gap_pct = {gap}: must be a percentage of at least 0")));
+        }
         Ok(spec)
     }
 

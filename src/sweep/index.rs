@@ -7,7 +7,7 @@
 //! shards of a sweep gives the bytes of the unsharded run.
 
 use crate::error::{Error, Result};
-use crate::io::{write_atomic, write_error};
+use crate::io::OutputSet;
 use crate::units::format_ns;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -230,12 +230,11 @@ impl Index {
         Ok(index)
     }
 
-    /// Writes `index.json`, `summary.md` and `gaps.svg` into `dir`.
-    pub fn write_all(&self, dir: &Path) -> Result<()> {
+    /// Writes `index.json`, `summary.md` and `gaps.svg` into `dir`, as files of `out`.
+    pub fn write_all(&self, dir: &Path, out: &OutputSet) -> Result<()> {
         let files = [("index.json", self.to_bytes()), ("summary.md", self.summary().into_bytes()), ("gaps.svg", self.histogram_svg().into_bytes())];
         for (name, bytes) in files {
-            let path = dir.join(name);
-            write_atomic(&path, |w| w.write_all(&bytes).map_err(write_error(&path)))?;
+            out.write_bytes(&dir.join(name), &bytes)?;
         }
         Ok(())
     }

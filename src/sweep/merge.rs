@@ -9,7 +9,7 @@
 use super::index::{Index, ShardInfo};
 use super::run::{file_sha256, ClassFiles};
 use crate::error::{Error, Result};
-use crate::io::{write_atomic, write_error};
+use crate::io::{write_error, OutputSet};
 use std::path::{Path, PathBuf};
 
 /// Merges the shard folders `dirs` into `out` and returns the merged index.
@@ -53,10 +53,13 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Index> {
             first.sweep.fault_count
         )));
     }
+    // Every input is checked before anything is written: the class files are there and each
+    // schedule still has the SHA-256 its shard recorded.
+    let mut copies = Vec::new();
     for (dir, ix) in dirs.iter().zip(&shards) {
         for c in &ix.classes {
             let files = ClassFiles::of(c.class);
-            copy(&dir.join(&files.spec), &out.join(&files.spec))?;
+            let mut names = vec![&files.spec];
             if let Some(s) = &c.schedule {
                 let sha = file_sha256(&dir.join(&s.file))?;
                 if sha != s.sha256 {
@@ -65,23 +68,35 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Index> {
                         dir.join(&s.file).display()
                     )));
                 }
-                copy(&dir.join(&files.schedule), &out.join(&files.schedule))?;
-                copy(&dir.join(&files.certificate), &out.join(&files.certificate))?;
+                names.extend([&files.schedule, &files.certificate]);
+            }
+            for name in names {
+                let from = dir.join(name);
+                if !from.is_file() {
+                    return Err(Error::bad(format!("{}: cannot read: no such file (its shard's index lists it)", from.display())));
+                }
+                copies.push((from, out.join(name)));
             }
         }
     }
+    // All the files appear together, or none.
+    let set = OutputSet::new();
+    for (from, to) in &copies {
+        copy(from, to, &set)?;
+    }
     let index = Index { format: first.format.clone(), version: first.version, sweep: first.sweep.clone(), shard: None, classes, faults };
-    index.write_all(out)?;
+    index.write_all(out, &set)?;
+    set.commit()?;
     Ok(index)
 }
 
-/// Copies a file (nothing when source and target are the same file).
-fn copy(from: &Path, to: &Path) -> Result<()> {
+/// Copies a file as a file of `set` (nothing when source and target are the same file).
+fn copy(from: &Path, to: &Path, set: &OutputSet) -> Result<()> {
     if let (Ok(a), Ok(b)) = (from.canonicalize(), to.canonicalize()) {
         if a == b {
             return Ok(());
         }
     }
     let mut reader = crate::io::open(from)?;
-    write_atomic(to, |w| std::io::copy(&mut reader, w).map(|_| ()).map_err(write_error(to)))
+    set.write(to, |w| std::io::copy(&mut reader, w).map(|_| ()).map_err(write_error(to)))
 }

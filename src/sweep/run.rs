@@ -18,8 +18,8 @@ use crate::bounds::certified::q_to_f64;
 use crate::bounds::flow::FlowOptions;
 use crate::cost::SyncCost;
 use crate::error::{Error, ExitCode, Result};
-use crate::io::{sha256_hex, write_atomic, write_error, HashingReader};
-use crate::schedule::{write_schedule_file, Schedule};
+use crate::io::{sha256_hex, write_error, HashingReader, OutputSet};
+use crate::schedule::{write_schedule, Schedule};
 use crate::spec::{FaultsSpec, Spec, TopologySpec};
 use crate::synth::portfolio::{synthesize, Objective};
 use crate::synth::{Progress, SynthOptions};
@@ -28,7 +28,6 @@ use crate::units::{to_checker, to_f64};
 use crate::verify::{verify_schedule, VerifyOptions};
 use rayon::prelude::*;
 use serde_json::{json, Value};
-use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
@@ -171,13 +170,14 @@ impl Plan {
     }
 
     /// Runs the classes of `shard` (all without one) and writes their files and the index into
-    /// `out`.
+    /// `out`: all of them, once every class has run, or (on an error) none.
     pub fn run(&self, shard: Option<ShardInfo>, out: &Path, progress: &(dyn Fn(SweepEvent) + Sync)) -> Result<Index> {
+        let set = OutputSet::new();
         let results: Vec<ClassResult> = self
             .shard_classes(shard)
             .into_par_iter()
             .map(|c| {
-                let r = self.solve_class(c, out, progress);
+                let r = self.solve_class(c, out, &set, progress);
                 progress(SweepEvent::Finished { class: c });
                 r
             })
@@ -186,7 +186,8 @@ impl Plan {
         faults.sort_by_key(|f| f.fault);
         let index =
             Index { format: INDEX_FORMAT.into(), version: 1, sweep: self.header(), shard, classes: results.into_iter().map(|r| r.entry).collect(), faults };
-        index.write_all(out)?;
+        index.write_all(out, &set)?;
+        set.commit()?;
         Ok(index)
     }
 
@@ -208,11 +209,11 @@ impl Plan {
         Ok((spec, text))
     }
 
-    fn solve_class(&self, class: usize, out: &Path, progress: &(dyn Fn(SweepEvent) + Sync)) -> Result<ClassResult> {
+    fn solve_class(&self, class: usize, out: &Path, set: &OutputSet, progress: &(dyn Fn(SweepEvent) + Sync)) -> Result<ClassResult> {
         let say = |what: &str| progress(SweepEvent::Working { class, what: what.to_string() });
         let (spec, spec_text) = self.class_spec(class)?;
         let files = ClassFiles::of(class);
-        write_text(&out.join(&files.spec), &spec_text)?;
+        set.write_bytes(&out.join(&files.spec), spec_text.as_bytes())?;
         let synthesized = spec.instance().and_then(|inst| {
             say("synthesizing");
             let mut note = |p: &Progress| {
@@ -230,9 +231,10 @@ impl Plan {
         let mut schedule = answer.schedule;
         add_meta(&mut schedule, json!({"class": class, "representative": self.class_name(class), "chosen": answer.chosen.to_string()}));
         say("writing and certifying");
-        write_schedule_file(&out.join(&files.schedule), &schedule)?;
-        let sha256 = file_sha256(&out.join(&files.schedule))?;
-        let certified = self.certify(&inst, &schedule, &spec_text, &files, &sha256, out)?;
+        let path = out.join(&files.schedule);
+        set.write_encoded(&path, |w| write_schedule(w, &schedule).map(drop).map_err(write_error(&path)))?;
+        let sha256 = file_sha256(&set.staged_path(&path))?;
+        let certified = self.certify(&inst, &schedule, &spec_text, &files, &sha256, out, set)?;
         let status = if answer.limit_reached { ClassStatus::LimitReached } else { ClassStatus::Ok };
         let class_schedule = ClassSchedule {
             file: files.schedule.clone(),
@@ -288,7 +290,17 @@ impl Plan {
 
     /// Verifies the class schedule, writes its bound certificate with the schedule attached and
     /// has the checker re-derive the bounds and hold the schedule to them.
-    fn certify(&self, inst: &crate::spec::Instance, schedule: &Schedule, spec_text: &str, files: &ClassFiles, sha256: &str, out: &Path) -> Result<Certified> {
+    #[allow(clippy::too_many_arguments)]
+    fn certify(
+        &self,
+        inst: &crate::spec::Instance,
+        schedule: &Schedule,
+        spec_text: &str,
+        files: &ClassFiles,
+        sha256: &str,
+        out: &Path,
+        set: &OutputSet,
+    ) -> Result<Certified> {
         let report = verify_schedule(schedule, &VerifyOptions::default())?;
         if !report.is_valid() {
             return Err(Error::internal(format!("{}: the class schedule fails verification: {}", files.schedule, report.findings.failures()[0])));
@@ -309,7 +321,7 @@ impl Plan {
         cert["schedule"] = attached;
         collsched_checker::check_str(&cert.to_string())
             .map_err(|e| Error::internal(format!("{}: the class schedule does not meet its certified bounds: {e}", files.certificate)))?;
-        write_text(&out.join(&files.certificate), &(serde_json::to_string_pretty(&cert).expect("json") + "\n"))?;
+        set.write_bytes(&out.join(&files.certificate), (serde_json::to_string_pretty(&cert).expect("json") + "\n").as_bytes())?;
         Ok(Certified { cost, bandwidth, latency, bandwidth_optimal })
     }
 
@@ -475,10 +487,6 @@ fn add_meta(schedule: &mut Schedule, sweep: Value) {
         }
         None => schedule.header.meta = Some(json!({ "sweep": sweep })),
     }
-}
-
-fn write_text(path: &Path, text: &str) -> Result<()> {
-    write_atomic(path, |w| w.write_all(text.as_bytes()).map_err(write_error(path)))
 }
 
 /// The SHA-256 of a file, read as a stream.

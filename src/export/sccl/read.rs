@@ -59,7 +59,7 @@ pub fn parse_sccl(text: &str, source: &str) -> Result<ScclAlgorithm> {
 /// Reads an SCCL algorithm file and imports it ([`import_sccl`]).
 pub fn read_sccl_file(path: &Path, onto: Option<&Instance>) -> Result<(ScclAlgorithm, Schedule)> {
     let source = path.display().to_string();
-    let alg = parse_sccl(&crate::io::read_to_string(path)?, &source)?;
+    let alg = parse_sccl(&crate::io::read_decoded_to_string(path)?, &source)?;
     let schedule = import_sccl(&alg, onto).map_err(|e| e.context(&source))?;
     Ok((alg, schedule))
 }
