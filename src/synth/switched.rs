@@ -242,13 +242,17 @@ fn board_hierarchical(t: &Topology, c: &Collective, pipelined: Option<usize>) ->
     // Each kind's phases in order, for the pieces `k` (every piece, or one when pipelined).
     let mut chain = |k: Option<u32>| -> Result<Vec<Phase>> {
         let rs = |router: &mut SlotRouter| -> Result<Vec<Phase>> {
-            Ok(vec![Phase::Board(phases.to_designated(k)), Phase::Switched(phases.switched(router, true, Op::Reduce, k)?), Phase::Board(phases.to_owners(k))])
+            Ok(vec![
+                Phase::Board(phases.designated(Op::Reduce, k)),
+                Phase::Switched(phases.switched(router, true, Op::Reduce, k)?),
+                Phase::Board(phases.to_owners(k)),
+            ])
         };
         let ag = |router: &mut SlotRouter| -> Result<Vec<Phase>> {
             Ok(vec![
                 Phase::Board(phases.share_from_owners(k)),
                 Phase::Switched(phases.switched(router, false, Op::Copy, k)?),
-                Phase::Board(phases.share_from_designated(k)),
+                Phase::Board(phases.designated(Op::Copy, k)),
             ])
         };
         Ok(match c.kind {
@@ -434,25 +438,16 @@ impl BoardPhases<'_> {
         step
     }
 
-    /// all_gather, last: every receiver copies what it received to its board mates.
-    fn share_from_designated(&self, k: Option<u32>) -> Step {
+    /// Between each designated rank and its board mates, for the blocks of the board it was
+    /// designated for: all_gather, last, copies from it to them ([`Op::Copy`]); reduce_scatter,
+    /// first, reduces from them into it ([`Op::Reduce`]).
+    fn designated(&self, op: Op, k: Option<u32>) -> Step {
         let mut step = Step::default();
         for &(_, b, b2, i) in self.pairs {
             let y = self.groups[b2][i];
             for &z in self.groups[b2].iter().filter(|&&z| z != y) {
-                step.transfers.push(self.hop(y, z, Op::Copy, self.blocks(&self.groups[b], k)));
-            }
-        }
-        step
-    }
-
-    /// reduce_scatter, first: board mates reduce into the rank designated for each other board.
-    fn to_designated(&self, k: Option<u32>) -> Step {
-        let mut step = Step::default();
-        for &(_, b, b2, i) in self.pairs {
-            let y = self.groups[b2][i];
-            for &z in self.groups[b2].iter().filter(|&&z| z != y) {
-                step.transfers.push(self.hop(z, y, Op::Reduce, self.blocks(&self.groups[b], k)));
+                let (from, to) = if op == Op::Copy { (y, z) } else { (z, y) };
+                step.transfers.push(self.hop(from, to, op, self.blocks(&self.groups[b], k)));
             }
         }
         step
