@@ -386,6 +386,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_output_set_dropped_by_a_panic_leaves_nothing() {
+        let dir = std::env::temp_dir().join(format!("collsched-io-panic-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let r = std::panic::catch_unwind(|| {
+            let files = OutputSet::new();
+            files.write_bytes(&dir.join("a/0.et"), b"zero").unwrap();
+            files.write_bytes(&dir.join("a/1.et"), b"one").unwrap();
+            panic!("a bug after the files were written");
+        });
+        assert!(r.is_err());
+        // Neither the temporary files nor the folders made for them.
+        assert!(!dir.exists());
+    }
+
+    #[test]
     fn failed_writes_leave_nothing() {
         let dir = std::env::temp_dir().join(format!("collsched-io-{}", std::process::id()));
         let path = dir.join("x.json");

@@ -1540,6 +1540,28 @@ fn a_failed_chakra_export_leaves_no_traces() {
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 6);
 }
 
+/// Sizes near 2^64: the traces' total outgrows int64 (a panic before), and a message that
+/// `comm_size` (int64) cannot hold is refused, naming it, with nothing written.
+#[test]
+fn chakra_export_of_sizes_near_2_64() {
+    for (ranks, pieces, code) in [(4, 2, 0), (2, 1, 2)] {
+        let t = torus(&TorusParams::uniform(&[ranks], 1.0, 0.0)).unwrap();
+        let c = Collective::new(CollectiveKind::AllToAll, t.node_ids().collect(), u64::MAX, pieces, None, &t).unwrap();
+        let sched = tmp(&format!("chakra-huge-{ranks}.json"));
+        write_schedule_file(&sched, &common::shortest_path_all_to_all(&t, &c)).unwrap();
+        let dir = tmp(&format!("chakra-huge-{ranks}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        let o = run(&["export", s(&sched), "--to", "chakra-et", "-o", s(&dir)]);
+        assert_eq!(o.status.code(), Some(code), "{}", text(&o));
+        if code == 0 {
+            assert_eq!(std::fs::read_dir(&dir).unwrap().count(), ranks + 1);
+        } else {
+            assert!(text(&o).contains("9223372036854775808 bytes cannot be represented as comm_size (int64"), "{}", text(&o));
+            assert!(!dir.exists(), "{}", text(&o));
+        }
+    }
+}
+
 #[test]
 fn an_sccl_algorithm_is_recognized_through_zstd() {
     let ring4 = include_str!("data/sccl/ring4_alltoall.msccl.json");

@@ -112,12 +112,13 @@ fn chakra(s: &crate::schedule::Schedule, dir: &Path, stem: &str, channels: Optio
         return Err(Error::bad(format!("the lowered programs fail rule 6: {d}")));
     }
     let traces = crate::export::chakra_traces(&programs, s)?;
-    crate::export::write_chakra(dir, stem, &programs, s)?;
-    let (mut bytes, mut messages): (i64, i64) = (0, 0);
+    // The traces are checked before anything is written. Every `comm_size` fits int64 (else
+    // `chakra_traces` refused the schedule), but their sum may not: it is summed in i128.
+    let (mut bytes, mut messages): (i128, i128) = (0, 0);
     for (_, data) in &traces {
         let (_, nodes) = crate::export::decode_chakra(data)?;
         for n in nodes.iter().filter(|n| n.r#type == 5) {
-            bytes += n.attr.iter().find(|a| a.name == "comm_size").and_then(|a| a.as_i64()).unwrap_or(0);
+            bytes += i128::from(n.attr.iter().find(|a| a.name == "comm_size").and_then(|a| a.as_i64()).unwrap_or(0));
             messages += 1;
         }
     }
@@ -127,13 +128,14 @@ fn chakra(s: &crate::schedule::Schedule, dir: &Path, stem: &str, channels: Optio
     let c = &s.header.collective;
     let exact: crate::units::Rational =
         s.steps.iter().flat_map(|st| &st.transfers).flat_map(|tr| tr.pieces.iter().filter_map(|p| c.piece_index(p))).map(|i| c.piece_size_at(i)).sum();
-    let carried = crate::units::Rational::from_integer(bytes.into());
-    if carried < exact || carried >= exact + crate::units::Rational::from_integer(messages.max(1).into()) {
+    let carried = crate::units::Rational::from_integer(bytes);
+    if carried < exact || carried >= exact + crate::units::Rational::from_integer(messages.max(1)) {
         return Err(Error::bad(format!(
             "the traces' {messages} sends carry {bytes} bytes but the schedule's transfers carry {} (each message may round up by less than a byte)",
             crate::units::to_f64(&exact)
         )));
     }
+    crate::export::write_chakra_traces(dir, stem, &traces, c.kind)?;
     let rounding = if carried == exact {
         "as the schedule's transfers do".to_string()
     } else {

@@ -200,8 +200,10 @@ fn int32(name: &str, v: i64) -> Result<AttributeProto> {
     Ok(AttributeProto::new(name, AttrValue::Int32Val(v)))
 }
 
-fn ceil_bytes(r: Rational) -> Result<i64> {
-    i64::try_from(r.ceil().to_integer()).map_err(|_| Error::bad("chakra: message size does not fit in int64"))
+/// A message's size rounded up to whole bytes, which `comm_size` (int64) must hold.
+fn ceil_bytes(r: Rational, what: impl FnOnce() -> String) -> Result<i64> {
+    let bytes = r.ceil().to_integer();
+    i64::try_from(bytes).map_err(|_| Error::bad(format!("chakra: {}: {bytes} bytes cannot be represented as comm_size (int64, at most {})", what(), i64::MAX)))
 }
 
 /// A message of a rank: (src, dst, channel) and its pieces' size.
@@ -225,8 +227,9 @@ pub fn chakra_traces(programs: &Programs, schedule: &Schedule) -> Result<Vec<(us
         return Err(Error::bad(format!("chakra: {} rank programs for a collective of {} ranks", r, c.num_ranks())));
     }
     let channels = programs.ranks.iter().flat_map(|p| &p.threadblocks).flat_map(|t| &t.ops).map(|o| o.channel + 1).max().unwrap_or(1).max(programs.channels);
-    let mut tracer =
-        Tracer { c, layout: Layout::of(c), ranks: r, channels, total_chunks: (r * c.pieces as usize) as i64, sent: HashMap::new(), received: HashMap::new() };
+    // Only used when it fits int32 (checked where it is written); saturating keeps it from wrapping.
+    let total_chunks = i64::try_from(r.saturating_mul(c.pieces as usize)).unwrap_or(i64::MAX);
+    let mut tracer = Tracer { c, layout: Layout::of(c), ranks: r, channels, total_chunks, sent: HashMap::new(), received: HashMap::new() };
     let mut out = Vec::with_capacity(r);
     for (rank, program) in programs.ranks.iter().enumerate() {
         let nodes = tracer.rank_nodes(rank, &program.threadblocks)?;
@@ -311,7 +314,8 @@ impl<'a> Tracer<'a> {
         }
         let first =
             op.pieces.first().map_or(0, |p| if c.kind == CollectiveKind::AllGather { self.layout.output_offset(p) } else { self.layout.input_offset(p) });
-        Ok(Msg { stream: (src, dst, op.channel), bytes: ceil_bytes(bytes)?, first_chunk: first as i64, chunks: op.pieces.len() as i64 })
+        let bytes = ceil_bytes(bytes, || format!("rank {rank}: the message from rank {src} to rank {dst} on channel {}", op.channel))?;
+        Ok(Msg { stream: (src, dst, op.channel), bytes, first_chunk: first as i64, chunks: op.pieces.len() as i64 })
     }
 
     /// The send or receive node of an operation (and, for a reducing receive, the compute node
@@ -334,7 +338,10 @@ impl<'a> Tracer<'a> {
         let (src, dst, ch) = m.stream;
         let (r, channels) = (self.ranks, self.channels);
         let k = counters.entry((src, dst, ch)).or_default();
-        let tag = (*k * channels * r * r + (ch * r + src) * r + dst) as i64;
+        let tag =
+            k.checked_mul(channels * r * r).and_then(|t| t.checked_add((ch * r + src) * r + dst)).and_then(|t| i64::try_from(t).ok()).ok_or_else(|| {
+                Error::bad(format!("chakra: rank {rank}: message {k} from rank {src} to rank {dst} on channel {ch}: its tag does not fit in int32"))
+            })?;
         *k += 1;
         let ends = if is_send { &mut self.sent } else { &mut self.received };
         ends.entry(m.stream).or_default().push(&op.pieces);
@@ -364,7 +371,8 @@ impl<'a> Tracer<'a> {
         let attr = vec![
             AttributeProto::new("is_cpu_op", AttrValue::BoolVal(false)),
             AttributeProto::new("tensor_size", AttrValue::Uint64Val(m.bytes as u64)),
-            AttributeProto::new("num_ops", AttrValue::Int64Val((m.bytes + 3) / 4)),
+            // 4-byte elements, rounded up (m.bytes + 3 could overflow).
+            AttributeProto::new("num_ops", AttrValue::Int64Val(m.bytes / 4 + i64::from(m.bytes % 4 != 0))),
         ];
         let name = format!("reduce_tb{tb}_op{i}_from{peer}_ch{ch}");
         nodes.push(Node { id: rid, name, r#type: NodeType::CompNode as i32, data_deps: vec![id], attr, ..Node::default() });
@@ -394,16 +402,22 @@ impl<'a> Tracer<'a> {
 }
 
 /// Writes `<prefix>.<rank>.et` for every rank into `dir` (created if missing) and
-/// `<prefix>.system.json`, all or none of them (crate::io::OutputSet),, the system-file entry that makes ASTRA-sim run them, e.g.
-/// `{"all-to-all-implementation-custom": ["<dir>/<prefix>"]}`.
+/// `<prefix>.system.json`, the system-file entry that makes ASTRA-sim run them, e.g.
+/// `{"all-to-all-implementation-custom": ["<dir>/<prefix>"]}`; all or none of them
+/// (crate::io::OutputSet).
 pub fn write_chakra(dir: &Path, prefix: &str, programs: &Programs, schedule: &Schedule) -> Result<()> {
     let traces = chakra_traces(programs, schedule)?;
+    write_chakra_traces(dir, prefix, &traces, schedule.header.collective.kind)
+}
+
+/// [`write_chakra`] for traces already made (and checked) by [`chakra_traces`].
+pub fn write_chakra_traces(dir: &Path, prefix: &str, traces: &[(usize, Vec<u8>)], kind: CollectiveKind) -> Result<()> {
     // The files appear together or not at all (exit 5 on failure, the files there before kept).
     let files = crate::io::OutputSet::new();
     for (rank, bytes) in traces {
-        files.write_bytes(&dir.join(format!("{prefix}.{rank}.et")), &bytes)?;
+        files.write_bytes(&dir.join(format!("{prefix}.{rank}.et")), bytes)?;
     }
-    let key = format!("{}-implementation-custom", astra_sim_name(schedule.header.collective.kind));
+    let key = format!("{}-implementation-custom", astra_sim_name(kind));
     let entry = serde_json::json!({ key: [dir.join(prefix).display().to_string()] });
     let text = serde_json::to_string_pretty(&entry).map_err(|e| Error::bad(e.to_string()))? + "\n";
     files.write_bytes(&dir.join(format!("{prefix}.system.json")), text.as_bytes())?;

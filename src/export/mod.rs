@@ -9,5 +9,5 @@ pub mod chakra;
 pub mod msccl;
 pub mod sccl;
 
-pub use chakra::{chakra_traces, decode_chakra, write_chakra};
+pub use chakra::{chakra_traces, decode_chakra, write_chakra, write_chakra_traces};
 pub use msccl::{check_reader_rules, check_xml, import_msccl, msccl_xml, Buffering, MscclOptions, Runtime, XmlReport};
