@@ -1446,6 +1446,40 @@ fn formats_example(extra: &str, after: &str) -> String {
     )
 }
 
+/// The schedule file's `bytes_per_rank` is a JSON integer or a string with a unit, parsed as a
+/// spec's; bad ones are named as written.
+#[test]
+fn schedule_file_sizes_take_units() {
+    let path = tmp("bpr.json");
+    for (value, bytes) in [("\"4MiB\"", 4u64 << 20), ("\"1.5KiB\"", 1536), ("\"1GB\"", 1_000_000_000), ("18446744073709551615", u64::MAX)] {
+        std::fs::write(&path, formats_example("", "").replace("1048576", value)).unwrap();
+        let o = run(&["verify", s(&path), "--json"]);
+        assert_eq!(o.status.code(), Some(0), "{value}: {}", text(&o));
+        assert_eq!(collsched::read_schedule_file(&path).unwrap().header.collective.bytes_per_rank, bytes, "{value}");
+    }
+    for (value, named) in [
+        ("\"17179869184GiB\"", "17179869184GiB` is more than 2^64-1"),
+        ("18446744073709551616", "an integer above 2^64-1"),
+        ("1.5", "1.5: not a whole number"),
+        ("5040.0", "5040.0: not a JSON integer"),
+        ("-5", "-5"),
+        ("0", "bytes_per_rank = 0"),
+        ("\"4XB\"", "unknown size unit"),
+    ] {
+        std::fs::write(&path, formats_example("", "").replace("1048576", value)).unwrap();
+        let o = run(&["verify", s(&path)]);
+        assert_eq!(o.status.code(), Some(2), "{value}: {}", text(&o));
+        assert!(text(&o).contains("collective.bytes_per_rank") && text(&o).contains(named), "{value}: {}", text(&o));
+        assert!(!text(&o).contains("floating point"), "{value}: {}", text(&o));
+    }
+    // Through zstd as well.
+    let zst = tmp("bpr.json.zst");
+    let body = formats_example("", "").replace("1048576", "\"4MiB\"");
+    std::fs::write(&zst, zstd::encode_all(body.as_bytes(), 3).unwrap()).unwrap();
+    let o = run(&["verify", s(&zst)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
 #[test]
 fn meta_shape_is_read_wherever_meta_stands() {
     // A legacy `meta.shape` the lists do not form is refused, before the steps or after them.

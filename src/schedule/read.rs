@@ -49,7 +49,8 @@ struct RawTopology {
 struct RawCollective {
     kind: String,
     ranks: Vec<u64>,
-    bytes_per_rank: u64,
+    /// A JSON integer or a string with a unit, as in a spec.
+    bytes_per_rank: crate::spec::Bytes,
     pieces: u32,
     #[serde(default)]
     block_bytes: Option<Vec<Vec<u64>>>,
@@ -159,7 +160,8 @@ fn build_header(parts: &mut Parts) -> Result<ScheduleHeader> {
         }
         ranks.push(NodeId(r as u32));
     }
-    let collective = Collective::new(kind, ranks, rc.bytes_per_rank, rc.pieces, rc.block_bytes, &topology)?;
+    let bytes_per_rank = rc.bytes_per_rank.value("collective.bytes_per_rank")?;
+    let collective = Collective::new(kind, ranks, bytes_per_rank, rc.pieces, rc.block_bytes, &topology)?;
     Ok(ScheduleHeader { topology, collective, meta })
 }
 

@@ -196,8 +196,19 @@ impl<'de> Deserialize<'de> for Bytes {
                 u64::try_from(v).map(Bytes::Count).map_err(|_| E::custom(format!("{v}: expected {WANTED}")))
             }
             fn visit_f64<E: serde::de::Error>(self, v: f64) -> std::result::Result<Bytes, E> {
-                let why = if v.fract() == 0.0 && v > 0.0 { "more than 2^64-1 bytes" } else { "not a whole number" };
-                Err(E::custom(format!("{}: {why}; expected {WANTED}", crate::units::show_f64(v))))
+                // serde_json hands an integer above 2^64-1 over as the nearest f64: its exact
+                // digits are gone, so it is named as what it is.
+                if v.fract() == 0.0 && v >= 18446744073709551616.0 {
+                    return Err(E::custom(format!(
+                        "an integer above 2^64-1 = {} (about {}): more than 2^64-1 bytes; expected {WANTED}",
+                        u64::MAX,
+                        crate::units::show_f64(v)
+                    )));
+                }
+                if v.fract() == 0.0 && v > 0.0 {
+                    return Err(E::custom(format!("{v:?}: not a JSON integer (write it without a decimal point or exponent); expected {WANTED}")));
+                }
+                Err(E::custom(format!("{}: not a whole number; expected {WANTED}", crate::units::show_f64(v))))
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<Bytes, E> {
                 Ok(Bytes::Text(v.to_string()))
@@ -208,7 +219,8 @@ impl<'de> Deserialize<'de> for Bytes {
 }
 
 impl Bytes {
-    fn value(&self, field: &str) -> Result<u64> {
+    /// The number of bytes, exactly; `field` names the value in the error.
+    pub fn value(&self, field: &str) -> Result<u64> {
         match self {
             Bytes::Count(n) => Ok(*n),
             Bytes::Text(t) => crate::units::parse_bytes(t).map_err(|e| Error::bad(format!("{field}: {e}"))),
