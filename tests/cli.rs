@@ -737,6 +737,27 @@ fn verify_xml_accepts_what_runs_on_the_runtime_buffering() {
     assert!(text(&o).contains("note: msccl-executor-nccl would refuse this file: <algo> lacks the attribute minBytes (and 2 more)"), "{}", text(&o));
 }
 
+/// In place, a collective whose aliasing is not modelled (broadcast, custom) is run with separate
+/// buffers for deadlock freedom, and reported as out of place is; a deadlock is still found.
+#[test]
+fn in_place_runs_of_other_collectives_are_run_for_deadlock_freedom() {
+    let legacy = exchange_xml(1, true, false);
+    for coll in ["broadcast", "custom"] {
+        let xml = legacy.replacen(r#"coll="alltoall" inplace="0""#, &format!(r#"coll="{coll}" inplace="1""#), 1);
+        let o = verify_xml_file(&format!("ip-{coll}.xml"), &xml, &[]);
+        assert_eq!(o.status.code(), Some(0), "{coll}: {}", text(&o));
+        assert!(text(&o).contains("in-place: runs to its end") && text(&o).contains("for deadlock freedom only"), "{coll}: {}", text(&o));
+        assert!(!text(&o).contains("not run"), "{coll}: {}", text(&o));
+        let o = verify_xml_file(
+            &format!("ip-{coll}-recv-first.xml"),
+            &exchange_xml(1, false, false).replacen(r#"coll="alltoall" inplace="0""#, &format!(r#"coll="{coll}" inplace="1""#), 1),
+            &[],
+        );
+        assert_eq!(o.status.code(), Some(1), "{coll}: {}", text(&o));
+        assert!(text(&o).contains("rule 6 deadlock freedom (in-place)"), "{coll}: {}", text(&o));
+    }
+}
+
 #[test]
 fn verify_xml_rejects_overflowing_and_receive_first_exchanges_with_the_cycle() {
     let o = verify_xml_file("exchange3.xml", &exchange_xml(3, true, true), &[]);

@@ -174,7 +174,9 @@ fn run_lines(report: &XmlReport, run: &PlacementRun, expect_deadlock: bool, fail
             if !exec.races_checked {
                 notes.push(format!("{pl}: too large to look for data races"));
             }
-            let placed = if !exec.postcondition_checked {
+            let placed = if !exec.aliasing_modelled {
+                format!("how coll=\"{coll}\" aliases its buffers in place is not modelled, so it was run with separate buffers, for deadlock freedom only: where the chunks end is not checked")
+            } else if !exec.postcondition_checked {
                 format!("coll=\"{coll}\" has no postcondition here, so where the chunks end is not checked")
             } else if exec.errors.is_empty() {
                 format!("every chunk ends where {coll} wants it")
