@@ -25,6 +25,7 @@ pub fn verify_xml(path: &Path, spec: Option<&Path>, json_out: bool, rendezvous: 
     let topology = instance.as_ref().map(|i| &i.topology);
     let buffering = if rendezvous { Buffering::Rendezvous } else { Buffering::Runtime };
     let report = check_xml(&text, buffering);
+    unreadable(path, &report)?;
     if let (Some(program), Some(inst)) = (&report.program, &instance) {
         same_collective(program, inst)?;
     }
@@ -111,6 +112,20 @@ pub fn verify_xml(path: &Path, spec: Option<&Path>, json_out: bool, rendezvous: 
         println!("{}: {} ({runtime}; {judged})", if valid { "valid" } else { "INVALID" }, path.display());
     }
     Ok(if valid { ExitCode::Ok } else { ExitCode::RuleFailed })
+}
+
+/// Refuses (exit 2, CLI.md `verify`) a file that cannot be read as an MSCCL program: XML that is
+/// not well-formed, no `<algo>`, an element without an attribute the reader requires, a step of
+/// no type the reader models. A file that reads but breaks a reader rule fails (exit 1).
+fn unreadable(path: &Path, report: &XmlReport) -> Result<()> {
+    let why: Vec<&str> = match report.program {
+        None => report.problems.errors.iter().map(String::as_str).collect(),
+        Some(_) => report.problems.errors.iter().map(String::as_str).filter(|e| e.starts_with("<algo> lacks the attribute")).collect(),
+    };
+    if why.is_empty() {
+        return Ok(());
+    }
+    Err(Error::bad(format!("{}: cannot be read as an MSCCL program: {}", path.display(), why.join("; "))))
 }
 
 /// Refuses a spec whose collective is not the file's (its kind, its number of ranks, and the

@@ -645,7 +645,7 @@ impl<'a> Attrs<'a> {
     fn text(&self, key: &str, out: &mut Problems) -> Option<&'a str> {
         let v = self.get(key);
         if v.is_none() {
-            out.errors.push(format!("{}: lacks the attribute {key}", self.at));
+            out.errors.push(format!("line {}: {}: lacks the attribute {key}", self.node.line, self.at));
         }
         v
     }
@@ -802,7 +802,7 @@ fn build_step(node: &Node, tb: &str, out: &mut Problems) -> Option<Step> {
         let k = StepKind::from_attr(t);
         if k.is_none() {
             let older = if t == "ra" { " (the older runtime's reader takes \"ra\", but its kernel stops the threadblock there)" } else { "" };
-            out.errors.push(format!("{at}: type=\"{t}\" is not a step type{older}"));
+            out.errors.push(format!("line {}: {at}: type=\"{t}\" is not a step type{older}", node.line));
         }
         k
     });
@@ -860,7 +860,7 @@ mod tests {
         );
         let r = read_program(&ONE.replace(r#" hasdep="0""#, ""));
         assert!(r.program.is_none());
-        assert_eq!(r.problems.errors, vec!["gpu 0 tb 0 step 0: lacks the attribute hasdep".to_string()]);
+        assert_eq!(r.problems.errors, vec!["line 4: gpu 0 tb 0 step 0: lacks the attribute hasdep".to_string()]);
         // strtol: hex, octal, trailing text.
         let r = read_program(&ONE.replace(r#"cnt="1""#, r#"cnt="0x2""#).replace(r#"srcoff="0""#, r#"srcoff="1b""#));
         let st = &r.program.as_ref().unwrap().gpus[0].tbs[0].steps[0];

@@ -275,7 +275,7 @@ fn tb_rules(p: &Program, gpu: &Gpu, tb: &Threadblock, at: &str, runtime: Runtime
         }
     }
     if let Some(n) = p.nchannels.filter(|&n| !(0..n).contains(&tb.chan)) {
-        out.errors.push(format!("{at}: chan=\"{}\" is not below nchannels=\"{n}\": the runtime connects only those channels", tb.chan));
+        out.errors.push(format!("{at}: chan=\"{}\" is not within 0..{n} (nchannels=\"{n}\"): the runtime connects only those channels", tb.chan));
     }
     if tb.steps.len() > runtime.max_steps() {
         out.errors.push(format!("{at}: {} steps; {runtime} runs at most {} per threadblock", tb.steps.len(), runtime.max_steps()));
@@ -411,7 +411,7 @@ mod tests {
             (r#"inplace="0" outofplace="1""#, r#"inplace="0" outofplace="0""#, "the runtime never picks this algorithm"),
             (first_tb, r#"<tb id="1" send="1" recv="1" chan="0">"#, "gpu 0 tb 1: id=\"1\", but the gpu has 1 threadblocks"),
             (first_tb, r#"<tb id="0" send="0" recv="1" chan="0">"#, "gpu 0 tb 0: send=\"0\" is the gpu itself"),
-            (first_tb, r#"<tb id="0" send="1" recv="1" chan="1">"#, "gpu 0 tb 0: chan=\"1\" is not below nchannels=\"1\""),
+            (first_tb, r#"<tb id="0" send="1" recv="1" chan="1">"#, "gpu 0 tb 0: chan=\"1\" is not within 0..1 (nchannels=\"1\")"),
             (
                 r#"srcoff="1" dstbuf="o" dstoff="0" cnt="1""#,
                 r#"srcoff="1" dstbuf="o" dstoff="0" cnt="72""#,

@@ -932,16 +932,21 @@ impl Sim {
                 let other = &self.net.gpus[g][xt].ops[xk];
                 let wrote = self.last_write[g][cell] == Some(x);
                 let mine = &self.net.gpus[g][t].ops[self.state[g][t].pc];
+                // The writer first, as in docs/design/FORMATS.md "Data races".
+                let (first, second) = if write || !wrote { ((t, mine, write), (xt, other, wrote)) } else { ((xt, other, wrote), (t, mine, write)) };
+                let does = |w: bool| if w { "writes" } else { "reads" };
                 self.races.push(format!(
-                    "gpu {g} buffer {} chunk {}: tb {t} step {} ({}) {} it, unordered with tb {xt} step {} ({}), which {} it",
+                    "gpu {g} buffer {} chunk {}: tb {} step {} ({}) {} it, unordered with tb {} step {} ({}), which {} it",
                     ["i", "o", "s"][place.0],
                     place.1 + i,
-                    mine.s,
-                    mine.kind,
-                    if write { "writes" } else { "reads" },
-                    other.s,
-                    other.kind,
-                    if wrote { "writes" } else { "reads" }
+                    first.0,
+                    first.1.s,
+                    first.1.kind,
+                    does(first.2),
+                    second.0,
+                    second.1.s,
+                    second.1.kind,
+                    does(second.2)
                 ));
             }
             if write {
