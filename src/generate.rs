@@ -82,7 +82,7 @@ fn torus_from_spec(src: &str, g: &GenerateSpec, inst: &Instance) -> Result<Sched
     torus_all_to_all(t, c, algorithm, scheduler).map_err(|e| e.context(src))
 }
 
-/// A switched algorithm (pairwise, bruck, ring, ...) on a topology with switches.
+/// A switched algorithm (pairwise, bruck, ring, ...) on a topology that is not a torus.
 fn switched_from_spec(src: &str, g: &GenerateSpec, inst: &Instance) -> Result<Schedule> {
     let algorithm = match g.algorithm {
         Algorithm::Pairwise => SwitchedAlgorithm::Pairwise,
@@ -95,7 +95,7 @@ fn switched_from_spec(src: &str, g: &GenerateSpec, inst: &Instance) -> Result<Sc
         other => {
             let names: Vec<&str> = SwitchedAlgorithm::ALL.iter().map(|a| a.as_str()).collect();
             return Err(Error::bad(format!(
-                "{src}: field `method.generate.algorithm` = \"{other}\": on a switched topology expected one of {}",
+                "{src}: field `method.generate.algorithm` = \"{other}\": the topology is not a torus (it has switches, fully connected dimensions or custom links), where the algorithms are {}",
                 names.join(", ")
             )));
         }

@@ -758,6 +758,36 @@ fn in_place_runs_of_other_collectives_are_run_for_deadlock_freedom() {
     }
 }
 
+/// ASTRA-sim networks that are not tori take the switched algorithms wherever every pair of
+/// ranks is joined by a direct link or through switches; one message says what runs where.
+#[test]
+fn switched_algorithms_on_astra_networks_without_switches() {
+    let net = |name: &str, text: &str| {
+        std::fs::write(tmp(name), text).unwrap();
+    };
+    net("fc.yml", "topology: [ FullyConnected ]\nnpus_count: [ 8 ]\nbandwidth: [ 56.0 ]\nlatency: [ 500.0 ]\n");
+    net("rfs.yml", "topology: [ Ring, FullyConnected, Switch ]\nnpus_count: [ 2, 2, 2 ]\nbandwidth: [ 56.0, 28.0, 14.0 ]\nlatency: [ 500.0, 500.0, 500.0 ]\n");
+    let spec = |network: &str, algorithm: &str| {
+        let path = tmp(&format!("{network}-{algorithm}.spec.json"));
+        let body = format!(
+            r#"{{"topology": {{"astra_network": "{network}.yml"}}, "collective": {{"kind": "all_to_all", "bytes_per_rank": 65536}}, "method": {{"generate": {{"algorithm": "{algorithm}"}}}}}}"#
+        );
+        std::fs::write(&path, body).unwrap();
+        path
+    };
+    let out = tmp("fc-out.json");
+    for algorithm in ["pairwise", "bruck"] {
+        let o = run(&["generate", s(&spec("fc", algorithm)), "-o", s(&out)]);
+        assert_eq!(o.status.code(), Some(0), "{algorithm}: {}", text(&o));
+    }
+    let o = run(&["generate", s(&spec("fc", "halfring")), "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("is not a torus") && text(&o).contains("pairwise, bruck"), "{}", text(&o));
+    let o = run(&["generate", s(&spec("rfs", "bruck")), "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("over a direct link or through switches") && text(&o).contains("never through other npus"), "{}", text(&o));
+}
+
 /// A file that cannot be read as an MSCCL program is unreadable (exit 2, naming the file, the
 /// line and the attribute); one that reads but breaks a reader rule fails (exit 1).
 #[test]

@@ -29,6 +29,9 @@ pub enum AstraDim {
     Switch,
 }
 
+/// The keys of a network file.
+const KEYS: [&str; 4] = ["topology", "npus_count", "bandwidth", "latency"];
+
 fn parse_lists(text: &str) -> Result<BTreeMap<String, Vec<String>>> {
     let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut current: Option<String> = None;
@@ -45,6 +48,9 @@ fn parse_lists(text: &str) -> Result<BTreeMap<String, Vec<String>>> {
         }
         let (key, value) = line.split_once(':').ok_or_else(|| Error::bad(format!("line {lineno}: expected `key: [values]`, found `{}`", line.trim())))?;
         let key = key.trim().to_string();
+        if !KEYS.contains(&key.as_str()) {
+            return Err(Error::bad(format!("line {lineno}: unknown key `{key}` (expected topology, npus_count, bandwidth, latency)")));
+        }
         if out.contains_key(&key) {
             return Err(Error::bad(format!("line {lineno}: key `{key}` given twice")));
         }
@@ -87,11 +93,6 @@ impl Network {
     /// Reads and checks the lists (every error names the key and the value).
     fn read(text: &str) -> Result<Network> {
         let lists = parse_lists(text)?;
-        for key in lists.keys() {
-            if !["topology", "npus_count", "bandwidth", "latency"].contains(&key.as_str()) {
-                return Err(Error::bad(format!("unknown key `{key}` (expected topology, npus_count, bandwidth, latency)")));
-            }
-        }
         let get = |k: &str| lists.get(k).ok_or_else(|| Error::bad(format!("missing key `{k}`")));
         let kinds: Vec<AstraDim> = get("topology")?
             .iter()
@@ -115,6 +116,13 @@ impl Network {
             if len != n {
                 return Err(Error::bad(format!("{k} has {len} values but topology has {n}: the lists must have equal length")));
             }
+        }
+        // Checked here, so that a bad value is named by the file's own key.
+        for (i, &v) in bw.iter().enumerate() {
+            crate::units::checked_bandwidth(v).map_err(|why| Error::bad(format!("bandwidth[{i}] = {why}")))?;
+        }
+        for (i, &v) in lat.iter().enumerate() {
+            crate::units::checked_latency(v).map_err(|why| Error::bad(format!("latency[{i}] = {why}")))?;
         }
         let dims: Vec<usize> = counts
             .iter()
@@ -227,5 +235,17 @@ mod tests {
         let e = parse("topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 1 ]").unwrap_err();
         assert!(e.message().contains("missing key `latency`"), "{e}");
         assert!(parse("hello").is_err());
+    }
+
+    /// Bad bandwidths and latencies are named by the file's keys, and an unknown key is named as
+    /// one, whatever its value.
+    #[test]
+    fn errors_use_the_files_keys() {
+        let e = parse("topology: [ Ring ]\nnpus_count: [ 8 ]\nbandwidth: [ 3.3333333333333335 ]\nlatency: [ 500.0 ]\n").unwrap_err();
+        assert!(e.message().starts_with("bandwidth[0] = 3.3333333333333335: "), "{e}");
+        let e = parse("topology: [ Ring, Switch ]\nnpus_count: [ 2, 2 ]\nbandwidth: [ 50, 50 ]\nlatency: [ 1, 1e39 ]\n").unwrap_err();
+        assert!(e.message().starts_with("latency[1] = 1e39: "), "{e}");
+        let e = parse("topology: [ Ring ]\nnpus_count: [ 8 ]\nbandwidth: [ 56.0 ]\nlatency: [ 500.0 ]\nfoo: 1\n").unwrap_err();
+        assert_eq!(e.message(), "line 5: unknown key `foo` (expected topology, npus_count, bandwidth, latency)");
     }
 }

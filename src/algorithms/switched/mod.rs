@@ -88,7 +88,8 @@ impl SwitchedAlgorithm {
 }
 
 /// Generates the collective over `collective.ranks` (a group of any npus, in its order) on a fat
-/// tree (or any topology with switches).
+/// tree, or any topology where every pair of ranks is joined by a direct link or through
+/// switches (a full mesh, an ASTRA-sim network of fully connected and switch dimensions).
 ///
 /// Every rank-to-rank message is one transfer whose path goes through switches only (npu -> leaf
 /// [-> spine/aggregation [-> core -> aggregation] -> leaf] -> npu), or over the direct link when
@@ -99,8 +100,9 @@ impl SwitchedAlgorithm {
 /// routing, P, the number of logical steps (and the double binary tree's chunks per tree).
 ///
 /// Errors: [`Error::bad`] for an algorithm that does not generate the collective's kind, a
-/// power-of-two algorithm on another number of ranks, or a topology without switches;
-/// [`Error::infeasible`] when failed links leave two ranks without a path through switches.
+/// power-of-two algorithm on another number of ranks, or a topology that joins two ranks only
+/// through other npus ([`route::unrouted`]); [`Error::infeasible`] when failed links leave two
+/// ranks without such a path.
 pub fn switched(topology: &Topology, collective: &Collective, algorithm: SwitchedAlgorithm, routing: Routing) -> Result<Schedule> {
     let kind = collective.kind;
     if !algorithm.kinds().contains(&kind) {
@@ -110,9 +112,6 @@ pub fn switched(topology: &Topology, collective: &Collective, algorithm: Switche
     let p = collective.num_ranks();
     if algorithm.needs_power_of_two() && !p.is_power_of_two() {
         return Err(Error::bad(format!("switched: {} needs a power-of-two number of ranks, but p = {p}", algorithm.as_str())));
-    }
-    if topology.num_switches() == 0 {
-        return Err(Error::bad(format!("switched: {} is for topologies with switches, and this one has none", algorithm.as_str())));
     }
     let (pieces, plan): (u32, Plan) = match (algorithm, kind) {
         (SwitchedAlgorithm::Pairwise, _) => (1, plan::pairwise(p)),

@@ -101,7 +101,7 @@ impl<'a> Router<'a> {
         let t = self.topology;
         let dist = self.distances_to(b).to_vec();
         if dist[a.index()] == FAR {
-            return Err(Error::infeasible(format!("no path through switches from npu {a} ({}) to npu {b} ({})", t.node(a).name, t.node(b).name)));
+            return Err(unrouted(t, a, b));
         }
         let mut path = Vec::new();
         let mut x = a;
@@ -147,6 +147,37 @@ impl<'a> Router<'a> {
 
 /// A shortest path from `a` to `b` whose interior nodes are switches, over up links that `used`
 /// leaves free (lowest-numbered next hop first).
+/// Why the switched algorithms find no route from `a` to `b`: they go over a direct link or
+/// through switches, never through other npus. Bad input (exit 2) when the topology itself has
+/// no such route (its npus are joined only through other npus, as a ring or a mesh of several
+/// dimensions is); infeasible (exit 3) when the failed links cut the routes it has.
+pub(crate) fn unrouted(t: &Topology, a: NodeId, b: NodeId) -> Error {
+    let pair = format!("npu {a} ({}) to npu {b} ({})", t.node(a).name, t.node(b).name);
+    let mut seen = vec![false; t.num_nodes()];
+    seen[a.index()] = true;
+    let mut queue = VecDeque::from([a]);
+    while let Some(x) = queue.pop_front() {
+        if x == b {
+            return Error::infeasible(format!(
+                "no path from {pair} over a direct link or through switches whose links are up: the failed links cut it (the switched algorithms never relay through other npus)"
+            ));
+        }
+        if x != a && t.is_npu(x) {
+            continue;
+        }
+        for l in t.out_links(x) {
+            let y = t.link(l).dst;
+            if !seen[y.index()] {
+                seen[y.index()] = true;
+                queue.push_back(y);
+            }
+        }
+    }
+    Error::bad(format!(
+        "no path from {pair} over a direct link or through switches: the switched algorithms route only over those, never through other npus, and this topology joins these two only through other npus"
+    ))
+}
+
 pub(crate) fn free_path(t: &Topology, a: NodeId, b: NodeId, used: &[bool]) -> Option<Vec<LinkId>> {
     let mut via: Vec<Option<LinkId>> = vec![None; t.num_nodes()];
     let mut seen = vec![false; t.num_nodes()];
