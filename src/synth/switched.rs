@@ -183,11 +183,7 @@ pub fn route_and_step_candidates(t: &Topology, c: &Collective) -> Result<Vec<(Sw
 pub fn balanced_algorithms(t: &Topology, c: &Collective) -> Vec<(SwitchedMethod, Schedule)> {
     let p = c.num_ranks();
     let fits = |a: &&SwitchedAlgorithm| a.kinds().contains(&c.kind) && (!a.needs_power_of_two() || p.is_power_of_two());
-    SwitchedAlgorithm::ALL
-        .iter()
-        .filter(fits)
-        .filter_map(|&a| switched(t, c, a, Routing::Balanced).ok().map(|s| (SwitchedMethod::Balanced(a), s)))
-        .collect()
+    SwitchedAlgorithm::ALL.iter().filter(fits).filter_map(|&a| switched(t, c, a, Routing::Balanced).ok().map(|s| (SwitchedMethod::Balanced(a), s))).collect()
 }
 
 /// The schedule of a method's steps. Not verified here: the portfolio verifies every candidate,
