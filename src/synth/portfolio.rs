@@ -405,7 +405,9 @@ impl Gathered<'_> {
         };
         let event_ns = if inst.topology.num_switches() > 0 || self.objective == Objective::Event { Some(event_cost(&s, false)?.time_ns) } else { None };
         let sccl = sccl_coordinates(&s).ok();
-        let steps_model = self.judge_steps_model && in_steps_model(&s, inst.collective.pieces);
+        // The search's schedules are verified by the search; the others count once verified here.
+        let checked = candidate == Candidate::FewestSteps || (!defer && unverified.is_none());
+        let steps_model = self.judge_steps_model && checked && in_steps_model(&s, inst.collective.pieces);
         let entry =
             Entry { candidate, pieces: s.header.collective.pieces, steps: s.steps.len(), time_ns: to_f64(&cost.time_ns()), event_ns, steps_model, sccl };
         self.entries.push(entry.clone());
