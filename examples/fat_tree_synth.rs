@@ -4,7 +4,10 @@
 //! collective the candidate with the least event-driven time (route-and-step, and for the
 //! gathering and reducing kinds also the spreading trees of `synth::spreading`), its
 //! step-synchronous time, the certified bound (bandwidth + latency) and the gap of the
-//! event-driven time to it.
+//! event-driven time to it. The choice is by event-driven time, as `collsched synthesize
+//! --objective event` chooses (since 2026-12-04 `synthesize` without the flag chooses by
+//! step-synchronous time, on fat trees too), among the route-and-step candidates and the
+//! switched algorithms under balanced routing (`fat_tree_candidates`).
 //!
 //! `cargo run --release --example fat_tree_synth`
 

@@ -116,7 +116,8 @@ pub enum Command {
         /// Where to write the schedule.
         #[arg(short, long, default_value = "out/synthesized.json")]
         output: PathBuf,
-        /// `time`: the best step-synchronous time at the spec's size; `steps`: the fewest steps.
+        /// `time`: the best step-synchronous time at the spec's size; `event`: the best
+        /// event-driven time; `steps`: the fewest steps.
         #[arg(long, default_value = "time")]
         objective: crate::synth::portfolio::Objective,
         /// auto, ilp (microlp), smt (z3), or highs (cargo feature `highs`); default the spec's

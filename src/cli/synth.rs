@@ -2,13 +2,16 @@
 //! collective, how far it is from the best possible, and whether that is proven.
 //!
 //! `--objective steps` runs the solver search for the fewest steps of any collective kind (one
-//! piece per link per step, transfers from rank to rank, docs/design/MODEL.md section 3). The default objective, the schedule's time at the spec's message size,
-//! takes the fastest verified candidate of [`portfolio::synthesize`]: the fewest-steps schedule,
-//! time-expanded routing over pieces per block and horizons (`synth::routing`), on tori the
-//! hand-written schedules that fit the faults (HalfRing+DimRotation, MATE, MATEe), for the
-//! gathering and reducing kinds the spreading trees of `synth::spreading`, and on switched networks
-//! the route-and-step candidates of `synth::switched` (chosen there by event-driven time). Its
-//! gap is measured against the certified bandwidth bound plus the latency bound (docs/design/MODEL.md
+//! piece per link per step, transfers from rank to rank, docs/design/MODEL.md section 3), and
+//! weighs its schedule against every other verified candidate of that model. The default
+//! objective, the schedule's step-synchronous time at the spec's message size, takes the fastest
+//! verified candidate of [`portfolio::synthesize`]: the fewest-steps schedule, time-expanded
+//! routing over pieces per block and horizons (`synth::routing`), on tori the hand-written
+//! schedules that fit the faults (HalfRing+DimRotation, MATE, MATEe), for the gathering and
+//! reducing kinds the spreading trees of `synth::spreading`, and on switched networks the
+//! route-and-step candidates of `synth::switched` and the switched algorithms under balanced
+//! routing; `--objective event` takes the fastest of the same candidates event-driven. Its gap is
+//! measured against the certified bandwidth bound plus the latency bound (docs/design/MODEL.md
 //! section 6); `--pareto` lists the candidates' steps/time trade-off.
 
 use crate::collective::CollectiveKind;
@@ -130,7 +133,7 @@ fn print_json(output: &Path, schedule: &crate::schedule::Schedule, answer: &port
     let cost = &answer.cost;
     let mut out = json!({"output": output, "chosen": answer.chosen, "steps": schedule.steps.len(), "pieces": schedule.header.collective.pieces,
            "steps_lower_bound": answer.steps_report.as_ref().map(|r| r.steps_lower_bound), "steps_status": steps_status,
-           "steps_status_of_written": answer.steps_report.is_some() && answer.chosen == portfolio::Candidate::FewestSteps,
+           "steps_status_of_written": answer.fewest_steps_by == Some(answer.chosen), "fewest_steps_by": answer.fewest_steps_by,
            "time_ns": to_f64(&cost.time_ns()), "bandwidth_term_ns": to_f64(&cost.bandwidth_ns()), "event_driven_ns": answer.event_ns,
            "bound_ns": answer.bound_ns, "gap_to_certified_bound": answer.gap, "bandwidth_optimal_certified": answer.bandwidth_optimal,
            "limit_reached": answer.limit_reached, "verified": answer.unverified.is_none()});
@@ -149,11 +152,19 @@ fn print_text(output: &Path, schedule: &crate::schedule::Schedule, answer: &port
     match (&answer.steps_report, steps_status) {
         (Some(r), Some(status)) => {
             let found = r.steps_found.map_or("none".to_string(), |s| s.to_string());
-            // The fewest-steps search's schedule, when the time objective wrote another.
-            let other = if answer.chosen == portfolio::Candidate::FewestSteps {
-                String::new()
-            } else {
-                format!(" (its schedule, one piece per link and step, was not the one written: {} is faster)", answer.chosen)
+            // Whose schedule has those steps, when a time objective wrote another.
+            let faster = match answer.objective {
+                Objective::Event => " event-driven",
+                Objective::Time | Objective::Steps => "",
+            };
+            let other = match answer.fewest_steps_by {
+                Some(by) if by == answer.chosen && by == portfolio::Candidate::FewestSteps => String::new(),
+                Some(by) if by == answer.chosen => format!(" (by {by})"),
+                Some(portfolio::Candidate::FewestSteps) => {
+                    format!(" (its schedule, one piece per link and step, was not the one written: {} is faster{faster})", answer.chosen)
+                }
+                Some(by) => format!(" (by {by}, one piece per link and step, not the one written: {} is faster{faster})", answer.chosen),
+                None => String::new(),
             };
             println!("fewest steps: bound {} steps, found {found}: {status}{other}", r.steps_lower_bound)
         }
@@ -181,8 +192,9 @@ fn print_text(output: &Path, schedule: &crate::schedule::Schedule, answer: &port
         }
     );
     if let (Some(ev), Some(b)) = (answer.event_ns, answer.bound_ns) {
+        let chose = if answer.objective == Objective::Event { "; it chose the schedule (--objective event)" } else { "" };
         println!(
-            "event-driven time {} (what ranks that pipeline their steps approach; it chose the schedule): {:.2}% above the same bound, which is proven for the step-synchronous model only",
+            "event-driven time {} (what ranks that pipeline their steps approach{chose}): {:.2}% above the same bound, which is proven for the step-synchronous model only",
             format_ns(ev),
             100.0 * (ev / b - 1.0)
         );

@@ -122,12 +122,28 @@ impl fmt::Display for SwitchedMethod {
 /// verification (a bug); the error of [`Topology::check_connected`] when the faults cut a rank
 /// off; [`Error::infeasible`] when no candidate could be built.
 pub fn fat_tree_candidates(t: &Topology, c: &Collective) -> Result<Vec<(SwitchedMethod, Schedule)>> {
+    let mut out = route_and_step_candidates(t, c)?;
+    for (m, s) in balanced_algorithms(t, c) {
+        if verify_schedule(&s, &VerifyOptions::default())?.is_valid() {
+            out.push((m, s));
+        }
+    }
+    if out.is_empty() {
+        return Err(Error::infeasible(format!("fat-tree synthesis: no contention-free {} schedule was found for these ranks and faults", c.kind)));
+    }
+    Ok(out)
+}
+
+/// The synthesized candidates of [`fat_tree_candidates`] (all but the switched algorithms under
+/// balanced routing), unverified: the caller verifies them, and one that fails is a bug.
+///
+/// Errors: as [`fat_tree_candidates`], but an empty list is no error.
+pub fn route_and_step_candidates(t: &Topology, c: &Collective) -> Result<Vec<(SwitchedMethod, Schedule)>> {
     if t.num_switches() == 0 {
         return Err(Error::bad("fat-tree synthesis: the topology has no switches (use the torus generators or `synthesize`)"));
     }
     t.check_connected(&c.ranks)?;
     let mut out = Vec::new();
-    let p = c.num_ranks();
     if c.kind != CollectiveKind::AllToAll {
         match board_hierarchical(t, c, None) {
             Ok(Some(steps)) => out.push((SwitchedMethod::BoardHierarchical, schedule(t, c, steps, SwitchedMethod::BoardHierarchical))),
@@ -138,47 +154,36 @@ pub fn fat_tree_candidates(t: &Topology, c: &Collective) -> Result<Vec<(Switched
         if let Some(s) = pipelined_board_hierarchical(t, c)? {
             out.push((SwitchedMethod::BoardHierarchicalPipelined, s));
         }
-    }
-    let algorithms: &[SwitchedAlgorithm] = match c.kind {
-        CollectiveKind::AllToAll => {
-            match slotted_all_to_all(t, c) {
-                Ok(steps) => {
-                    out.push((SwitchedMethod::SlottedPairwise, schedule(t, c, steps, SwitchedMethod::SlottedPairwise)));
-                    if !t.down_links().is_empty() || t.fat_tree_shape().is_none() {
-                        for (m, relays) in [(SwitchedMethod::SlottedGreedy, false), (SwitchedMethod::SlottedGreedyBoardRelays, true)] {
-                            out.push((m, schedule(t, c, greedy_slotted_all_to_all(t, c, relays)?, m)));
-                        }
+    } else {
+        match slotted_all_to_all(t, c) {
+            Ok(steps) => {
+                out.push((SwitchedMethod::SlottedPairwise, schedule(t, c, steps, SwitchedMethod::SlottedPairwise)));
+                if !t.down_links().is_empty() || t.fat_tree_shape().is_none() {
+                    for (m, relays) in [(SwitchedMethod::SlottedGreedy, false), (SwitchedMethod::SlottedGreedyBoardRelays, true)] {
+                        out.push((m, schedule(t, c, greedy_slotted_all_to_all(t, c, relays)?, m)));
                     }
                 }
-                // A rank without a path through switches to some other rank (its npu link is
-                // down): the heuristic relays through its board mates.
-                Err(Error::Infeasible(_)) => {
-                    let steps = route_and_pack(&HopGraph::new(t), &Demand::all_to_all(c, t.num_npus()), t.num_links());
-                    out.push((SwitchedMethod::StoreAndForward, schedule(t, c, steps, SwitchedMethod::StoreAndForward)));
-                }
-                Err(e) => return Err(e),
             }
-            &[SwitchedAlgorithm::Pairwise, SwitchedAlgorithm::Bruck]
+            // A rank without a path through switches to some other rank (its npu link is
+            // down): the heuristic relays through its board mates.
+            Err(Error::Infeasible(_)) => {
+                let steps = route_and_pack(&HopGraph::new(t), &Demand::all_to_all(c, t.num_npus()), t.num_links());
+                out.push((SwitchedMethod::StoreAndForward, schedule(t, c, steps, SwitchedMethod::StoreAndForward)));
+            }
+            Err(e) => return Err(e),
         }
-        CollectiveKind::AllGather => &[SwitchedAlgorithm::Ring, SwitchedAlgorithm::RecursiveDoubling],
-        CollectiveKind::ReduceScatter => &[SwitchedAlgorithm::Ring, SwitchedAlgorithm::RecursiveHalving],
-        CollectiveKind::AllReduce => &[SwitchedAlgorithm::Ring, SwitchedAlgorithm::HalvingDoubling, SwitchedAlgorithm::DoubleBinaryTree],
-    };
-    for &a in algorithms {
-        let power_of_two = matches!(a, SwitchedAlgorithm::HalvingDoubling | SwitchedAlgorithm::RecursiveDoubling | SwitchedAlgorithm::RecursiveHalving);
-        if power_of_two && !p.is_power_of_two() {
-            continue;
-        }
-        // These fail only where a pair has no path through switches; the other candidates stand.
-        let Ok(s) = switched(t, c, a, Routing::Balanced) else { continue };
-        if verify_schedule(&s, &VerifyOptions::default())?.is_valid() {
-            out.push((SwitchedMethod::Balanced(a), s));
-        }
-    }
-    if out.is_empty() {
-        return Err(Error::infeasible(format!("fat-tree synthesis: no contention-free {} schedule was found for these ranks and faults", c.kind)));
     }
     Ok(out)
+}
+
+/// Every switched algorithm of docs/design/ALGORITHMS.md that generates the collective's kind
+/// for its number of ranks, under balanced routing (what `collsched generate` runs by default),
+/// unverified; those that cannot run on the faults (a pair without a path through switches) are
+/// left out.
+pub fn balanced_algorithms(t: &Topology, c: &Collective) -> Vec<(SwitchedMethod, Schedule)> {
+    let p = c.num_ranks();
+    let fits = |a: &&SwitchedAlgorithm| a.kinds().contains(&c.kind) && (!a.needs_power_of_two() || p.is_power_of_two());
+    SwitchedAlgorithm::ALL.iter().filter(fits).filter_map(|&a| switched(t, c, a, Routing::Balanced).ok().map(|s| (SwitchedMethod::Balanced(a), s))).collect()
 }
 
 /// The schedule of a method's steps. Not verified here: the portfolio verifies every candidate,

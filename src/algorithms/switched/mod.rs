@@ -82,7 +82,7 @@ impl SwitchedAlgorithm {
     }
 
     /// Whether the algorithm needs a power-of-two number of ranks.
-    fn needs_power_of_two(self) -> bool {
+    pub fn needs_power_of_two(self) -> bool {
         matches!(self, SwitchedAlgorithm::HalvingDoubling | SwitchedAlgorithm::RecursiveDoubling | SwitchedAlgorithm::RecursiveHalving)
     }
 }
