@@ -106,7 +106,37 @@ fn switched_from_spec(src: &str, g: &GenerateSpec, inst: &Instance) -> Result<Sc
         )));
     }
     let routing = g.routing.unwrap_or(Routing::Balanced);
-    switched(&inst.topology, &inst.collective, algorithm, routing).map_err(|e| e.context(src))
+    // Only the double binary tree pipelines (ALGORITHMS.md, switched table): its chunks per tree
+    // give the pieces, two trees of `chunks` each.
+    let mut collective = inst.collective.clone();
+    match (algorithm, g.chunks) {
+        (_, None) => {}
+        (SwitchedAlgorithm::DoubleBinaryTree, Some(0)) => return Err(Error::bad(format!("{src}: field `method.generate.chunks` = 0: needs at least 1"))),
+        (SwitchedAlgorithm::DoubleBinaryTree, Some(chunks)) => {
+            let pieces = chunks.checked_mul(2).and_then(|p| u32::try_from(p).ok()).filter(|&p| p <= crate::collective::MAX_PIECES).ok_or_else(|| {
+                Error::bad(format!(
+                    "{src}: field `method.generate.chunks` = {chunks}: makes {} pieces per block (two trees), more than {}",
+                    chunks as u128 * 2,
+                    crate::collective::MAX_PIECES
+                ))
+            })?;
+            if inst.pieces_given && inst.collective.pieces != pieces {
+                return Err(Error::bad(format!(
+                    "{src}: field `collective.pieces` = {}: `method.generate.chunks` = {chunks} makes {pieces} pieces per block (two trees); remove one of the fields or make them agree",
+                    inst.collective.pieces
+                )));
+            }
+            collective.pieces = pieces;
+        }
+        (_, Some(1)) => {}
+        (_, Some(c)) => {
+            return Err(Error::bad(format!(
+                "{src}: field `method.generate.chunks` = {c}: {} does not pipeline; on a switched topology only double_binary_tree takes chunks",
+                algorithm.as_str()
+            )))
+        }
+    }
+    switched(&inst.topology, &collective, algorithm, routing).map_err(|e| e.context(src))
 }
 
 /// A spec that fixes `pieces` must agree with the granularity the algorithm chose.

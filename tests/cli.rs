@@ -1562,3 +1562,56 @@ fn a_negative_max_gap_pct_is_refused() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains(&format!("{}: expect.max_gap_pct = -1", s(&spec))), "{}", text(&o));
 }
+
+/// `chunks` on a switched topology: the double binary tree pipelines over them (meta records
+/// them, 2h + chunks - 1 logical steps); the algorithms that do not pipeline refuse more than one
+/// (exit 2, naming file, field and value) instead of ignoring it.
+#[test]
+fn switched_chunks_pipeline_the_double_binary_tree_or_are_refused() {
+    let dir = tmp("switched-chunks");
+    std::fs::create_dir_all(&dir).unwrap();
+    let topology = r#"{"fat_tree": {"levels": 2, "k": 8, "osr": 1, "npus": 16, "bandwidth_gbps": 400.0, "latency_ns": 25.0, "switch_latency_ns": 1000.0}}"#;
+    let write = |name: &str, kind: &str, algorithm: &str, chunks: u32| {
+        let spec = dir.join(format!("{name}.json"));
+        std::fs::write(
+            &spec,
+            format!(
+                r#"{{"topology": {topology}, "collective": {{"kind": "{kind}", "bytes_per_rank": "1MiB"}}, "method": {{"generate": {{"algorithm": "{algorithm}", "chunks": {chunks}}}}}}}"#
+            ),
+        )
+        .unwrap();
+        spec
+    };
+    let out = dir.join("out.json");
+    let spec = write("dbt", "all_reduce", "double_binary_tree", 4);
+    let o = run(&["generate", s(&spec), "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    // 16 ranks: trees of height 4.
+    assert_eq!(
+        (v["meta"]["chunks"].as_u64(), v["meta"]["pieces"].as_u64(), v["meta"]["logical_steps"].as_u64()),
+        (Some(4), Some(8), Some(11)),
+        "{}",
+        v["meta"]
+    );
+    let o = run(&["verify", s(&out)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    std::fs::remove_file(&out).unwrap();
+    for (name, kind, algorithm) in [("pairwise", "all_to_all", "pairwise"), ("ring", "all_reduce", "ring"), ("hd", "all_reduce", "halving_doubling")] {
+        let spec = write(name, kind, algorithm, 4);
+        let o = run(&["generate", s(&spec), "-o", s(&out)]);
+        assert_eq!(o.status.code(), Some(2), "{algorithm}: {}", text(&o));
+        for part in [format!("{name}.json"), "method.generate.chunks` = 4".into(), format!("{algorithm} does not pipeline")] {
+            assert!(text(&o).contains(&part), "{part}: {}", text(&o));
+        }
+        assert!(!out.exists());
+        let spec = write(name, kind, algorithm, 1);
+        let o = run(&["generate", s(&spec), "-o", s(&out)]);
+        assert_eq!(o.status.code(), Some(0), "{algorithm}: {}", text(&o));
+        std::fs::remove_file(&out).unwrap();
+    }
+    let spec = write("dbt0", "all_reduce", "double_binary_tree", 0);
+    let o = run(&["generate", s(&spec), "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("chunks` = 0"), "{}", text(&o));
+}
