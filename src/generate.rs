@@ -64,6 +64,19 @@ fn torus_from_spec(src: &str, g: &GenerateSpec, inst: &Instance) -> Result<Sched
         }
         return torus_ring_collective(t, c, algorithm).map_err(|e| e.context(src));
     }
+    // FORMATS.md, `method`: the scheduler may be left out on a one-dimensional torus only; with
+    // more dimensions (of size > 1) the choice is the user's, never a silent Sequential.
+    let shape = t.torus_shape().expect("a torus");
+    let used = (0..shape.ndims()).filter(|&d| shape.dims[d] > 1).count();
+    if g.scheduler.is_none() && used > 1 {
+        let dims: Vec<String> = shape.dims.iter().map(|d| d.to_string()).collect();
+        return Err(Error::bad(format!(
+            "{src}: field `method.generate.scheduler` is missing: an all_to_all on a torus of {used} dimensions ({}) needs one of {} \
+             (`--scheduler` on the command line)",
+            dims.join("x"),
+            SchedulerName::NAMES.join(", ")
+        )));
+    }
     let scheduler = match (g.scheduler, g.chunks) {
         (Some(s @ (SchedulerName::Mate | SchedulerName::Matee)), None) => {
             if algorithm != RingAlgorithm::HalfRing {

@@ -1464,7 +1464,7 @@ fn meta_shape_is_read_wherever_meta_stands() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     // A 4x4 torus whose family stands only in a `meta` after the steps keeps its dimensions.
     let written = tmp("meta-last-4x4.json");
-    let o = run(&["generate", "--torus", "4x4", "--algorithm", "halfring", "-o", s(&written)]);
+    let o = run(&["generate", "--torus", "4x4", "--algorithm", "halfring", "--scheduler", "sequential", "-o", s(&written)]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let original = std::fs::read_to_string(&written).unwrap();
     let shape = r#"{"torus":{"dims":[4,4],"wrap":[true,true]}}"#;
@@ -1561,6 +1561,37 @@ fn a_negative_max_gap_pct_is_refused() {
     let o = run(&["verify", s(&path), "--spec", s(&spec)]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains(&format!("{}: expect.max_gap_pct = -1", s(&spec))), "{}", text(&o));
+}
+
+/// FORMATS.md `method`: `scheduler` may be left out on a one-dimensional torus only; an
+/// all_to_all on a torus of more dimensions without one is refused (exit 2, naming the file, the
+/// field and the schedulers), never run as a silent Sequential, from a spec file or from flags.
+#[test]
+fn a_multi_dimensional_torus_needs_a_scheduler() {
+    let dir = tmp("no-scheduler");
+    std::fs::create_dir_all(&dir).unwrap();
+    let spec = dir.join("torus.json");
+    std::fs::write(
+        &spec,
+        r#"{"topology": {"torus": {"dims": [4, 4, 4], "bandwidth_gbps": 32.0, "latency_ns": 100.0}}, "collective": {"kind": "all_to_all", "bytes_per_rank": "1MiB"}, "method": {"generate": {"algorithm": "halfring"}}}"#,
+    )
+    .unwrap();
+    let out = dir.join("out.json");
+    let o = run(&["generate", s(&spec), "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    for part in ["torus.json", "method.generate.scheduler", "sequential, pipeline, dimrotation, mate, matee"] {
+        assert!(text(&o).contains(part), "{part}: {}", text(&o));
+    }
+    assert!(!out.exists());
+    let o = run(&["generate", "--torus", "4x4", "--algorithm", "halfring", "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("method.generate.scheduler") && text(&o).contains("--scheduler"), "{}", text(&o));
+    assert!(!out.exists());
+    // One dimension (of size > 1), or a kind that runs dimension after dimension: no choice to make.
+    for args in [vec!["--torus", "5"], vec!["--torus", "5x1"], vec!["--torus", "4x4", "--collective", "all_gather"]] {
+        let o = run(&[&["generate"], &args[..], &["--algorithm", "halfring", "-o", s(&out)]].concat());
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", text(&o));
+    }
 }
 
 /// `chunks` on a switched topology: the double binary tree pipelines over them (meta records
