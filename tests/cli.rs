@@ -1594,6 +1594,26 @@ fn a_multi_dimensional_torus_needs_a_scheduler() {
     }
 }
 
+/// Ring and HalfRing need wrap-around: on a mesh they cannot run (exit 3, saying why and that
+/// foldedring runs on a line); foldedring on a line still runs.
+#[test]
+fn ring_and_half_ring_are_refused_on_a_mesh() {
+    let out = tmp("mesh-ring.json");
+    let _ = std::fs::remove_file(&out);
+    for algorithm in ["ring", "halfring"] {
+        let o = run(&["generate", "--torus", "5", "--mesh", "--algorithm", algorithm, "-o", s(&out)]);
+        assert_eq!(o.status.code(), Some(3), "{algorithm}: {}", text(&o));
+        for part in ["line of 5 npus without wrap-around", algorithm, "foldedring runs on a line"] {
+            assert!(text(&o).contains(part), "{part}: {}", text(&o));
+        }
+        assert!(!out.exists());
+    }
+    let o = run(&["generate", "--torus", "5", "--mesh", "--algorithm", "foldedring", "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&["generate", "--torus", "4x4", "--mesh", "--algorithm", "foldedring", "--scheduler", "dimrotation", "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
 /// `chunks` on a switched topology: the double binary tree pipelines over them (meta records
 /// them, 2h + chunks - 1 logical steps); the algorithms that do not pipeline refuse more than one
 /// (exit 2, naming file, field and value) instead of ignoring it.

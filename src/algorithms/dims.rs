@@ -92,6 +92,15 @@ impl TorusPlan {
         for dim in (0..shape.ndims()).filter(|&d| shape.dims[d] > 1) {
             let n = shape.dims[dim];
             let ring = shape.is_ring(dim);
+            // Ring and HalfRing send blocks both ways round: a line of three or more npus lacks
+            // the wrap-around cable they need (two npus are one cable either way).
+            if !shape.wrap[dim] && n > 2 && algorithm != RingAlgorithm::FoldedRing {
+                return Err(Error::infeasible(format!(
+                    "dimension {dim} is a line of {n} npus without wrap-around: {} needs the wrap-around cable of a ring (it sends blocks \
+                     round both ways); foldedring runs on a line (every block the only way along it)",
+                    algorithm.as_str()
+                )));
+            }
             let mut lines = Vec::new();
             for start in (0..shape.num_nodes() as u32).map(NodeId).filter(|&v| shape.coord_in(v, dim) == 0) {
                 let nodes = shape.line(start, dim);
@@ -494,9 +503,30 @@ mod tests {
         let mut params = TorusParams::uniform(&[4, 1, 2], 10.0, 0.0);
         params.wrap = vec![false, true, true];
         let t = torus(&params).unwrap();
-        let p = TorusPlan::new(&t, t.torus_shape().unwrap(), RingAlgorithm::HalfRing).unwrap();
+        let p = TorusPlan::new(&t, t.torus_shape().unwrap(), RingAlgorithm::FoldedRing).unwrap();
         assert_eq!(p.dims.iter().map(|d| (d.dim, d.len)).collect::<Vec<_>>(), vec![(0, 4), (2, 1)]);
         assert!(!p.splits_blocks());
+    }
+
+    /// Ring and HalfRing need wrap-around (a line of three or more npus is refused as infeasible,
+    /// naming the dimension); FoldedRing runs on a line, and a dimension of two npus is one cable
+    /// whatever the wrap.
+    #[test]
+    fn ring_and_half_ring_need_wrap_around() {
+        let mut params = TorusParams::uniform(&[5], 10.0, 0.0);
+        params.wrap = vec![false];
+        let t = torus(&params).unwrap();
+        for a in [RingAlgorithm::Ring, RingAlgorithm::HalfRing] {
+            let e = TorusPlan::new(&t, t.torus_shape().unwrap(), a).unwrap_err();
+            assert_eq!(e.exit_code(), crate::error::ExitCode::Infeasible);
+            assert!(e.message().contains("dimension 0 is a line of 5 npus without wrap-around"), "{e}");
+            assert!(e.message().contains(a.as_str()) && e.message().contains("foldedring runs on a line"), "{e}");
+        }
+        assert_eq!(TorusPlan::new(&t, t.torus_shape().unwrap(), RingAlgorithm::FoldedRing).unwrap().dims[0].lines[0].kind, RingKind::Line);
+        let mut params = TorusParams::uniform(&[2, 3], 10.0, 0.0);
+        params.wrap = vec![false, true];
+        let t = torus(&params).unwrap();
+        assert!(TorusPlan::new(&t, t.torus_shape().unwrap(), RingAlgorithm::Ring).is_ok());
     }
 
     #[test]
@@ -511,7 +541,7 @@ mod tests {
         params.wrap = vec![true, false];
         let mut t = torus(&params).unwrap();
         FaultPattern { cables: vec![(NodeId(4), NodeId(7))], ..Default::default() }.apply(&mut t).unwrap();
-        let e = TorusPlan::new(&t, t.torus_shape().unwrap(), RingAlgorithm::HalfRing).unwrap_err();
+        let e = TorusPlan::new(&t, t.torus_shape().unwrap(), RingAlgorithm::FoldedRing).unwrap_err();
         assert!(e.message().contains("line along dimension 1 through (1,0)"), "{e}");
         assert!(e.message().contains("(1,1)-(1,2) down"), "{e}");
     }
