@@ -64,6 +64,19 @@ fn torus_from_spec(src: &str, g: &GenerateSpec, inst: &Instance) -> Result<Sched
         }
         return torus_ring_collective(t, c, algorithm).map_err(|e| e.context(src));
     }
+    // FORMATS.md, `method`: the scheduler may be left out on a one-dimensional torus only; with
+    // more dimensions (of size > 1) the choice is the user's, never a silent Sequential.
+    let shape = t.torus_shape().expect("a torus");
+    let used = (0..shape.ndims()).filter(|&d| shape.dims[d] > 1).count();
+    if g.scheduler.is_none() && used > 1 {
+        let dims: Vec<String> = shape.dims.iter().map(|d| d.to_string()).collect();
+        return Err(Error::bad(format!(
+            "{src}: field `method.generate.scheduler` is missing: an all_to_all on a torus of {used} dimensions ({}) needs one of {} \
+             (`--scheduler` on the command line)",
+            dims.join("x"),
+            SchedulerName::NAMES.join(", ")
+        )));
+    }
     let scheduler = match (g.scheduler, g.chunks) {
         (Some(s @ (SchedulerName::Mate | SchedulerName::Matee)), None) => {
             if algorithm != RingAlgorithm::HalfRing {
@@ -106,7 +119,37 @@ fn switched_from_spec(src: &str, g: &GenerateSpec, inst: &Instance) -> Result<Sc
         )));
     }
     let routing = g.routing.unwrap_or(Routing::Balanced);
-    switched(&inst.topology, &inst.collective, algorithm, routing).map_err(|e| e.context(src))
+    // Only the double binary tree pipelines (ALGORITHMS.md, switched table): its chunks per tree
+    // give the pieces, two trees of `chunks` each.
+    let mut collective = inst.collective.clone();
+    match (algorithm, g.chunks) {
+        (_, None) => {}
+        (SwitchedAlgorithm::DoubleBinaryTree, Some(0)) => return Err(Error::bad(format!("{src}: field `method.generate.chunks` = 0: needs at least 1"))),
+        (SwitchedAlgorithm::DoubleBinaryTree, Some(chunks)) => {
+            let pieces = chunks.checked_mul(2).and_then(|p| u32::try_from(p).ok()).filter(|&p| p <= crate::collective::MAX_PIECES).ok_or_else(|| {
+                Error::bad(format!(
+                    "{src}: field `method.generate.chunks` = {chunks}: makes {} pieces per block (two trees), more than {}",
+                    chunks as u128 * 2,
+                    crate::collective::MAX_PIECES
+                ))
+            })?;
+            if inst.pieces_given && inst.collective.pieces != pieces {
+                return Err(Error::bad(format!(
+                    "{src}: field `collective.pieces` = {}: `method.generate.chunks` = {chunks} makes {pieces} pieces per block (two trees); remove one of the fields or make them agree",
+                    inst.collective.pieces
+                )));
+            }
+            collective.pieces = pieces;
+        }
+        (_, Some(1)) => {}
+        (_, Some(c)) => {
+            return Err(Error::bad(format!(
+                "{src}: field `method.generate.chunks` = {c}: {} does not pipeline; on a switched topology only double_binary_tree takes chunks",
+                algorithm.as_str()
+            )))
+        }
+    }
+    switched(&inst.topology, &collective, algorithm, routing).map_err(|e| e.context(src))
 }
 
 /// A spec that fixes `pieces` must agree with the granularity the algorithm chose.

@@ -1607,7 +1607,7 @@ fn meta_shape_is_read_wherever_meta_stands() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     // A 4x4 torus whose family stands only in a `meta` after the steps keeps its dimensions.
     let written = tmp("meta-last-4x4.json");
-    let o = run(&["generate", "--torus", "4x4", "--algorithm", "halfring", "-o", s(&written)]);
+    let o = run(&["generate", "--torus", "4x4", "--algorithm", "halfring", "--scheduler", "sequential", "-o", s(&written)]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let original = std::fs::read_to_string(&written).unwrap();
     let shape = r#"{"torus":{"dims":[4,4],"wrap":[true,true]}}"#;
@@ -1779,4 +1779,108 @@ fn synthesize_on_a_fat_tree_is_never_behind_generate_and_takes_each_objective() 
     assert!(text(&o).contains(&format!("found {steps}: ")), "{}", text(&o));
     let o = run(&["verify", s(&out), "--spec", s(&spec)]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+/// FORMATS.md `method`: `scheduler` may be left out on a one-dimensional torus only; an
+/// all_to_all on a torus of more dimensions without one is refused (exit 2, naming the file, the
+/// field and the schedulers), never run as a silent Sequential, from a spec file or from flags.
+#[test]
+fn a_multi_dimensional_torus_needs_a_scheduler() {
+    let dir = tmp("no-scheduler");
+    std::fs::create_dir_all(&dir).unwrap();
+    let spec = dir.join("torus.json");
+    std::fs::write(
+        &spec,
+        r#"{"topology": {"torus": {"dims": [4, 4, 4], "bandwidth_gbps": 32.0, "latency_ns": 100.0}}, "collective": {"kind": "all_to_all", "bytes_per_rank": "1MiB"}, "method": {"generate": {"algorithm": "halfring"}}}"#,
+    )
+    .unwrap();
+    let out = dir.join("out.json");
+    let o = run(&["generate", s(&spec), "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    for part in ["torus.json", "method.generate.scheduler", "sequential, pipeline, dimrotation, mate, matee"] {
+        assert!(text(&o).contains(part), "{part}: {}", text(&o));
+    }
+    assert!(!out.exists());
+    let o = run(&["generate", "--torus", "4x4", "--algorithm", "halfring", "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("method.generate.scheduler") && text(&o).contains("--scheduler"), "{}", text(&o));
+    assert!(!out.exists());
+    // One dimension (of size > 1), or a kind that runs dimension after dimension: no choice to make.
+    for args in [vec!["--torus", "5"], vec!["--torus", "5x1"], vec!["--torus", "4x4", "--collective", "all_gather"]] {
+        let o = run(&[&["generate"], &args[..], &["--algorithm", "halfring", "-o", s(&out)]].concat());
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", text(&o));
+    }
+}
+
+/// Ring and HalfRing need wrap-around: on a mesh they cannot run (exit 3, saying why and that
+/// foldedring runs on a line); foldedring on a line still runs.
+#[test]
+fn ring_and_half_ring_are_refused_on_a_mesh() {
+    let out = tmp("mesh-ring.json");
+    let _ = std::fs::remove_file(&out);
+    for algorithm in ["ring", "halfring"] {
+        let o = run(&["generate", "--torus", "5", "--mesh", "--algorithm", algorithm, "-o", s(&out)]);
+        assert_eq!(o.status.code(), Some(3), "{algorithm}: {}", text(&o));
+        for part in ["line of 5 npus without wrap-around", algorithm, "foldedring runs on a line"] {
+            assert!(text(&o).contains(part), "{part}: {}", text(&o));
+        }
+        assert!(!out.exists());
+    }
+    let o = run(&["generate", "--torus", "5", "--mesh", "--algorithm", "foldedring", "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&["generate", "--torus", "4x4", "--mesh", "--algorithm", "foldedring", "--scheduler", "dimrotation", "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+/// `chunks` on a switched topology: the double binary tree pipelines over them (meta records
+/// them, 2h + chunks - 1 logical steps); the algorithms that do not pipeline refuse more than one
+/// (exit 2, naming file, field and value) instead of ignoring it.
+#[test]
+fn switched_chunks_pipeline_the_double_binary_tree_or_are_refused() {
+    let dir = tmp("switched-chunks");
+    std::fs::create_dir_all(&dir).unwrap();
+    let topology = r#"{"fat_tree": {"levels": 2, "k": 8, "osr": 1, "npus": 16, "bandwidth_gbps": 400.0, "latency_ns": 25.0, "switch_latency_ns": 1000.0}}"#;
+    let write = |name: &str, kind: &str, algorithm: &str, chunks: u32| {
+        let spec = dir.join(format!("{name}.json"));
+        std::fs::write(
+            &spec,
+            format!(
+                r#"{{"topology": {topology}, "collective": {{"kind": "{kind}", "bytes_per_rank": "1MiB"}}, "method": {{"generate": {{"algorithm": "{algorithm}", "chunks": {chunks}}}}}}}"#
+            ),
+        )
+        .unwrap();
+        spec
+    };
+    let out = dir.join("out.json");
+    let spec = write("dbt", "all_reduce", "double_binary_tree", 4);
+    let o = run(&["generate", s(&spec), "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    // 16 ranks: trees of height 4.
+    assert_eq!(
+        (v["meta"]["chunks"].as_u64(), v["meta"]["pieces"].as_u64(), v["meta"]["logical_steps"].as_u64()),
+        (Some(4), Some(8), Some(11)),
+        "{}",
+        v["meta"]
+    );
+    let o = run(&["verify", s(&out)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    std::fs::remove_file(&out).unwrap();
+    for (name, kind, algorithm) in [("pairwise", "all_to_all", "pairwise"), ("ring", "all_reduce", "ring"), ("hd", "all_reduce", "halving_doubling")] {
+        let spec = write(name, kind, algorithm, 4);
+        let o = run(&["generate", s(&spec), "-o", s(&out)]);
+        assert_eq!(o.status.code(), Some(2), "{algorithm}: {}", text(&o));
+        for part in [format!("{name}.json"), "method.generate.chunks` = 4".into(), format!("{algorithm} does not pipeline")] {
+            assert!(text(&o).contains(&part), "{part}: {}", text(&o));
+        }
+        assert!(!out.exists());
+        let spec = write(name, kind, algorithm, 1);
+        let o = run(&["generate", s(&spec), "-o", s(&out)]);
+        assert_eq!(o.status.code(), Some(0), "{algorithm}: {}", text(&o));
+        std::fs::remove_file(&out).unwrap();
+    }
+    let spec = write("dbt0", "all_reduce", "double_binary_tree", 0);
+    let o = run(&["generate", s(&spec), "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("chunks` = 0"), "{}", text(&o));
 }

@@ -92,6 +92,15 @@ impl TorusPlan {
         for dim in (0..shape.ndims()).filter(|&d| shape.dims[d] > 1) {
             let n = shape.dims[dim];
             let ring = shape.is_ring(dim);
+            // Ring and HalfRing send blocks both ways round: a line of three or more npus lacks
+            // the wrap-around cable they need (two npus are one cable either way).
+            if !shape.wrap[dim] && n > 2 && algorithm != RingAlgorithm::FoldedRing {
+                return Err(Error::infeasible(format!(
+                    "dimension {dim} is a line of {n} npus without wrap-around: {} needs the wrap-around cable of a ring (it sends blocks \
+                     round both ways); foldedring runs on a line (every block the only way along it)",
+                    algorithm.as_str()
+                )));
+            }
             let mut lines = Vec::new();
             for start in (0..shape.num_nodes() as u32).map(NodeId).filter(|&v| shape.coord_in(v, dim) == 0) {
                 let nodes = shape.line(start, dim);
@@ -147,18 +156,25 @@ impl TorusPlan {
 
     /// The steps of every phase, handed over one by one as they are built: only the pieces of the
     /// phases of one slot are held, never the whole schedule. `halves` (1 or 2) is how many part
-    /// indices each chunk has; phases in one slot are merged step by step, and a slot lasts as
-    /// many steps as its longest phase has sub-steps. Where the phases of a slot have unequal
-    /// numbers of sub-steps (unequal radix, or a folded ring), a shorter phase may instead spread
-    /// its sub-steps over the slot's steps ([`spread`]), whichever is faster.
+    /// indices each chunk has; phases in one slot are merged step by step. Where the phases of a
+    /// slot run the same plans (equal radix, no folded ring), sub-step s of each runs in step s.
+    /// Otherwise (unequal radix, or a folded ring) their sub-steps are laid out over the slot's
+    /// steps by [`spread`], so that the slot lasts what its slowest phase does.
     pub fn emit_into(&self, topo: &Topology, shape: &TorusShape, phases: &[Phase], halves: usize, out: &mut dyn FnMut(Step) -> Result<()>) -> Result<()> {
         let slots = phases.iter().map(|p| p.slot + 1).max().unwrap_or(0);
         let coords: Vec<Vec<usize>> = (0..shape.num_nodes() as u32).map(|v| shape.coord(NodeId(v))).collect();
+        // Dimensions whose lines run the same plans move the same loads sub-step by sub-step.
+        let plans_of = |d: usize| {
+            let mut p: Vec<usize> = self.dims[d].lines.iter().map(|l| l.plan).collect();
+            p.sort_unstable();
+            p.dedup();
+            p
+        };
         for slot in 0..slots {
             let here: Vec<&Phase> = phases.iter().filter(|p| p.slot == slot).collect();
             let len = here.iter().map(|p| self.dims[p.dim].len).max().unwrap_or(0);
             let groups: Vec<Vec<Vec<PieceId>>> = here.iter().map(|p| self.phase_groups(shape, &coords, p, halves)).collect();
-            if here.iter().all(|p| self.dims[p.dim].len == len) {
+            if here.windows(2).all(|w| plans_of(w[0].dim) == plans_of(w[1].dim)) {
                 for s in 0..len {
                     let mut step = Step::default();
                     for (p, g) in here.iter().zip(&groups) {
@@ -248,12 +264,12 @@ impl TorusPlan {
     }
 }
 
-/// The `len` steps of one slot from its phases' sub-steps (`subs`, a phase's sub-steps in order,
-/// at most `len` of them), the fastest of three layouts by the slot's estimated time (per step,
-/// its busiest transfer's pieces over its bandwidth; all take `len` steps, so the latencies
-/// match). A layout gives each sub-step of a phase a range of consecutive steps, and each step of
-/// the range a weight: the sub-step's transfers are cut there in proportion (each transfer's
-/// pieces split in order).
+/// The steps of one slot from its phases' sub-steps (`subs`, a phase's sub-steps in order, at
+/// most `len` of them), the fastest of four layouts by the slot's estimated time (per step, its
+/// busiest transfer's pieces over its bandwidth), the fewest steps among equally fast ones. A
+/// layout gives each sub-step of a phase a range of consecutive steps, and each step of the range
+/// a weight: the sub-step's transfers are cut there in proportion (each transfer's pieces split in
+/// order).
 ///
 /// - aligned: sub-step s of every phase in step s alone (a phase with fewer sub-steps leaves the
 ///   last steps to the others);
@@ -263,7 +279,12 @@ impl TorusPlan {
 ///   sub-steps take the ranges that leave least of them over what their steps last, cut in
 ///   proportion to it. On a 3x5 torus the 3-ring's one sub-step then runs beside both of the
 ///   5-ring's, and the slot takes the slower ring's time, not the sum of the 3-ring's and part
-///   of the 5-ring's.
+///   of the 5-ring's;
+/// - clocked ([`clocked_layout`]): the slowest phase runs at full rate, the others fill its steps,
+///   and a step is cut in two where a sub-step would otherwise not fit: the slot lasts exactly
+///   what its slowest phase does, with a few more steps where the sub-steps do not line up (4x5:
+///   the 4-ring's first sub-step, S/8 per link, is longer than the 5-ring's S/10 sub-steps; one
+///   more step per slot).
 ///
 /// A sub-step's parts run in consecutive steps before the next sub-step's, and phases of one
 /// slot move different chunks, so causality holds; each link still carries one transfer per step.
@@ -292,14 +313,20 @@ fn spread(topo: &Topology, subs: Vec<Vec<Step>>, len: usize) -> Vec<Step> {
         .collect();
     // A phase with `len` sub-steps gets one step each, as aligned.
     let weighted: Vec<Layout> = loads.iter().map(|w| weighted_layout(w, &full)).collect();
-    let estimate = |layout: &[Layout]| -> f64 {
-        (0..len).map(|g| layout.iter().zip(&loads).filter_map(|(l, w)| part_at(l, g).map(|(i, lo, hi)| w[i] * (hi - lo))).fold(0.0, f64::max)).sum()
+    let (steps, clocked) = clocked_layout(&loads);
+    let estimate = |layout: &[Layout], steps: usize| -> f64 {
+        (0..steps).map(|g| layout.iter().zip(&loads).filter_map(|(l, w)| part_at(l, g).map(|(i, lo, hi)| w[i] * (hi - lo))).fold(0.0, f64::max)).sum()
     };
-    let best = [aligned, even, weighted].into_iter().min_by(|a, b| estimate(a).total_cmp(&estimate(b))).expect("three layouts");
-    (0..len)
+    let candidates = [(len, aligned), (len, even), (len, weighted), (steps, clocked)];
+    let times: Vec<f64> = candidates.iter().map(|(n, l)| estimate(l, *n)).collect();
+    let least = times.iter().copied().fold(f64::INFINITY, f64::min);
+    // Equally fast within rounding: the first, which has the fewest steps.
+    let pick = times.iter().position(|&t| t <= least * (1.0 + 1e-9)).expect("four layouts");
+    let (steps, best) = &candidates[pick];
+    (0..*steps)
         .map(|g| {
             let mut step = Step::default();
-            for (phase, layout) in subs.iter().zip(&best) {
+            for (phase, layout) in subs.iter().zip(best) {
                 let Some((i, lo, hi)) = part_at(layout, g) else { continue };
                 for t in &phase[i].transfers {
                     let m = t.pieces.len() as f64;
@@ -312,6 +339,85 @@ fn spread(topo: &Topology, subs: Vec<Vec<Step>>, len: usize) -> Vec<Step> {
             step
         })
         .collect()
+}
+
+/// The clocked layout of phases with sub-step loads `loads`, and its number of steps. The phase
+/// with the most load (the clock) runs at full rate: its sub-steps end at the step boundaries.
+/// Every other phase, in turn, ends each sub-step at the first boundary that leaves room for the
+/// rest of it before the clock ends, or, where none does, at a new boundary where the sub-step
+/// ends at full rate (which cuts a step in two for the phases placed so far). A sub-step fills its
+/// steps from the first on, so with equal bandwidths every part is whole pieces.
+fn clocked_layout(loads: &[Vec<f64>]) -> (usize, Vec<Layout>) {
+    let totals: Vec<f64> = loads.iter().map(|w| w.iter().sum()).collect();
+    let Some(clock) = (0..loads.len()).max_by(|&a, &b| totals[a].total_cmp(&totals[b])) else { return (0, Vec::new()) };
+    let end = totals[clock];
+    let eps = end * 1e-9;
+    // Step boundaries after 0, ascending; the last is `end`.
+    let mut bounds: Vec<f64> = Vec::new();
+    let mut t = 0.0;
+    for &w in &loads[clock] {
+        t += w;
+        if w > 0.0 {
+            bounds.push(t);
+        }
+    }
+    // Per phase and sub-step, where it starts and ends (`None`: nothing to move).
+    let mut spans: Vec<Vec<Option<(f64, f64)>>> = vec![Vec::new(); loads.len()];
+    let mut order: Vec<usize> = (0..loads.len()).collect();
+    order.sort_by(|&a, &b| totals[b].total_cmp(&totals[a]));
+    for p in order {
+        let mut t = 0.0;
+        let mut rest = totals[p];
+        for &w in &loads[p] {
+            rest -= w;
+            if w <= 0.0 {
+                spans[p].push(None);
+                continue;
+            }
+            let at = bounds.partition_point(|&b| b < t + w - eps);
+            let stop = match bounds.get(at) {
+                Some(&b) if (p == clock || rest <= end - b + eps) => b,
+                _ => {
+                    bounds.insert(at, t + w);
+                    t + w
+                }
+            };
+            spans[p].push(Some((t, stop)));
+            t = stop;
+        }
+    }
+    let index = |x: f64| bounds.partition_point(|&b| b < x - eps);
+    let starts: Vec<f64> = std::iter::once(0.0).chain(bounds.iter().copied()).collect();
+    let layouts = loads
+        .iter()
+        .zip(&spans)
+        .map(|(w, spans)| {
+            w.iter()
+                .zip(spans)
+                .map(|(&w, span)| {
+                    let Some((lo, hi)) = *span else { return (0, 0, Vec::new()) };
+                    // Step g runs from starts[g] to bounds[g]; the sub-step starts in the step
+                    // after the boundary `lo` (step 0 at 0) and ends in the step ending at `hi`.
+                    let (a, b) = (if lo <= eps { 0 } else { index(lo) + 1 }, index(hi) + 1);
+                    let mut left = w;
+                    let weights = (a..b)
+                        .map(|g| {
+                            let part = left.min(bounds[g] - starts[g]).max(0.0);
+                            left -= part;
+                            part
+                        })
+                        .collect::<Vec<f64>>();
+                    // Rounding leaves a sliver over: the last step takes it.
+                    let mut weights = weights;
+                    if let Some(last) = weights.last_mut() {
+                        *last += left.max(0.0);
+                    }
+                    (a, b, weights)
+                })
+                .collect()
+        })
+        .collect();
+    (bounds.len(), layouts)
 }
 
 /// Per sub-step of a phase: its first step, the step after its last, and the weights of its steps
@@ -397,9 +503,30 @@ mod tests {
         let mut params = TorusParams::uniform(&[4, 1, 2], 10.0, 0.0);
         params.wrap = vec![false, true, true];
         let t = torus(&params).unwrap();
-        let p = TorusPlan::new(&t, t.torus_shape().unwrap(), RingAlgorithm::HalfRing).unwrap();
+        let p = TorusPlan::new(&t, t.torus_shape().unwrap(), RingAlgorithm::FoldedRing).unwrap();
         assert_eq!(p.dims.iter().map(|d| (d.dim, d.len)).collect::<Vec<_>>(), vec![(0, 4), (2, 1)]);
         assert!(!p.splits_blocks());
+    }
+
+    /// Ring and HalfRing need wrap-around (a line of three or more npus is refused as infeasible,
+    /// naming the dimension); FoldedRing runs on a line, and a dimension of two npus is one cable
+    /// whatever the wrap.
+    #[test]
+    fn ring_and_half_ring_need_wrap_around() {
+        let mut params = TorusParams::uniform(&[5], 10.0, 0.0);
+        params.wrap = vec![false];
+        let t = torus(&params).unwrap();
+        for a in [RingAlgorithm::Ring, RingAlgorithm::HalfRing] {
+            let e = TorusPlan::new(&t, t.torus_shape().unwrap(), a).unwrap_err();
+            assert_eq!(e.exit_code(), crate::error::ExitCode::Infeasible);
+            assert!(e.message().contains("dimension 0 is a line of 5 npus without wrap-around"), "{e}");
+            assert!(e.message().contains(a.as_str()) && e.message().contains("foldedring runs on a line"), "{e}");
+        }
+        assert_eq!(TorusPlan::new(&t, t.torus_shape().unwrap(), RingAlgorithm::FoldedRing).unwrap().dims[0].lines[0].kind, RingKind::Line);
+        let mut params = TorusParams::uniform(&[2, 3], 10.0, 0.0);
+        params.wrap = vec![false, true];
+        let t = torus(&params).unwrap();
+        assert!(TorusPlan::new(&t, t.torus_shape().unwrap(), RingAlgorithm::Ring).is_ok());
     }
 
     #[test]
@@ -414,7 +541,7 @@ mod tests {
         params.wrap = vec![true, false];
         let mut t = torus(&params).unwrap();
         FaultPattern { cables: vec![(NodeId(4), NodeId(7))], ..Default::default() }.apply(&mut t).unwrap();
-        let e = TorusPlan::new(&t, t.torus_shape().unwrap(), RingAlgorithm::HalfRing).unwrap_err();
+        let e = TorusPlan::new(&t, t.torus_shape().unwrap(), RingAlgorithm::FoldedRing).unwrap_err();
         assert!(e.message().contains("line along dimension 1 through (1,0)"), "{e}");
         assert!(e.message().contains("(1,1)-(1,2) down"), "{e}");
     }

@@ -863,14 +863,18 @@ fn hand_written(t: &Topology, c: &Collective, found: &mut Gathered, progress: &m
     };
     if c.kind == CollectiveKind::AllToAll {
         if torus_all_to_all_shape(t, c, "synthesize").is_ok() {
-            add(HandWritten::HalfRingDimRotation, torus_all_to_all(t, c, RingAlgorithm::HalfRing, Scheduler::DimRotation))?;
+            // FoldedRing: HalfRing in healthy rings, and it also runs along the lines of a mesh.
+            add(HandWritten::HalfRingDimRotation, torus_all_to_all(t, c, RingAlgorithm::FoldedRing, Scheduler::DimRotation))?;
             if !t.down_links().is_empty() {
                 add(HandWritten::Matee, torus_mate(t, c, true))?;
                 add(HandWritten::Mate, torus_mate(t, c, false))?;
             }
         }
     } else if t.torus_shape().is_some() {
-        for algorithm in [RingAlgorithm::HalfRing, RingAlgorithm::Ring] {
+        // Ring and HalfRing need wrap-around; FoldedRing (HalfRing in healthy rings) runs on a mesh.
+        let mesh = t.torus_shape().is_some_and(|s| (0..s.ndims()).any(|d| s.dims[d] > 2 && !s.wrap[d]));
+        let first = if mesh { RingAlgorithm::FoldedRing } else { RingAlgorithm::HalfRing };
+        for algorithm in [first, RingAlgorithm::Ring] {
             add(HandWritten::RingsByDimension(algorithm), torus_ring_collective(t, c, algorithm))?;
         }
     }
