@@ -241,7 +241,7 @@ pub struct Answer {
     pub objective: Objective,
     /// The fewest-steps search's report (its bound and status): for all_to_all, and for every
     /// kind under the steps objective. Its `steps_found` and `status` count every verified
-    /// candidate of the steps model ([`Entry::steps_model`]), not the search's schedule alone.
+    /// candidate of the steps model (`Entry::steps_model`), not the search's schedule alone.
     pub steps_report: Option<SynthReport>,
     /// The candidate whose schedule has the steps of `steps_report.steps_found`, if one was
     /// verified (the fewest-steps search's, or another of the steps model with fewer steps).

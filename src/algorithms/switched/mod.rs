@@ -101,7 +101,7 @@ impl SwitchedAlgorithm {
 ///
 /// Errors: [`Error::bad`] for an algorithm that does not generate the collective's kind, a
 /// power-of-two algorithm on another number of ranks, or a topology that joins two ranks only
-/// through other npus ([`route::unrouted`]); [`Error::infeasible`] when failed links leave two
+/// through other npus (`route::unrouted`); [`Error::infeasible`] when failed links leave two
 /// ranks without such a path.
 pub fn switched(topology: &Topology, collective: &Collective, algorithm: SwitchedAlgorithm, routing: Routing) -> Result<Schedule> {
     let kind = collective.kind;
