@@ -5,9 +5,51 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
-/// Opens a file for buffered reading; the error names the file.
+/// Opens a file for buffered reading; the error names the file. Once [`guard_inputs`] is on,
+/// the file counts as an input of the command, which no output may overwrite.
 pub fn open(path: &Path) -> Result<BufReader<File>> {
-    File::open(path).map(|f| BufReader::with_capacity(1 << 20, f)).map_err(|e| Error::bad(format!("{}: cannot read: {e}", path.display())))
+    let file = File::open(path).map_err(|e| Error::bad(format!("{}: cannot read: {e}", path.display())))?;
+    note_input(path, &file);
+    Ok(BufReader::with_capacity(1 << 20, file))
+}
+
+/// The regular files the running command has read (device, inode, path), once [`guard_inputs`]
+/// has turned the guard on: an output that is one of them is refused before it is written.
+static INPUTS: std::sync::Mutex<Option<Vec<(u64, u64, PathBuf)>>> = std::sync::Mutex::new(None);
+
+fn inputs() -> std::sync::MutexGuard<'static, Option<Vec<(u64, u64, PathBuf)>>> {
+    INPUTS.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Turns on the guard of the command's inputs (the command line does, for the whole process):
+/// from then on every file read through this module is noted, and writing any of them (by any
+/// name: links are followed to the file) is refused with a bad-input error before anything is
+/// written, whatever the command and however the output's name was made.
+pub fn guard_inputs() {
+    inputs().get_or_insert_with(Vec::new);
+}
+
+/// Notes `file`, opened as `path`, as an input when the guard is on.
+fn note_input(path: &Path, file: &File) {
+    use std::os::unix::fs::MetadataExt;
+    if let Some(list) = inputs().as_mut() {
+        if let Some(m) = file.metadata().ok().filter(|m| m.is_file()) {
+            list.push((m.dev(), m.ino(), path.to_path_buf()));
+        }
+    }
+}
+
+/// Refuses to write `path` when it is a file the command has read (the guard being on).
+fn refuse_input(path: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let guard = inputs();
+    let (Some(list), Ok(m)) = (guard.as_ref(), std::fs::metadata(path)) else { return Ok(()) };
+    match list.iter().find(|(dev, ino, _)| *dev == m.dev() && *ino == m.ino()) {
+        Some((_, _, input)) => {
+            Err(Error::bad(format!("{}: is also an input of this command ({}); write the output elsewhere", path.display(), input.display())))
+        }
+        None => Ok(()),
+    }
 }
 
 /// Whether a file is zstd-compressed, by its extension (`.zst`, as in `schedule.json.zst`).
@@ -97,7 +139,16 @@ fn encode<T>(path: &Path, w: &mut BufWriter<File>, write: impl FnOnce(&mut dyn W
 
 /// Reads a whole (small) file into a string; the error names the file.
 pub fn read_to_string(path: &Path) -> Result<String> {
-    std::fs::read_to_string(path).map_err(|e| Error::bad(format!("{}: cannot read: {e}", path.display())))
+    let mut text = String::new();
+    open(path)?.read_to_string(&mut text).map_err(|e| Error::bad(format!("{}: cannot read: {e}", path.display())))?;
+    Ok(text)
+}
+
+/// Reads a whole (small) file's bytes, as an input of the command; the error names the file.
+pub fn read_bytes(path: &Path) -> Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    open(path)?.read_to_end(&mut bytes).map_err(|e| Error::bad(format!("{}: cannot read: {e}", path.display())))?;
+    Ok(bytes)
 }
 
 /// [`read_to_string`], decompressing a `.zst` file.
@@ -210,6 +261,7 @@ struct Staged {
 /// On failure nothing is left: the temporary file, and the folders made for it, are removed.
 fn stage<T>(path: &Path, write: impl FnOnce(&mut BufWriter<File>) -> Result<T>) -> Result<(T, Option<Staged>, Vec<PathBuf>)> {
     let cannot = |e: std::io::Error| Error::io(format!("{}: cannot write: {e}", path.display()));
+    refuse_input(path)?;
     let dest = match target(path)? {
         Target::Replace(dest) => dest,
         Target::Through(dest) => {

@@ -241,6 +241,28 @@ fn an_output_that_is_an_input_is_refused() {
     let o = run(&["bound", s(&spec), "--certificate", s(&spec)]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert_eq!(std::fs::read_to_string(&spec).unwrap(), RING_SPEC);
+    // Names the command makes count too: the spec `bound` writes beside the certificate (here
+    // the --schedule input), the XML `export` names after its input.
+    let dir = tmp("output-is-input");
+    std::fs::create_dir_all(&dir).unwrap();
+    let sched = dir.join("x.spec.json");
+    std::fs::copy(&path, &sched).unwrap();
+    let o = run(&["bound", "--torus", "6", "--bytes", "6000", "--schedule", s(&sched), "--certificate", s(&dir.join("x.cert.json"))]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("x.spec.json: is also an input of this command"), "{}", text(&o));
+    assert_eq!(std::fs::read(&sched).unwrap(), before);
+    assert!(!dir.join("x.cert.json").exists());
+    let xml = dir.join("b.xml");
+    std::fs::copy(&path, &xml).unwrap();
+    let o = run(&["export", s(&xml), "--to", "msccl-xml", "-o", s(&dir)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("b.xml: is also an input of this command"), "{}", text(&o));
+    assert_eq!(std::fs::read(&xml).unwrap(), before);
+    // Two outputs of one command at one path.
+    let out = dir.join("two.json");
+    let o = run(&["generate", "--torus", "4", "--algorithm", "halfring", "-o", s(&out), "--topology-svg", s(&dir.join(".").join("two.json"))]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("named for two outputs") && !out.exists(), "{}", text(&o));
 }
 
 #[test]

@@ -101,6 +101,29 @@ fn shards_merged_are_the_unsharded_sweep_byte_for_byte() {
     assert_eq!(report["cost"]["time_ns"], fault["time_ns"]);
     let o = run(&["sweep", "schedule", s(&whole), "(9,9)-(9,8)", "-o", s(&out)]);
     assert!(o.status.code() == Some(2) && text(&o).contains("no fault numbered or named"), "{}", text(&o));
+
+    // The sweep's own files are inputs: writing over them (the class schedule read, the index,
+    // or a shard merged into itself) is refused and leaves them as they were.
+    let name = fault["name"].as_str().unwrap();
+    let class_file = whole.join(index["classes"][fault["class"].as_u64().unwrap() as usize]["schedule"]["file"].as_str().unwrap());
+    for target in [class_file.clone(), whole.join("index.json")] {
+        let before = std::fs::read(&target).unwrap();
+        let o = run(&["sweep", "schedule", s(&whole), name, "-o", s(&target)]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains("is also an input of this command"), "{}", text(&o));
+        assert_eq!(std::fs::read(&target).unwrap(), before);
+    }
+    let before = std::fs::read(shards[0].join("index.json")).unwrap();
+    let o = run(&["sweep", "merge", s(&shards[0]), s(&shards[1]), s(&shards[2]), "-o", s(&shards[0])]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert_eq!(std::fs::read(shards[0].join("index.json")).unwrap(), before);
+    // A class schedule changed since the sweep is bad input, not a bug of ours.
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&class_file).unwrap()).unwrap();
+    v["meta"]["note"] = serde_json::json!("edited");
+    std::fs::write(&class_file, serde_json::to_vec(&v).unwrap()).unwrap();
+    let o = run(&["sweep", "schedule", s(&whole), name, "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("changed since the sweep wrote it"), "{}", text(&o));
 }
 
 #[test]

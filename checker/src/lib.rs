@@ -11,7 +11,8 @@
 //! the claimed value: a certificate may claim less than its witness proves (for example a value
 //! rounded down for display), never more. The schedule attachment is checked against the
 //! re-derived bounds: a schedule cannot be faster than a proven lower bound, and
-//! `"bandwidth_optimal": true` means its bandwidth time equals the best claimed bandwidth bound.
+//! `"bandwidth_optimal"` says whether its bandwidth time equals the best claimed bandwidth bound
+//! (either way, the claim is checked).
 //!
 //! The format (`"format": "collsched.certificate", "version": 1`):
 //!
@@ -261,8 +262,9 @@ struct FlowWitness {
 struct RawSchedule {
     bandwidth_ns: String,
     time_ns: String,
+    /// Whether its bandwidth time is the best claimed bandwidth bound; left out, no claim.
     #[serde(default)]
-    bandwidth_optimal: bool,
+    bandwidth_optimal: Option<bool>,
     /// The schedule file the times were measured on, relative to the certificate (re-costed by
     /// the command around the checker).
     #[serde(default)]
@@ -384,14 +386,17 @@ fn check_schedule(s: &RawSchedule, bandwidth: Option<&(Q, Q)>, latency: Option<&
         if bw < *derived {
             return Err(fail(format!("schedule: bandwidth time {} ns is below the proven bandwidth bound {} ns", show_q(&bw), show_q(derived))));
         }
-        if s.bandwidth_optimal && bw != *claimed {
+        if s.bandwidth_optimal == Some(true) && bw != *claimed {
             return Err(fail(format!(
                 "schedule: claims bandwidth-optimal, but its bandwidth time {} ns is not the best claimed bandwidth bound {} ns",
                 show_q(&bw),
                 show_q(claimed)
             )));
         }
-    } else if s.bandwidth_optimal {
+        if s.bandwidth_optimal == Some(false) && bw == *claimed {
+            return Err(fail(format!("schedule: claims not bandwidth-optimal, but its bandwidth time {} ns is the best claimed bandwidth bound", show_q(&bw))));
+        }
+    } else if s.bandwidth_optimal == Some(true) {
         return Err(fail("schedule: claims bandwidth-optimal, but the certificate claims no bandwidth bound"));
     }
     Ok(())

@@ -188,6 +188,9 @@ fn schedule_attachments_are_held_to_the_bounds() {
     assert!(rejected(&with(json!({"bandwidth_ns": "6", "time_ns": "15"}))).contains("below the proven bandwidth + latency bound"));
     assert!(rejected(&with(json!({"bandwidth_ns": "11/2", "time_ns": "20"}))).contains("below the proven bandwidth bound"));
     assert!(rejected(&with(json!({"bandwidth_ns": "7", "time_ns": "20", "bandwidth_optimal": true}))).contains("claims bandwidth-optimal"));
+    // The flag is a claim either way: denying an optimum the bound shows is false too.
+    assert!(rejected(&with(json!({"bandwidth_ns": "6", "time_ns": "16", "bandwidth_optimal": false}))).contains("claims not bandwidth-optimal"));
+    assert!(check_str(&with(json!({"bandwidth_ns": "7", "time_ns": "20", "bandwidth_optimal": false})).to_string()).is_ok());
 }
 
 #[test]

@@ -233,7 +233,13 @@ fn outputs_apart(cmd: &Command) -> Result<()> {
         Command::Bound { spec, certificate, schedule, .. } => (vec![certificate.as_deref()], vec![spec.as_deref(), schedule.as_deref()]),
         _ => return Ok(()),
     };
-    for out in outputs.into_iter().flatten() {
+    let outputs: Vec<&Path> = outputs.into_iter().flatten().collect();
+    for (i, a) in outputs.iter().enumerate() {
+        if let Some(b) = outputs[..i].iter().find(|b| same_path(a, b)) {
+            return Err(Error::bad(format!("{}: named for two outputs of this command ({} too); give each its own file", a.display(), b.display())));
+        }
+    }
+    for out in outputs {
         for input in inputs.iter().flatten() {
             if crate::io::same_file(out, input) {
                 return Err(Error::bad(format!("{}: is also an input of this command ({}); write the output elsewhere", out.display(), input.display())));
@@ -243,8 +249,19 @@ fn outputs_apart(cmd: &Command) -> Result<()> {
     Ok(())
 }
 
+/// Whether two output paths name one file: the same existing file, or the same name in the same
+/// (existing) folder.
+fn same_path(a: &Path, b: &Path) -> bool {
+    let resolved = |p: &Path| match (p.parent().map(|d| if d.as_os_str().is_empty() { Path::new(".") } else { d }), p.file_name()) {
+        (Some(dir), Some(name)) => dir.canonicalize().map(|d| d.join(name)).unwrap_or_else(|_| p.to_path_buf()),
+        _ => p.to_path_buf(),
+    };
+    crate::io::same_file(a, b) || resolved(a) == resolved(b)
+}
+
 /// Runs the command line and returns the exit code.
 pub fn run(cli: Cli) -> ExitCode {
+    crate::io::guard_inputs();
     if let Err(e) = outputs_apart(&cli.command) {
         eprintln!("error: {e}");
         return e.exit_code();
@@ -496,6 +513,11 @@ fn print_report(r: &Report, header: &crate::schedule::ScheduleHeader, valid: boo
     let contention = r.findings.warnings_of(crate::verify::Rule::LinkSharing);
     if contention > 0 {
         println!("contention allowed by the spec: {contention} link shares (rule 2 reported, not failed)");
+    }
+    // A deadlock the spec expects (`expect.deadlock_free = false`) is reported, not failed.
+    let deadlock_rules = [crate::verify::Rule::Deadlock, crate::verify::Rule::RoutingDeadlock];
+    for d in r.findings.warnings().iter().filter(|d| deadlock_rules.contains(&d.rule)) {
+        println!("expected by the spec (expect.deadlock_free = false), reported, not failed: {d}");
     }
     if s.wasted_copies > 0 {
         println!("wasted copies: {} (a copy of a value the receiver already held)", s.wasted_copies);

@@ -57,7 +57,7 @@ fn relative(target: &Path, base: &Path) -> String {
 pub fn bound(spec: &Spec, certificate: Option<&Path>, schedule: Option<&Path>, json_out: bool) -> Result<ExitCode> {
     let inst = spec.instance()?;
     let (spec_path, bytes) = match (&spec.path, certificate) {
-        (Some(p), _) => (p.clone(), std::fs::read(p).map_err(|e| Error::bad(format!("{}: cannot read: {e}", p.display())))?),
+        (Some(p), _) => (p.clone(), crate::io::read_bytes(p)?),
         (None, Some(out)) => {
             let name = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
             let stem = name.strip_suffix(".cert.json").or_else(|| name.strip_suffix(".json")).unwrap_or(&name);
@@ -118,7 +118,7 @@ pub fn bound(spec: &Spec, certificate: Option<&Path>, schedule: Option<&Path>, j
 fn read_attached(path: &Path, instance: impl FnOnce() -> Result<Option<crate::spec::Instance>>) -> Result<(crate::schedule::Schedule, String)> {
     if crate::export::sccl::is_sccl_json(path)? {
         let inst = instance()?.ok_or_else(|| Error::bad(format!("{}: an SCCL algorithm needs a spec for its bandwidths and sizes", path.display())))?;
-        let bytes = std::fs::read(path).map_err(|e| Error::bad(format!("{}: cannot read: {e}", path.display())))?;
+        let bytes = crate::io::read_bytes(path)?;
         let (_, s) = crate::export::sccl::read_sccl_file(path, Some(&inst))?;
         return Ok((s, sha256_hex(&bytes)));
     }

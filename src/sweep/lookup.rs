@@ -13,8 +13,9 @@ use std::path::Path;
 /// The schedule for the fault named `fault` (its number or its name in the index) of the sweep
 /// written to `dir`, verified (rules 1-5) and costing exactly what the class schedule costs.
 ///
-/// Errors: bad input (no such fault, a class without a schedule, unreadable files); internal
-/// (the mapped schedule fails verification or costs otherwise).
+/// Errors: bad input (no such fault, a class without a schedule, unreadable files, a class
+/// schedule changed since the sweep or a symmetry that does not carry the class's faults onto
+/// the fault's); internal (the mapped schedule fails verification or costs otherwise).
 pub fn member_schedule(dir: &Path, fault: &str) -> Result<(FaultEntry, Schedule)> {
     let index = Index::read(dir)?;
     let entry = index
@@ -33,7 +34,11 @@ pub fn member_schedule(dir: &Path, fault: &str) -> Result<(FaultEntry, Schedule)
             class.reason.as_deref().unwrap_or("")
         ))
     })?;
-    let class_schedule = read_schedule_file(&dir.join(&cs.file))?;
+    let class_path = dir.join(&cs.file);
+    if super::run::file_sha256(&class_path)? != cs.sha256 {
+        return Err(Error::bad(format!("{}: changed since the sweep wrote it (its SHA-256 differs from the index's)", class_path.display())));
+    }
+    let class_schedule = read_schedule_file(&class_path)?;
     let spec_path = dir.join(&cs.spec);
     let mut spec = Spec::load(&spec_path)?;
     spec.faults = FaultsSpec::default();
@@ -42,6 +47,17 @@ pub fn member_schedule(dir: &Path, fault: &str) -> Result<(FaultEntry, Schedule)
     value["faults"] = entry.faults.clone();
     let member_topology = Spec::parse(&value.to_string(), &format!("fault {}", entry.fault))?.build_topology()?;
     let g = read_description(&healthy, &entry.symmetry).map_err(|e| e.context(format!("{}: fault {}", dir.join("index.json").display(), entry.fault)))?;
+    // The index's symmetry must carry the class's failed links onto the fault's, or the
+    // schedule it maps would use links that are down (an index edited since the sweep).
+    let mut carried: Vec<_> = class_schedule.header.topology.down_links().into_iter().map(|l| g.link(l)).collect();
+    carried.sort();
+    if carried != member_topology.down_links() {
+        return Err(Error::bad(format!(
+            "{}: fault {}: its symmetry does not carry the class's failed links onto the fault's (the index changed since the sweep wrote it?)",
+            dir.join("index.json").display(),
+            entry.fault
+        )));
+    }
     let mapped = map_schedule(&class_schedule, &g, member_topology)?;
     let (before, after) = (verify_schedule(&class_schedule, &VerifyOptions::default())?, verify_schedule(&mapped, &VerifyOptions::default())?);
     let cost = |r: &crate::verify::Report| r.cost.as_ref().map(|c| (c.time_ns(), c.bandwidth_ns()));
