@@ -45,11 +45,14 @@ fn refuse_input(path: &Path) -> Result<()> {
     let guard = inputs();
     let (Some(list), Ok(m)) = (guard.as_ref(), std::fs::metadata(path)) else { return Ok(()) };
     match list.iter().find(|(dev, ino, _)| *dev == m.dev() && *ino == m.ino()) {
-        Some((_, _, input)) => {
-            Err(Error::bad(format!("{}: is also an input of this command ({}); write the output elsewhere", path.display(), input.display())))
-        }
+        Some((_, _, input)) => Err(output_is_input(path, input)),
         None => Ok(()),
     }
+}
+
+/// The bad-input error of an output `out` that is the command's input `input`.
+pub fn output_is_input(out: &Path, input: &Path) -> Error {
+    Error::bad(format!("{}: is also an input of this command ({}); write the output elsewhere", out.display(), input.display()))
 }
 
 /// Whether a file is zstd-compressed, by its extension (`.zst`, as in `schedule.json.zst`).

@@ -223,8 +223,10 @@ pub enum ProofCommand {
     },
 }
 
-/// Refuses a command whose output path is one of its inputs (the same file, by any name): writing
-/// it would replace the input (a schedule with its picture, a spec with its certificate).
+/// Refuses a command whose output path is one of its inputs (the same file, by any name), or two
+/// of whose outputs are one file, before anything is written: `io` refuses each write over a file
+/// read, but a command with several outputs (a schedule and its picture) could have written the
+/// first by then.
 fn outputs_apart(cmd: &Command) -> Result<()> {
     let (outputs, inputs): (Vec<Option<&Path>>, Vec<Option<&Path>>) = match cmd {
         Command::Cost { schedule, svg, .. } => (vec![svg.as_deref()], vec![Some(schedule.as_path())]),
@@ -242,7 +244,7 @@ fn outputs_apart(cmd: &Command) -> Result<()> {
     for out in outputs {
         for input in inputs.iter().flatten() {
             if crate::io::same_file(out, input) {
-                return Err(Error::bad(format!("{}: is also an input of this command ({}); write the output elsewhere", out.display(), input.display())));
+                return Err(crate::io::output_is_input(out, input));
             }
         }
     }

@@ -5,7 +5,7 @@
 
 use crate::bounds::certificate::{certificate_for, instance_json, schedule_json};
 use crate::error::{Error, ExitCode, Result};
-use crate::io::{sha256_hex, HashingReader};
+use crate::io::sha256_hex;
 use crate::spec::Spec;
 use crate::units::{to_checker, to_f64};
 use crate::verify::{verify_schedule, VerifyOptions};
@@ -122,10 +122,7 @@ fn read_attached(path: &Path, instance: impl FnOnce() -> Result<Option<crate::sp
         let (_, s) = crate::export::sccl::read_sccl_file(path, Some(&inst))?;
         return Ok((s, sha256_hex(&bytes)));
     }
-    // The hash is of the file's bytes (compressed, for .json.zst).
-    let mut reader = HashingReader::new(crate::io::open(path)?);
-    let s = crate::schedule::read_schedule(crate::io::decoded(path, std::io::BufReader::new(&mut reader))?, &path.display().to_string())?;
-    Ok((s, reader.hex_digest()))
+    crate::schedule::read_schedule_file_hashed(path)
 }
 
 /// Whether a file in a folder is a certificate to check: named `*.cert.json` (so that a corrupt

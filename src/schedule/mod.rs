@@ -7,7 +7,7 @@ pub mod reverse;
 mod scan;
 mod write;
 
-pub use read::{read_schedule, read_schedule_file, stream_schedule, stream_schedule_file, StepSink};
+pub use read::{read_schedule, read_schedule_file, read_schedule_file_hashed, stream_schedule, stream_schedule_file, StepSink};
 pub use write::{write_schedule, write_schedule_file, write_schedule_file_then, WriteSink};
 
 use crate::collective::{Collective, PieceId};

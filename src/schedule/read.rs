@@ -434,3 +434,11 @@ pub fn read_schedule<R: Read>(reader: R, source: &str) -> Result<Schedule> {
 pub fn read_schedule_file(path: &Path) -> Result<Schedule> {
     read_schedule(crate::io::open_decoded(path)?, &path.display().to_string())
 }
+
+/// [`read_schedule_file`] and the SHA-256 of the file's bytes (compressed, for `.json.zst`),
+/// hashed as they are read.
+pub fn read_schedule_file_hashed(path: &Path) -> Result<(Schedule, String)> {
+    let mut reader = crate::io::HashingReader::new(crate::io::open(path)?);
+    let s = read_schedule(crate::io::decoded(path, std::io::BufReader::new(&mut reader))?, &path.display().to_string())?;
+    Ok((s, reader.hex_digest()))
+}

@@ -5,7 +5,7 @@ use super::index::{FaultEntry, Index};
 use super::mapping::map_schedule;
 use super::symmetry::read_description;
 use crate::error::{Error, Result};
-use crate::schedule::{read_schedule_file, Schedule};
+use crate::schedule::{read_schedule_file_hashed, Schedule};
 use crate::spec::{FaultsSpec, Spec};
 use crate::verify::{verify_schedule, VerifyOptions};
 use std::path::Path;
@@ -35,10 +35,10 @@ pub fn member_schedule(dir: &Path, fault: &str) -> Result<(FaultEntry, Schedule)
         ))
     })?;
     let class_path = dir.join(&cs.file);
-    if super::run::file_sha256(&class_path)? != cs.sha256 {
+    let (class_schedule, sha256) = read_schedule_file_hashed(&class_path)?;
+    if sha256 != cs.sha256 {
         return Err(Error::bad(format!("{}: changed since the sweep wrote it (its SHA-256 differs from the index's)", class_path.display())));
     }
-    let class_schedule = read_schedule_file(&class_path)?;
     let spec_path = dir.join(&cs.spec);
     let mut spec = Spec::load(&spec_path)?;
     spec.faults = FaultsSpec::default();
