@@ -871,12 +871,14 @@ fn hand_written(t: &Topology, c: &Collective, found: &mut Gathered, progress: &m
             }
         }
     } else if t.torus_shape().is_some() {
-        // Ring and HalfRing need wrap-around; FoldedRing (HalfRing in healthy rings) runs on a mesh.
-        let mesh = t.torus_shape().is_some_and(|s| (0..s.ndims()).any(|d| s.dims[d] > 2 && !s.wrap[d]));
-        let first = if mesh { RingAlgorithm::FoldedRing } else { RingAlgorithm::HalfRing };
-        for algorithm in [first, RingAlgorithm::Ring] {
-            add(HandWritten::RingsByDimension(algorithm), torus_ring_collective(t, c, algorithm))?;
-        }
+        // Ring and HalfRing need wrap-around (the generator refuses a line as infeasible); there
+        // FoldedRing, which is HalfRing in healthy rings, runs along the lines of the mesh.
+        let half = match torus_ring_collective(t, c, RingAlgorithm::HalfRing) {
+            Err(Error::Infeasible(_)) => (RingAlgorithm::FoldedRing, torus_ring_collective(t, c, RingAlgorithm::FoldedRing)),
+            built => (RingAlgorithm::HalfRing, built),
+        };
+        add(HandWritten::RingsByDimension(half.0), half.1)?;
+        add(HandWritten::RingsByDimension(RingAlgorithm::Ring), torus_ring_collective(t, c, RingAlgorithm::Ring))?;
     }
     Ok(())
 }
