@@ -110,11 +110,10 @@ impl fmt::Display for SwitchedMethod {
 ///   ones;
 /// - all_gather: `board hierarchical` (on fat trees with boards whose links are up) and, for a
 ///   collective of one piece per block, the same `pipelined` over 2 to 32 pieces, `ring`,
-///   `recursive doubling` (power-of-two groups);
-/// - reduce_scatter: `board hierarchical` (and pipelined), `ring`, `recursive halving`
-///   (power-of-two groups);
-/// - all_reduce: `board hierarchical` (and pipelined), `ring`, `halving-doubling` (power-of-two
-///   groups), `double binary tree`.
+///   `recursive doubling`;
+/// - reduce_scatter: `board hierarchical` (and pipelined), `ring`, `recursive halving`;
+/// - all_reduce: `board hierarchical` (and pipelined), `ring`, `halving-doubling`, `double
+///   binary tree`.
 ///
 /// The switched algorithms choose their own piece count (1, or 2 for the double binary tree).
 ///
@@ -186,8 +185,7 @@ pub fn route_and_step_candidates(t: &Topology, c: &Collective) -> Result<Vec<(Sw
 /// unverified; those that cannot run on the faults (a pair without a path through switches) are
 /// left out.
 pub fn balanced_algorithms(t: &Topology, c: &Collective) -> Vec<(SwitchedMethod, Schedule)> {
-    let p = c.num_ranks();
-    let fits = |a: &&SwitchedAlgorithm| a.kinds().contains(&c.kind) && (!a.needs_power_of_two() || p.is_power_of_two());
+    let fits = |a: &&SwitchedAlgorithm| a.kinds().contains(&c.kind);
     SwitchedAlgorithm::ALL.iter().filter(fits).filter_map(|&a| switched(t, c, a, Routing::Balanced).ok().map(|s| (SwitchedMethod::Balanced(a), s))).collect()
 }
 

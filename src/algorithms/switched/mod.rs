@@ -33,14 +33,15 @@ pub enum SwitchedAlgorithm {
     /// all_reduce (reduce-scatter then all-gather), all_gather or reduce_scatter around the ranks
     /// in order.
     Ring,
-    /// all_reduce: recursive-halving reduce-scatter, then recursive-doubling all-gather (p a power
-    /// of two).
+    /// all_reduce: recursive-halving reduce-scatter, then recursive-doubling all-gather, among the
+    /// largest power of two of the ranks (the others folded onto them first, unfolded last).
     HalvingDoubling,
     /// all_reduce: two complementary binary trees, each reducing then broadcasting half the data.
     DoubleBinaryTree,
-    /// all_gather by exchanges at distances 1, 2, 4, ... (p a power of two).
+    /// all_gather by exchanges at distances 1, 2, 4, ... (beyond a power of two, folded likewise).
     RecursiveDoubling,
-    /// reduce_scatter by exchanges at distances p/2, p/4, ..., 1 (p a power of two).
+    /// reduce_scatter by exchanges at distances p/2, p/4, ..., 1 (beyond a power of two, folded
+    /// likewise).
     RecursiveHalving,
 }
 
@@ -80,11 +81,6 @@ impl SwitchedAlgorithm {
             SwitchedAlgorithm::RecursiveHalving => &[ReduceScatter],
         }
     }
-
-    /// Whether the algorithm needs a power-of-two number of ranks.
-    pub fn needs_power_of_two(self) -> bool {
-        matches!(self, SwitchedAlgorithm::HalvingDoubling | SwitchedAlgorithm::RecursiveDoubling | SwitchedAlgorithm::RecursiveHalving)
-    }
 }
 
 /// Generates the collective over `collective.ranks` (a group of any npus, in its order) on a fat
@@ -99,27 +95,28 @@ impl SwitchedAlgorithm {
 /// run fastest. `collective.pieces` is otherwise ignored. Meta records the algorithm, the
 /// routing, P, the number of logical steps (and the double binary tree's chunks per tree).
 ///
-/// Errors: [`Error::bad`] for an algorithm that does not generate the collective's kind, a
-/// power-of-two algorithm on another number of ranks, or a topology that joins two ranks only
+/// Errors: [`Error::bad`] for an algorithm that does not generate the collective's kind, or a
+/// topology that joins two ranks only
 /// through other npus (`route::unrouted`); [`Error::infeasible`] when failed links leave two
 /// ranks without such a path.
 pub fn switched(topology: &Topology, collective: &Collective, algorithm: SwitchedAlgorithm, routing: Routing) -> Result<Schedule> {
     let kind = collective.kind;
     if !algorithm.kinds().contains(&kind) {
         let kinds: Vec<&str> = algorithm.kinds().iter().map(|k| k.as_str()).collect();
-        return Err(Error::bad(format!("switched: {} does not generate {kind} (it generates {})", algorithm.as_str(), kinds.join(", "))));
+        return Err(Error::bad(format!(
+            "field `method.generate.algorithm` = \"{}\": it does not generate {kind} (it generates {})",
+            algorithm.as_str(),
+            kinds.join(", ")
+        )));
     }
     let p = collective.num_ranks();
-    if algorithm.needs_power_of_two() && !p.is_power_of_two() {
-        return Err(Error::bad(format!("switched: {} needs a power-of-two number of ranks, but p = {p}", algorithm.as_str())));
-    }
     let (pieces, plan): (u32, Plan) = match (algorithm, kind) {
         (SwitchedAlgorithm::Pairwise, _) => (1, plan::pairwise(p)),
         (SwitchedAlgorithm::Bruck, _) => (1, plan::bruck(p)),
         (SwitchedAlgorithm::Ring, CollectiveKind::AllGather) => (1, plan::ring_all_gather(p)),
         (SwitchedAlgorithm::Ring, CollectiveKind::ReduceScatter) => (1, plan::ring_reduce_scatter(p)),
         (SwitchedAlgorithm::Ring, _) => (1, [plan::ring_reduce_scatter(p), plan::ring_all_gather(p)].concat()),
-        (SwitchedAlgorithm::HalvingDoubling, _) => (1, [plan::recursive_halving(p), plan::recursive_doubling(p)].concat()),
+        (SwitchedAlgorithm::HalvingDoubling, _) => (1, plan::halving_doubling(p)),
         (SwitchedAlgorithm::DoubleBinaryTree, _) => return double_binary_tree(topology, collective, routing),
         (SwitchedAlgorithm::RecursiveDoubling, _) => (1, plan::recursive_doubling(p)),
         (SwitchedAlgorithm::RecursiveHalving, _) => (1, plan::recursive_halving(p)),

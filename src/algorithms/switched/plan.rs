@@ -81,19 +81,51 @@ pub(super) fn ring_all_gather(p: usize) -> Plan {
     (0..p.saturating_sub(1)).map(|s| (0..p).map(|i| flow(i, (i + 1) % p, Op::Copy, vec![block((i + p - s) % p, 0)])).collect()).collect()
 }
 
-/// Recursive halving reduce-scatter (p a power of two): at distance d = p/2, ..., 1 rank i
-/// reduces into its partner i^d the half of its current range of 2d blocks that the partner
-/// keeps; the ranges shrink to block i at rank i.
-pub(super) fn recursive_halving(p: usize) -> Plan {
+/// The largest power of two at most `p` (`p` >= 1): the ranks that recursive halving and
+/// doubling pair up; the `p - m` others are folded onto ranks `0..p - m` first.
+fn folded(p: usize) -> usize {
+    1 << (usize::BITS - 1 - p.leading_zeros())
+}
+
+/// The blocks that rank `v < m` of the power-of-two core stands for: its own, and that of the
+/// extra rank `v + m` folded onto it.
+fn stands_for(v: usize, m: usize, p: usize) -> impl Iterator<Item = usize> {
+    std::iter::once(v).chain(Some(v + m).filter(|&e| e < p))
+}
+
+/// Each extra rank `e >= m` reduces (or copies) `blocks(e)` into rank `e - m` of the core: the
+/// step that folds the extras onto the core before recursive halving or doubling, or (`back`)
+/// the one that unfolds the result from the core to them after it. Empty for a power of two.
+fn fold(p: usize, op: Op, back: bool, blocks: impl Fn(usize) -> Vec<usize>) -> Option<Vec<Flow>> {
+    let m = folded(p);
+    (m < p).then(|| {
+        (m..p)
+            .map(|e| {
+                let pieces = blocks(e).into_iter().map(|b| block(b, 0)).collect();
+                if back {
+                    flow(e - m, e, op, pieces)
+                } else {
+                    flow(e, e - m, op, pieces)
+                }
+            })
+            .collect()
+    })
+}
+
+/// Recursive halving among the `m` ranks of the power-of-two core: at distance d = m/2, ..., 1
+/// rank i reduces into its partner i^d the half of its current range of 2d (core) blocks that
+/// the partner keeps; the ranges shrink to what rank i stands for.
+fn halving_core(p: usize) -> Plan {
+    let m = folded(p);
     let mut plan = Vec::new();
-    let mut d = p / 2;
+    let mut d = m / 2;
     while d >= 1 {
         plan.push(
-            (0..p)
+            (0..m)
                 .map(|i| {
                     let partner = i ^ d;
                     let base = i & !(2 * d - 1);
-                    let pieces = (base..base + 2 * d).filter(|b| b & d == partner & d).map(|b| block(b, 0)).collect();
+                    let pieces = (base..base + 2 * d).filter(|b| b & d == partner & d).flat_map(|b| stands_for(b, m, p)).map(|b| block(b, 0)).collect();
                     flow(i, partner, Op::Reduce, pieces)
                 })
                 .collect(),
@@ -103,16 +135,48 @@ pub(super) fn recursive_halving(p: usize) -> Plan {
     plan
 }
 
-/// Recursive doubling all-gather from rank i holding block i (p a power of two): at distance
-/// d = 1, 2, ..., p/2 rank i sends the d blocks it holds to its partner i^d.
-pub(super) fn recursive_doubling(p: usize) -> Plan {
+/// Recursive doubling among the `m` ranks of the power-of-two core: at distance d = 1, 2, ...,
+/// m/2 rank i sends what the d core ranks of its range stand for to its partner i^d.
+fn doubling_core(p: usize) -> Plan {
+    let m = folded(p);
     let mut plan = Vec::new();
     let mut d = 1;
-    while d < p {
-        plan.push((0..p).map(|i| flow(i, i ^ d, Op::Copy, (i & !(d - 1)..(i & !(d - 1)) + d).map(|b| block(b, 0)).collect())).collect());
+    while d < m {
+        plan.push(
+            (0..m)
+                .map(|i| flow(i, i ^ d, Op::Copy, (i & !(d - 1)..(i & !(d - 1)) + d).flat_map(|b| stands_for(b, m, p)).map(|b| block(b, 0)).collect()))
+                .collect(),
+        );
         d *= 2;
     }
     plan
+}
+
+/// Recursive halving reduce-scatter: halving among the largest power of two m <= p ranks
+/// (log2 m steps); for another p, the p - m extra ranks first reduce all their blocks into ranks
+/// 0..p-m and get their own reduced block back at the end (one step each).
+pub(super) fn recursive_halving(p: usize) -> Plan {
+    let into_core = fold(p, Op::Reduce, false, |_| (0..p).collect());
+    let back = fold(p, Op::Copy, true, |e| vec![e]);
+    into_core.into_iter().chain(halving_core(p)).chain(back).collect()
+}
+
+/// Recursive doubling all-gather from rank i holding block i: doubling among the largest power of
+/// two m <= p ranks (log2 m steps); for another p, the p - m extra ranks first hand their block
+/// to ranks 0..p-m and get every other block from them at the end (one step each).
+pub(super) fn recursive_doubling(p: usize) -> Plan {
+    let into_core = fold(p, Op::Copy, false, |e| vec![e]);
+    let back = fold(p, Op::Copy, true, |e| (0..p).filter(|&b| b != e).collect());
+    into_core.into_iter().chain(doubling_core(p)).chain(back).collect()
+}
+
+/// Halving-doubling all-reduce (Rabenseifner): recursive halving then recursive doubling among
+/// the largest power of two m <= p ranks (2 log2 m steps); for another p, the p - m extra ranks
+/// first reduce all their blocks into ranks 0..p-m and get every reduced block back at the end.
+pub(super) fn halving_doubling(p: usize) -> Plan {
+    let into_core = fold(p, Op::Reduce, false, |_| (0..p).collect());
+    let back = fold(p, Op::Copy, true, |_| (0..p).collect());
+    into_core.into_iter().chain(halving_core(p)).chain(doubling_core(p)).chain(back).collect()
 }
 
 /// A balanced binary tree over positions `lo..=hi` (root at the midpoint, in-order): fills the

@@ -35,10 +35,6 @@ fn assert_valid(s: &Schedule, allow_contention: bool, what: &str) -> Report {
     report
 }
 
-fn applies(a: SwitchedAlgorithm, p: usize) -> bool {
-    !a.needs_power_of_two() || p.is_power_of_two()
-}
-
 #[test]
 fn names_are_the_specs_closed_list() {
     for a in SwitchedAlgorithm::ALL {
@@ -51,7 +47,7 @@ fn every_algorithm_and_routing_is_valid_on_the_reference_trees() {
     for (levels, k, osr) in TREES {
         let t = tree(levels, k, osr);
         for ranks in groups() {
-            for a in SwitchedAlgorithm::ALL.into_iter().filter(|&a| applies(a, ranks.len())) {
+            for a in SwitchedAlgorithm::ALL.into_iter() {
                 for &kind in a.kinds() {
                     for &r in Routing::ALL {
                         let s = generate(&t, kind, &ranks, 1 << 20, a, r);
@@ -70,7 +66,7 @@ fn groups_of_any_size_where_the_algorithm_allows() {
     let t = tree(3, 8, 1.0);
     for n in [3u32, 5, 6, 12, 24] {
         let ranks: Vec<NodeId> = (0..n).map(|i| NodeId((i * 5) % 64)).collect();
-        for a in [SwitchedAlgorithm::Pairwise, SwitchedAlgorithm::Bruck, SwitchedAlgorithm::Ring, SwitchedAlgorithm::DoubleBinaryTree] {
+        for a in SwitchedAlgorithm::ALL {
             for &kind in a.kinds() {
                 for &r in Routing::ALL {
                     let s = generate(&t, kind, &ranks, 1000, a, r);
@@ -191,15 +187,34 @@ fn balanced_routing_works_around_failed_links() {
 }
 
 #[test]
-fn wrong_kinds_and_sizes_are_refused() {
+fn wrong_kinds_are_refused() {
     let t = tree(2, 16, 1.0);
     let ranks: Vec<NodeId> = (0..6).map(NodeId).collect();
     let c = Collective::new(CollectiveKind::AllReduce, ranks.clone(), 1 << 20, 1, None, &t).unwrap();
     let e = switched(&t, &c, SwitchedAlgorithm::Pairwise, Routing::Balanced).unwrap_err();
     assert!(e.message().contains("pairwise") && e.message().contains("all_reduce"), "{e}");
-    let e = switched(&t, &c, SwitchedAlgorithm::HalvingDoubling, Routing::Balanced).unwrap_err();
-    assert!(e.message().contains("halving_doubling") && e.message().contains("p = 6"), "{e}");
     let c = Collective::new(CollectiveKind::AllGather, ranks, 1 << 20, 1, None, &t).unwrap();
     let e = switched(&t, &c, SwitchedAlgorithm::RecursiveHalving, Routing::SinglePath).unwrap_err();
     assert!(e.message().contains("recursive_halving") && e.message().contains("all_gather"), "{e}");
+}
+
+/// Beyond a power of two the recursive algorithms fold the p - m extra ranks onto the core of
+/// m ranks and unfold them at the end: one logical step each side, log2 m between (twice for
+/// halving-doubling); every rank sends at most once per logical step.
+#[test]
+fn recursive_algorithms_fold_the_ranks_beyond_a_power_of_two() {
+    for p in 2usize..=13 {
+        let m = 1usize << p.ilog2();
+        let ends = if m < p { 2 } else { 0 };
+        let log = m.ilog2() as usize;
+        for (plan, core) in [(plan::recursive_halving(p), log), (plan::recursive_doubling(p), log), (plan::halving_doubling(p), 2 * log)] {
+            assert_eq!(plan.len(), core + ends, "p = {p}");
+            for step in &plan {
+                let mut senders: Vec<usize> = step.iter().map(|f| f.src).collect();
+                senders.sort();
+                senders.dedup();
+                assert_eq!(senders.len(), step.len(), "p = {p}: a rank sends twice in a step");
+            }
+        }
+    }
 }
