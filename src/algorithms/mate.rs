@@ -15,7 +15,11 @@
 //!   plane are then used once each (up-out, down-in for CW; down-out, up-in for ACW), so the
 //!   virtual ring runs HalfRing at full speed, and planes are orthogonal, so their virtual rings
 //!   never share a link. With one failed cable a share also runs by FoldedRing inside the ring.
-//!   Faulty rings whose links do not meet share one acceleration phase.
+//!   A plane with a usable side on one side only offers a one-sided virtual ring (CW and ACW hops
+//!   over that side, taking turns on its cross cables). A failed cable in a dimension of size 2
+//!   (one cable) leaves nothing to fold: all its data goes over the detours, each side of a
+//!   plane one of its own. Faulty rings whose links do not meet share one acceleration phase;
+//!   those that compete for links get phases of their own.
 //!
 //! Shares are counted in part indices: every chunk holds `q` part indices of every block
 //! (P = chunks * q pieces per block), and each plan carries a whole number of them. Plans that run
@@ -26,7 +30,7 @@
 //! bandwidth term is exactly the longest plan's units.
 
 use super::dims::{cable_up, down_cables, names};
-use super::ring::{Part, RingKind, RingPlan};
+use super::ring::{Move as RingMove, Part, RingKind, RingPlan};
 use super::scheduler::place;
 use super::Scheduler;
 use crate::collective::{Collective, CollectiveKind, PieceId};
@@ -47,14 +51,15 @@ const MAX_PARTS_PER_CHUNK: usize = 12;
 /// indices per chunk that give the fastest rounding of the shares, at most 12, and P = chunks times
 /// that). Healthy rings run HalfRing + DimRotation. A ring with failed cables sends nothing in the
 /// normal phases (MATE) or a share of its data by FoldedRing (MATEe, one failed cable only); the
-/// rest goes in an acceleration phase after every slot, over one detour ring per plane through
-/// healthy parallel rings, plus FoldedRing inside the ring where it can run. The meta records the
+/// rest goes in an acceleration phase after every slot, over detour rings through healthy
+/// parallel rings (one per plane, two-sided or one-sided), plus FoldedRing inside the ring where
+/// it can run. The meta records the
 /// shares, pieces, faulty rings, planes and acceleration groups.
 ///
 /// Errors: [`Error::bad`] for a topology that is not a torus or a collective that is not an
-/// all-to-all over every npu in id order; [`Error::infeasible`] for a failed cable in a line
-/// (no wrap-around), or a ring that FoldedRing cannot run (two or more failed cables) and that no
-/// plane offers a detour to.
+/// all-to-all over every npu in id order; [`Error::infeasible`] for a failed cable in a line of
+/// three or more npus (no wrap-around), or a ring that FoldedRing cannot run (two or more failed
+/// cables, or the one cable of a dimension of size 2) and that no plane offers a detour to.
 pub fn torus_mate(topology: &Topology, collective: &Collective, enhanced: bool) -> Result<Schedule> {
     let name = if enhanced { "matee" } else { "mate" };
     let shape = super::torus_all_to_all_shape(topology, collective, name)?;
@@ -80,12 +85,12 @@ pub fn torus_mate(topology: &Topology, collective: &Collective, enhanced: bool) 
             let parts: Vec<u32> = (p.chunk * q..(p.chunk + 1) * q).map(|k| k as u32).collect();
             for line in &d.lines {
                 match line.faulty {
-                    None => tracks.push(plan_track(&d.plan, &line.nodes, d.n, &table, &parts, d.tick, &|a, b| direct(topology, &line.nodes, a, b))?),
+                    None => tracks.push(plan_track(&d.plan, &line.nodes, d.n, &table, &parts, d.tick, false, &|a, b| direct(topology, &line.nodes, a, b))?),
                     Some(f) if choice.splits[f].normal > 0 => {
                         let ring = &torus.faulty[f];
                         let plan = RingPlan::new(RingKind::Folded { failed: ring.down[0] }, d.n);
                         let share = &parts[..choice.splits[f].normal];
-                        tracks.push(plan_track(&plan, &ring.nodes, d.n, &table, share, d.tick, &|a, b| direct(topology, &ring.nodes, a, b))?);
+                        tracks.push(plan_track(&plan, &ring.nodes, d.n, &table, share, d.tick, false, &|a, b| direct(topology, &ring.nodes, a, b))?);
                     }
                     Some(_) => {}
                 }
@@ -104,13 +109,14 @@ pub fn torus_mate(topology: &Topology, collective: &Collective, enhanced: bool) 
                 let (folded, mut rest) = parts.split_at(split.folded);
                 if !folded.is_empty() {
                     let plan = RingPlan::new(RingKind::Folded { failed: ring.down[0] }, d.n);
-                    tracks.push(plan_track(&plan, &ring.nodes, d.n, table, folded, d.tick, &|a, b| direct(topology, &ring.nodes, a, b))?);
+                    tracks.push(plan_track(&plan, &ring.nodes, d.n, table, folded, d.tick, false, &|a, b| direct(topology, &ring.nodes, a, b))?);
                 }
-                let half_ring = RingPlan::new(RingKind::HalfRing, d.n);
+                // The virtual ring runs what the dimension's healthy rings run (HalfRing; the
+                // single hop each way in a dimension of size 2).
                 for (detour, &count) in ring.detours.iter().zip(&split.virt) {
                     let (mine, later) = rest.split_at(count);
                     rest = later;
-                    tracks.push(plan_track(&half_ring, &ring.nodes, d.n, table, mine, d.tick, &|a, b| Ok(detour.hop(d.n, a, b)))?);
+                    tracks.push(plan_track(&d.plan, &ring.nodes, d.n, table, mine, d.tick, detour.serial, &|a, b| Ok(detour.hop(d.n, a, b)))?);
                 }
                 debug_assert!(rest.is_empty(), "every remaining part index has a plan");
             }
@@ -150,7 +156,7 @@ fn faulty_rings_json(torus: &Torus, choice: &Choice, q: usize) -> Vec<serde_json
                 // T_HalfRing / T_FoldedRing by bandwidth terms: their units for two part indices.
                 "target_share": if r.folds() { Some(units(&RingPlan::new(RingKind::HalfRing, n), 2) as f64 / (n * (n - 1)) as f64) } else { None },
                 "acceleration": {"folded_parts": s.folded, "detour_parts": s.virt},
-                "planes": r.detours.iter().map(|d| serde_json::json!({"dim": d.plane, "up": d.up, "down": d.down})).collect::<Vec<_>>(),
+                "planes": r.detours.iter().map(|d| serde_json::json!({"dim": d.plane, "up": d.up, "down": d.down, "one_sided": d.up.is_none() || d.down.is_none()})).collect::<Vec<_>>(),
             })
         })
         .collect()
@@ -204,12 +210,18 @@ struct Line {
 struct Detour {
     /// The other dimension of the plane.
     plane: usize,
-    /// How far the healthy parallel rings are on the + and - sides (the nearest healthy ones).
-    up: usize,
-    down: usize,
-    /// `cw[c]`: r_c => r_{c+1} over the + side; `acw[c]`: r_{c+1} => r_c over the - side.
+    /// How far the healthy parallel rings are on the + and - sides (the nearest healthy ones);
+    /// `None` for a side the detour does not use.
+    up: Option<usize>,
+    down: Option<usize>,
+    /// `cw[c]`: r_c => r_{c+1} over the + side; `acw[c]`: r_{c+1} => r_c over the - side (over
+    /// the one side for a one-sided detour).
     cw: Vec<Vec<LinkId>>,
     acw: Vec<Vec<LinkId>>,
+    /// A one-sided detour of a ring of three or more: its CW and ACW hops leave and enter the ring
+    /// nodes over the same cross cables, so they take turns (each sub-step runs its CW moves,
+    /// then its ACW ones) and the detour runs at half speed.
+    serial: bool,
 }
 
 impl Detour {
@@ -237,9 +249,10 @@ struct FaultyRing {
 }
 
 impl FaultyRing {
-    /// FoldedRing runs only around a single failed cable.
+    /// FoldedRing runs only around a single failed cable of a ring of three or more (a dimension
+    /// of size 2 is one cable: down, nothing is left to fold over).
     fn folds(&self) -> bool {
-        self.down.len() == 1
+        self.down.len() == 1 && self.nodes.len() > 2
     }
 }
 
@@ -287,11 +300,12 @@ impl Torus {
                 let down = down_cables(topo, &nodes, ring);
                 let index = if down.is_empty() {
                     None
-                } else if !ring {
+                } else if !ring && n > 2 {
                     let c = down[0];
                     return Err(Error::infeasible(format!(
                         "mate: the line along dimension {dim} through {} ({}) has its cable {}-{} down: MATE accelerates rings, and a line \
-                         without wrap-around has no other way between its two sides",
+                         without wrap-around has no other way between its two sides (MATE routes around the failed cable of a \
+                         dimension of size 2 only)",
                         topo.node(start).name,
                         names(topo, &nodes),
                         topo.node(nodes[c]).name,
@@ -308,17 +322,16 @@ impl Torus {
         }
         for ring in &mut faulty {
             for &y in active.iter().filter(|&&y| y != ring.dim) {
-                if let Some(d) = detour(topo, shape, &ring.nodes, ring.dim, y)? {
-                    ring.detours.push(d);
-                }
+                ring.detours.extend(detours(topo, shape, &ring.nodes, ring.dim, y)?);
             }
             if !ring.folds() && ring.detours.is_empty() {
                 let n = ring.nodes.len();
                 let cables: Vec<String> =
                     ring.down.iter().map(|&c| format!("{}-{}", topo.node(ring.nodes[c]).name, topo.node(ring.nodes[(c + 1) % n]).name)).collect();
+                let why = if n == 2 { "a dimension of size 2 is one cable" } else { "it folds around one failed cable only" };
                 return Err(Error::infeasible(format!(
-                    "mate: the ring along dimension {} through {} ({}) has {} failed cables ({}), so FoldedRing cannot run in it, and no plane \
-                     offers a detour (no healthy parallel ring reachable over up cables on both sides)",
+                    "mate: the ring along dimension {} through {} ({}) has {} failed cables ({}): FoldedRing cannot run in it ({why}), and no \
+                     plane offers a detour (no healthy parallel ring reachable over up cables on either side)",
                     ring.dim,
                     topo.node(ring.nodes[0]).name,
                     names(topo, &ring.nodes),
@@ -352,12 +365,18 @@ impl Torus {
     }
 }
 
-/// The virtual ring of the plane (x, y) for the ring `ring` along x, if the plane has a healthy
-/// parallel ring on both sides reachable over up cables of dimension y from every ring node.
-fn detour(topo: &Topology, shape: &TorusShape, ring: &[NodeId], x: usize, y: usize) -> Result<Option<Detour>> {
+/// The virtual rings of the plane (x, y) for the ring `ring` along x: detours up to the nearest
+/// healthy parallel ring on each side of y reachable over up cables from every ring node.
+///
+/// With both sides usable and apart, one two-sided detour (CW over the + side, ACW over the -
+/// side). With one side (the other cut off, absent on a mesh edge or in a dimension y of size 2,
+/// or meeting the first), a one-sided detour that runs at half speed. A ring of size 2 (one
+/// cable) has only the hop each way between its two nodes, over opposite links of one side: each
+/// side is a detour at full speed of its own.
+fn detours(topo: &Topology, shape: &TorusShape, ring: &[NodeId], x: usize, y: usize) -> Result<Vec<Detour>> {
     let n = ring.len();
     let ny = shape.dims[y];
-    let healthy = |r: &[NodeId]| down_cables(topo, r, true).is_empty();
+    let healthy = |r: &[NodeId]| down_cables(topo, r, r.len() > 2).is_empty();
     // columns[p][k]: position p's node k steps away along y on this side (k = 0 is the ring).
     let side = |positive: bool| -> Option<Vec<Vec<NodeId>>> {
         let mut columns: Vec<Vec<NodeId>> = ring.iter().map(|&v| vec![v]).collect();
@@ -374,28 +393,42 @@ fn detour(topo: &Topology, shape: &TorusShape, ring: &[NodeId], x: usize, y: usi
         }
         None
     };
-    let (Some(up), Some(down)) = (side(true), side(false)) else { return Ok(None) };
-    let (ku, kd) = (up[0].len() - 1, down[0].len() - 1);
-    // The two sides must not meet, or the CW and ACW detours would share links.
-    if shape.is_ring(y) && ku + kd >= ny {
-        return Ok(None);
+    let (mut up, mut down) = (side(true), side(false));
+    if let (Some(u), Some(d)) = (&up, &down) {
+        // The two sides must not meet, or the CW and ACW detours would share links: keep the
+        // nearer one.
+        let (ku, kd) = (u[0].len() - 1, d[0].len() - 1);
+        if ku + kd >= ny {
+            if ku <= kd {
+                down = None;
+            } else {
+                up = None;
+            }
+        }
     }
-    debug_assert!((0..n).all(|p| shape.coord_in(up[p][ku], x) == p), "a parallel ring keeps the ring's positions");
     let chain = |nodes: &[NodeId]| -> Result<Vec<LinkId>> { nodes.windows(2).map(|w| up_link(topo, w[0], w[1])).collect() };
-    let mut cw = Vec::new();
-    let mut acw = Vec::new();
-    for c in 0..n {
-        let e = (c + 1) % n;
-        let mut p = chain(&up[c])?;
-        p.push(up_link(topo, up[c][ku], up[e][ku])?);
-        p.extend(chain(&up[e].iter().rev().copied().collect::<Vec<_>>())?);
-        cw.push(p);
-        let mut p = chain(&down[e])?;
-        p.push(up_link(topo, down[e][kd], down[c][kd])?);
-        p.extend(chain(&down[c].iter().rev().copied().collect::<Vec<_>>())?);
-        acw.push(p);
+    // The routed hop r_a => r_b over a side: up its columns, along its far ring, back down.
+    let hop = |cols: &[Vec<NodeId>], a: usize, b: usize| -> Result<Vec<LinkId>> {
+        let k = cols[0].len() - 1;
+        let mut p = chain(&cols[a])?;
+        p.push(up_link(topo, cols[a][k], cols[b][k])?);
+        p.extend(chain(&cols[b].iter().rev().copied().collect::<Vec<_>>())?);
+        Ok(p)
+    };
+    let build = |cw_side: &[Vec<NodeId>], acw_side: &[Vec<NodeId>], serial: bool, up: Option<usize>, down: Option<usize>| -> Result<Detour> {
+        debug_assert!((0..n).all(|p| shape.coord_in(*cw_side[p].last().unwrap(), x) == p), "a parallel ring keeps the ring's positions");
+        let cw = (0..n).map(|c| hop(cw_side, c, (c + 1) % n)).collect::<Result<Vec<_>>>()?;
+        let acw = (0..n).map(|c| hop(acw_side, (c + 1) % n, c)).collect::<Result<Vec<_>>>()?;
+        Ok(Detour { plane: y, up, down, cw, acw, serial })
+    };
+    let depth = |cols: &Vec<Vec<NodeId>>| cols[0].len() - 1;
+    match (&up, &down) {
+        (Some(u), Some(d)) if n > 2 => Ok(vec![build(u, d, false, Some(depth(u)), Some(depth(d)))?]),
+        (Some(u), Some(d)) => Ok(vec![build(u, u, false, Some(depth(u)), None)?, build(d, d, false, None, Some(depth(d)))?]),
+        (Some(u), None) => Ok(vec![build(u, u, n > 2, Some(depth(u)), None)?]),
+        (None, Some(d)) => Ok(vec![build(d, d, n > 2, None, Some(depth(d)))?]),
+        (None, None) => Ok(Vec::new()),
     }
-    Ok(Some(Detour { plane: y, up: ku, down: kd, cw, acw }))
 }
 
 /// One transfer of a track: the block `block` of its pair table moves along `path`, one part
@@ -425,8 +458,35 @@ fn units(plan: &RingPlan, w: usize) -> usize {
     plan.substeps().iter().map(|s| if s.iter().any(|m| m.part != Part::Whole) { w.div_ceil(2) } else { w }).sum()
 }
 
+/// How many units `plan` lasts over `detour` carrying `w` part indices (a one-sided detour runs
+/// every sub-step's CW moves, then its ACW ones).
+fn detour_units(plan: &RingPlan, detour: &Detour, n: usize, w: usize) -> usize {
+    if !detour.serial {
+        return units(plan, w);
+    }
+    plan.substeps().iter().map(|s| turns(s, n).iter().map(|t| t.iter().map(|m| part_range(m.part, w).len()).max().unwrap_or(0)).sum::<usize>()).sum()
+}
+
+/// Which of `w` part indices (by position) a move of `part` carries.
+fn part_range(part: Part, w: usize) -> std::ops::Range<usize> {
+    let first = w.div_ceil(2);
+    match part {
+        Part::Whole => 0..w,
+        Part::First => 0..first,
+        Part::Second => first..w,
+    }
+}
+
+/// A sub-step's moves in two turns, CW then ACW (by their first hop).
+fn turns(sub: &[RingMove], n: usize) -> [Vec<&RingMove>; 2] {
+    let (cw, acw): (Vec<&RingMove>, Vec<&RingMove>) = sub.iter().partition(|m| m.path[1] == (m.path[0] + 1) % n);
+    [cw, acw]
+}
+
 /// `plan` on the ring or line `nodes` carrying the part indices `parts`; `hop(a, b)` is the path
-/// of a hop between positions.
+/// of a hop between positions. `serial` runs every sub-step's CW moves, then its ACW ones (a
+/// one-sided detour, whose two directions share the cross links).
+#[allow(clippy::too_many_arguments)]
 fn plan_track(
     plan: &RingPlan,
     nodes: &[NodeId],
@@ -434,6 +494,7 @@ fn plan_track(
     table: &Rc<Table>,
     parts: &[u32],
     tick: usize,
+    serial: bool,
     hop: &dyn Fn(usize, usize) -> Result<Vec<LinkId>>,
 ) -> Result<Track> {
     let mut subs = Vec::new();
@@ -441,24 +502,30 @@ fn plan_track(
         return Ok(Track { table: table.clone(), subs });
     }
     let first = parts.len().div_ceil(2);
-    for s in plan.substeps() {
-        let halves = s.iter().any(|m| m.part != Part::Whole);
-        let mut moves = Vec::new();
-        for m in s {
-            let mine = match m.part {
-                Part::Whole => parts,
-                Part::First => &parts[..first],
-                Part::Second => &parts[first..],
-            };
-            if mine.is_empty() {
-                continue;
-            }
-            let mut path = Vec::new();
-            for w in m.path.windows(2) {
-                path.extend(hop(w[0], w[1])?);
-            }
-            moves.push(Move { path, block: nodes[m.origin].index() * n + m.dest, parts: mine.to_vec() });
+    let to_move = |m: &RingMove| -> Result<Option<Move>> {
+        let mine = &parts[part_range(m.part, parts.len())];
+        if mine.is_empty() {
+            return Ok(None);
         }
+        let mut path = Vec::new();
+        for w in m.path.windows(2) {
+            path.extend(hop(w[0], w[1])?);
+        }
+        Ok(Some(Move { path, block: nodes[m.origin].index() * n + m.dest, parts: mine.to_vec() }))
+    };
+    for s in plan.substeps() {
+        if serial {
+            for turn in turns(s, n) {
+                let moves: Vec<Move> = turn.into_iter().map(&to_move).collect::<Result<Vec<_>>>()?.into_iter().flatten().collect();
+                let units = moves.iter().map(|m| m.parts.len()).max().unwrap_or(0);
+                if units > 0 {
+                    subs.push(SubStep { tick, units, moves });
+                }
+            }
+            continue;
+        }
+        let halves = s.iter().any(|m| m.part != Part::Whole);
+        let moves: Vec<Move> = s.iter().map(&to_move).collect::<Result<Vec<_>>>()?.into_iter().flatten().collect();
         subs.push(SubStep { tick, units: if halves { first } else { parts.len() }, moves });
     }
     Ok(Track { table: table.clone(), subs })
@@ -517,11 +584,12 @@ struct Choice {
 }
 
 /// Ticks a faulty ring's acceleration lasts for `rem` part indices, and the best split of them
-/// between FoldedRing and the detour rings (spread as evenly as possible over the detours).
+/// between FoldedRing and the detour rings (each part index to the detour that then ends first:
+/// evenly over equal detours, half as many to a one-sided one).
 fn accelerate(ring: &FaultyRing, d: &Dim, rem: usize) -> (usize, Split) {
     let n = d.n;
-    let half_ring = RingPlan::new(RingKind::HalfRing, n);
     let k = ring.detours.len();
+    let cost = |i: usize, w: usize| detour_units(&d.plan, &ring.detours[i], n, w);
     let folds = if ring.folds() { 0..=rem } else { 0..=0 };
     let mut best: Option<(usize, Split)> = None;
     for qf in folds {
@@ -529,8 +597,12 @@ fn accelerate(ring: &FaultyRing, d: &Dim, rem: usize) -> (usize, Split) {
             continue;
         }
         let r = rem - qf;
-        let virt: Vec<usize> = (0..k).map(|i| r / k.max(1) + usize::from(i < r % k.max(1))).collect();
-        let ticks = virt.iter().map(|&w| units(&half_ring, w)).max().unwrap_or(0).max(n * (n - 1) / 2 * qf) * d.tick;
+        let mut virt = vec![0; k];
+        for _ in 0..r {
+            let i = (0..k).min_by_key(|&i| (cost(i, virt[i] + 1), i)).expect("a ring with parts for detours has detours");
+            virt[i] += 1;
+        }
+        let ticks = (0..k).map(|i| cost(i, virt[i])).max().unwrap_or(0).max(n * (n - 1) / 2 * qf) * d.tick;
         if best.as_ref().is_none_or(|(t, _)| ticks < *t) {
             best = Some((ticks, Split { normal: 0, folded: qf, virt }));
         }
@@ -755,22 +827,26 @@ mod tests {
             let meta = mate.header.meta.unwrap();
             assert_eq!(meta["faulty_rings"].as_array().unwrap().len(), cables.len(), "{meta}");
         }
-        // A mesh dimension offers a plane only to rings with a neighbour on both sides.
+        // A mesh dimension offers the rings at its edges a one-sided plane, those between a
+        // two-sided one.
         let mut p = TorusParams::uniform(&[4, 4], 10.0, 100.0);
         p.wrap = vec![true, false];
-        for (cable, planes) in [((4u32, 5u32), 1usize), ((0, 1), 0), ((12, 15), 0), ((9, 10), 1)] {
+        for (cable, one_sided) in [((4u32, 5u32), false), ((0, 1), true), ((12, 15), true), ((9, 10), false)] {
             let mut t = torus(&p).unwrap();
             FaultPattern { cables: vec![(NodeId(cable.0), NodeId(cable.1))], ..Default::default() }.apply(&mut t).unwrap();
             for enhanced in [false, true] {
                 let (s, _) = run(&t, &a2a(&t, 4096, None), enhanced);
-                assert_eq!(s.header.meta.unwrap()["faulty_rings"][0]["planes"].as_array().unwrap().len(), planes, "{cable:?}");
+                let meta = s.header.meta.unwrap();
+                let planes = meta["faulty_rings"][0]["planes"].as_array().unwrap();
+                assert_eq!(planes.len(), 1, "{cable:?}");
+                assert_eq!(planes[0]["one_sided"], one_sided, "{cable:?}");
             }
         }
         // Rows 0 and 1 of a 4x4: row 1's lower side is row 0 (faulty), so it goes on to row 3.
         let t = topo(&[4, 4], 10.0, &[(0, 1), (6, 7)]);
         let s = torus_mate(&t, &a2a(&t, 4096, None), true).unwrap();
         let planes = &s.header.meta.as_ref().unwrap()["faulty_rings"][1]["planes"];
-        assert_eq!(planes, &serde_json::json!([{"dim": 1, "up": 1, "down": 2}]));
+        assert_eq!(planes, &serde_json::json!([{"dim": 1, "up": 1, "down": 2, "one_sided": false}]));
     }
 
     #[test]
@@ -859,6 +935,135 @@ mod tests {
                 let report = v.finish().unwrap();
                 let first: Vec<String> = report.findings.failures().iter().take(3).map(|d| d.to_string()).collect();
                 assert!(report.is_valid(), "{first:?}");
+            }
+        }
+    }
+
+    /// The bandwidth term of FoldedRing + DimRotation, if it runs.
+    fn dim_rotation(t: &Topology, c: &Collective) -> Option<Rational> {
+        torus_all_to_all(t, c, RingAlgorithm::FoldedRing, Scheduler::DimRotation).ok().map(|s| bandwidth(&check(&s, "FoldedRing + DimRotation")))
+    }
+
+    /// The planes of every faulty ring in a schedule's meta.
+    fn planes(s: &Schedule) -> Vec<Vec<serde_json::Value>> {
+        let meta = s.header.meta.as_ref().unwrap();
+        meta["faulty_rings"].as_array().unwrap().iter().map(|r| r["planes"].as_array().unwrap().clone()).collect()
+    }
+
+    #[test]
+    fn one_sided_planes_where_the_other_side_is_cut() {
+        // 4x4: a row's failed cable (0,0)-(1,0) cuts the + side of the column through (0,0),
+        // whose own failed cable is (0,1)-(0,2); the column at x = 1 loses its - side the same way.
+        // Each column still detours over its other side, at half speed, in its own acceleration
+        // phase (the row's detours cross it).
+        let (a, b, c) = (0u32, 1u32, 4u32);
+        for second in [(c, 8u32), (5, 9), (9, 13)] {
+            let t = topo(&[4, 4], 32.0, &[(a, b), second]);
+            let coll = a2a(&t, 1 << 20, None);
+            let (mate, rm) = run(&t, &coll, false);
+            let (_, re) = run(&t, &coll, true);
+            assert!(planes(&mate).iter().all(|p| !p.is_empty()), "{second:?}: {:?}", planes(&mate));
+            let folded = dim_rotation(&t, &coll).unwrap();
+            assert!(bandwidth(&rm) <= folded && bandwidth(&re) < folded, "{second:?}");
+        }
+    }
+
+    #[test]
+    fn dimensions_of_size_2() {
+        // 2x4 (node (x, y) is x + 2y): a failed cable of a 4-ring detours over its only parallel
+        // ring, one-sided.
+        let t = topo(&[2, 4], 32.0, &[(0, 2)]);
+        let coll = a2a(&t, 1 << 20, None);
+        let (mate, rm) = run(&t, &coll, false);
+        let (_, re) = run(&t, &coll, true);
+        assert_eq!(planes(&mate), vec![vec![serde_json::json!({"dim": 0, "up": 1, "down": null, "one_sided": true})]]);
+        let folded = dim_rotation(&t, &coll).unwrap();
+        assert!(bandwidth(&re) <= bandwidth(&rm) && bandwidth(&rm) < folded);
+        // The failed cable of the size-2 dimension: that "ring" cannot run at all, so all its data
+        // goes over both sides of the 4-ring plane, each a detour at full speed.
+        let t = topo(&[2, 4], 32.0, &[(0, 1)]);
+        for enhanced in [false, true] {
+            let (s, _) = run(&t, &coll, enhanced);
+            let ring = &s.header.meta.as_ref().unwrap()["faulty_rings"][0];
+            assert_eq!(ring["planes"].as_array().unwrap().len(), 2, "{ring}");
+            assert_eq!(ring["share_parts"], 0);
+            assert_eq!(ring["acceleration"]["folded_parts"], 0);
+        }
+        assert!(dim_rotation(&t, &coll).is_none());
+        // 2x2x2: every plane is one-sided; with both cables of a node's two other dimensions up,
+        // the detours run.
+        let t = topo(&[2, 2, 2], 32.0, &[(0, 1)]);
+        for enhanced in [false, true] {
+            let (s, _) = run(&t, &a2a(&t, 1 << 12, None), enhanced);
+            assert_eq!(planes(&s)[0].len(), 2);
+        }
+    }
+
+    /// Whether the ring along `x` through `nodes` has a healthy parallel ring along some other
+    /// dimension reachable over up cables from every node (straight along that dimension, either
+    /// way): an oracle written apart from [`detours`].
+    fn has_detour(t: &Topology, nodes: &[u32], x: usize) -> bool {
+        let shape = t.torus_shape().unwrap();
+        let up = |a: NodeId, b: NodeId| cable_up(t, a, b);
+        let healthy = |r: &[NodeId]| (0..r.len()).all(|i| up(r[i], r[(i + 1) % r.len()]));
+        (0..shape.ndims()).filter(|&y| y != x && shape.dims[y] > 1).any(|y| {
+            [true, false].into_iter().any(|positive| {
+                let mut cur: Vec<NodeId> = nodes.iter().map(|&v| NodeId(v)).collect();
+                for _ in 1..shape.dims[y] {
+                    let next: Option<Vec<NodeId>> = cur.iter().map(|&v| shape.neighbor(v, y, positive).filter(|&w| up(v, w))).collect();
+                    let Some(next) = next else { return false };
+                    if healthy(&next) {
+                        return true;
+                    }
+                    cur = next;
+                }
+                false
+            })
+        })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 64, ..Default::default() })]
+
+        /// Over small tori (sizes 2 to 5, two or three dimensions) and one or two failed cables
+        /// anywhere: MATE and MATEe verify, every faulty ring that has a detour gets a plane, and
+        /// a refusal names a ring that has none.
+        #[test]
+        fn every_faulty_ring_with_a_detour_gets_a_plane(
+            dims in proptest::collection::vec(2usize..=5, 2..=3),
+            cuts in proptest::collection::vec((0usize..1000, 0usize..3), 1..=2),
+            enhanced in proptest::bool::ANY,
+        ) {
+            let healthy = topo(&dims, 32.0, &[]);
+            let shape = healthy.torus_shape().unwrap().clone();
+            let cables: Vec<(u32, u32)> = cuts
+                .iter()
+                .map(|&(at, dim)| {
+                    let dim = dim % dims.len();
+                    let v = NodeId((at % shape.num_nodes()) as u32);
+                    let w = shape.neighbor(v, dim, true).or_else(|| shape.neighbor(v, dim, false)).unwrap();
+                    (v.0.min(w.0), v.0.max(w.0))
+                })
+                .collect();
+            let t = topo(&dims, 32.0, &cables);
+            // Faults that cut a rank off are refused before any algorithm runs.
+            let Ok(coll) = Collective::new(CollectiveKind::AllToAll, t.node_ids().take(t.num_npus()).collect(), 1 << 12, 1, None, &t) else {
+                return Ok(());
+            };
+            match torus_mate(&t, &coll, enhanced) {
+                Ok(s) => {
+                    check(&s, "MATE");
+                    for ring in s.header.meta.as_ref().unwrap()["faulty_rings"].as_array().unwrap() {
+                        let nodes: Vec<u32> = ring["nodes"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
+                        let x = ring["dim"].as_u64().unwrap() as usize;
+                        let planes = ring["planes"].as_array().unwrap();
+                        proptest::prop_assert_eq!(planes.is_empty(), !has_detour(&t, &nodes, x), "{:?} {:?}: {}", dims, cables, ring);
+                    }
+                }
+                Err(e) => {
+                    proptest::prop_assert_eq!(e.exit_code(), crate::error::ExitCode::Infeasible, "{}", e);
+                    proptest::prop_assert!(e.message().contains("no plane"), "{:?} {:?}: {}", dims, cables, e);
+                }
             }
         }
     }
