@@ -3,9 +3,12 @@
 //!
 //! Any U gives a valid bound; we evaluate the sets that matter on the families we build: torus
 //! bisections along every dimension and rotation, the sets next to failed cables, single npus,
-//! and fat-tree subtrees (leaves, pods); on any other (custom) topology, the halves that every
-//! link splits the nodes into by distance. The rule for what must cross is the one the checker
-//! (`certify`) applies; see [`crossing_bytes`].
+//! fat-tree boards (every npu on them, ranks or not) and subtrees (leaves, pods); on any other
+//! (custom) topology, the halves that every link splits the nodes into by distance. What must
+//! cross depends only on the ranks in U, so each candidate is then [`tighten`]ed: the nodes
+//! outside the ranks (switches, npus that only relay) move to the side that leaves fewer links.
+//! The rule for what must cross is the one the checker (`certify`) applies; see
+//! [`crossing_bytes`].
 
 use crate::collective::{Collective, CollectiveKind};
 use crate::topology::{Link, LinkClass, NodeId, Topology};
@@ -94,7 +97,7 @@ pub fn links_leaving<'a>(t: &'a Topology, u: &'a [bool], nodes: &'a [NodeId]) ->
 pub fn cut_value(t: &Topology, c: &Collective, nodes: &[NodeId], into: bool) -> Option<Rational> {
     let u = membership(t, nodes, into);
     let crossing = crossing_bytes(c, &u);
-    let capacity: Rational = links_leaving(t, &u, nodes).map(|l| rational_from_decimal(l.bandwidth_gbps).unwrap_or_default()).sum();
+    let capacity: Rational = links_leaving(t, &u, nodes).map(bandwidth).sum();
     (!capacity.is_zero() && !crossing.is_zero()).then(|| crossing / capacity)
 }
 
@@ -140,6 +143,18 @@ pub fn candidate_cuts(t: &Topology) -> Vec<(String, Vec<NodeId>)> {
         }
     }
     if let Some(f) = t.fat_tree_shape() {
+        // A board and every npu on it, ranks or not (an npu outside the ranks only relays, and
+        // in U it hides the board's mesh links), alone and with the leaves whose npus are all on
+        // it: a board's traffic to the rest leaves over its npus' leaf links, or their uplinks.
+        for board in (0..f.npus.div_ceil(f.board.unwrap_or(1).max(1))).filter(|_| f.board.is_some_and(|b| b > 1)) {
+            let npus: Vec<NodeId> = (0..f.npus as u32).map(NodeId).filter(|&v| f.board_of(v) == Some(board)).collect();
+            let leaves = (0..f.leaves).filter(|&leaf| (0..f.npus as u32).map(NodeId).filter(|&v| f.leaf_of(v) == leaf).all(|v| f.board_of(v) == Some(board)));
+            let with_leaves: Vec<NodeId> = npus.iter().copied().chain(leaves.filter(|&l| l * f.down < f.npus).map(|l| f.leaf(l))).collect();
+            if with_leaves.len() > npus.len() {
+                sets.push(("board and its leaves".into(), with_leaves));
+            }
+            sets.push(("board".into(), npus));
+        }
         // A leaf and the npus below it: their traffic to the rest leaves over the uplinks only.
         for leaf in 0..f.leaves {
             let mut nodes: Vec<NodeId> = (0..f.npus as u32).map(NodeId).filter(|&v| f.leaf_of(v) == leaf).collect();
@@ -193,14 +208,66 @@ fn distance_halves(t: &Topology) -> Vec<Vec<NodeId>> {
     out
 }
 
-/// The best cut bound over [`candidate_cuts`], both directions; `None` if no cut bounds anything.
+/// Moves the nodes outside the collective's ranks (`stores[v]` false: switches and npus that only
+/// relay) across the cut `nodes` (with `into`, as [`membership`] reads it) while each move lowers
+/// the weight of the up links leaving U: what must cross depends on the ranks on each side only
+/// ([`crossing`]), so such a move only tightens the bound. Only nodes next to a moved node (or to
+/// `nodes`) are tried, so the work follows the cut's boundary, and a network whose nodes are all
+/// ranks (a torus) costs nothing. `None` when no move helps; else the new node set, on the same
+/// side as `nodes` (in increasing id order).
+pub fn tighten(t: &Topology, stores: &[bool], nodes: &[NodeId], into: bool, weight: &dyn Fn(&Link) -> Rational) -> Option<Vec<NodeId>> {
+    let relays = |v: NodeId| !stores.get(v.index()).copied().unwrap_or(false);
+    if stores.len() >= t.num_nodes() && !stores.contains(&false) {
+        return None;
+    }
+    let mut u = membership(t, nodes, into);
+    let neighbours = |v: NodeId| t.out_links(v).map(|l| t.link(l).dst).chain(t.in_links(v).map(|l| t.link(l).src));
+    let mut queued = vec![false; t.num_nodes()];
+    let mut work: Vec<NodeId> = Vec::new();
+    let push = |v: NodeId, queued: &mut Vec<bool>, work: &mut Vec<NodeId>| {
+        if relays(v) && !std::mem::replace(&mut queued[v.index()], true) {
+            work.push(v);
+        }
+    };
+    for &n in nodes {
+        push(n, &mut queued, &mut work);
+        neighbours(n).for_each(|v| push(v, &mut queued, &mut work));
+    }
+    let mut moved = false;
+    while let Some(v) = work.pop() {
+        queued[v.index()] = false;
+        // The weight of v's links to the outside, less that of the links into v from U: what
+        // putting v into U adds (taking it out of U adds its negative).
+        let out: Rational = t.out_links(v).map(|l| t.link(l)).filter(|l| l.up && l.dst != v && !u[l.dst.index()]).map(weight).sum();
+        let from_u: Rational = t.in_links(v).map(|l| t.link(l)).filter(|l| l.up && l.src != v && u[l.src.index()]).map(weight).sum();
+        let gain = if u[v.index()] { from_u - out } else { out - from_u };
+        if gain < Rational::zero() {
+            u[v.index()] = !u[v.index()];
+            moved = true;
+            neighbours(v).for_each(|w| push(w, &mut queued, &mut work));
+        }
+    }
+    moved.then(|| (0..t.num_nodes() as u32).map(NodeId).filter(|v| u[v.index()] != into).collect())
+}
+
+/// The weight of a link in a cut bound on time: its bandwidth.
+pub fn bandwidth(l: &Link) -> Rational {
+    rational_from_decimal(l.bandwidth_gbps).unwrap_or_default()
+}
+
+/// The best cut bound over [`candidate_cuts`], both directions, each [`tighten`]ed by the nodes
+/// outside the ranks; `None` if no cut bounds anything.
 pub fn best_cut(t: &Topology, c: &Collective) -> Option<CutBound> {
+    let stores = c.rank_mask(t);
     let mut best: Option<CutBound> = None;
     for (label, nodes) in candidate_cuts(t) {
         for into in [false, true] {
-            if let Some(v) = cut_value(t, c, &nodes, into) {
+            let tightened = tighten(t, &stores, &nodes, into, &bandwidth);
+            let nodes = tightened.as_deref().unwrap_or(&nodes);
+            if let Some(v) = cut_value(t, c, nodes, into) {
                 if best.as_ref().is_none_or(|b| v > b.value_ns) {
-                    best = Some(CutBound { value_ns: v, nodes: nodes.clone(), into, label: label.clone() });
+                    let label = if tightened.is_some() { format!("{label}, relays moved") } else { label.clone() };
+                    best = Some(CutBound { value_ns: v, nodes: nodes.to_vec(), into, label });
                 }
             }
         }
@@ -211,7 +278,8 @@ pub fn best_cut(t: &Topology, c: &Collective) -> Option<CutBound> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::topology::{torus, TorusParams};
+    use crate::topology::{fat_tree, torus, FatTreeParams, TorusParams};
+    use proptest::prelude::*;
 
     #[test]
     fn ring_bisection_matches_closed_form() {
@@ -244,6 +312,106 @@ mod tests {
                 let c = |t: &Topology| Collective::new(kind, t.node_ids().take(t.num_npus()).collect(), 1 << 20, 1, None, t).unwrap();
                 let (torus_best, written_best) = (best_cut(&t, &c(&t)).unwrap(), best_cut(&written, &c(&written)).unwrap());
                 assert_eq!(written_best.value_ns, torus_best.value_ns, "{dims:?} {kind}");
+            }
+        }
+    }
+
+    /// The tester's instance: a 2-level fat tree (k 4, osr 1, 8 npus, boards of 4) with ranks
+    /// 0, 1, 2, 5, 6, so that npus 3, 4 and 7 only relay. Board 0 with its relay npu 3 is the
+    /// best cut: 3 ranks x 2 blocks of S/5 over the 4 leaf links leaving it (each way).
+    #[test]
+    fn a_board_with_a_relay_npu_is_cut_whole() {
+        let t =
+            fat_tree(&FatTreeParams { levels: 2, k: 4, osr: 1.0, npus: 8, board: Some(4), bandwidth_gbps: 100.0, latency_ns: 25.0, switch_latency_ns: 1000.0 })
+                .unwrap();
+        let c = Collective::new(CollectiveKind::AllToAll, [0, 1, 2, 5, 6].map(NodeId).to_vec(), 1 << 20, 1, None, &t).unwrap();
+        let best = best_cut(&t, &c).unwrap();
+        assert_eq!(best.value_ns, Rational::new(393_216, 125));
+        assert_eq!(cut_value(&t, &c, &[0, 1, 2, 3].map(NodeId), false), Some(Rational::new(393_216, 125)));
+        let steps = crate::bounds::steps::steps_bounds_with(&t, &c, None, &crate::bounds::farthest(&t, &c));
+        let steps_cut = steps.claims.iter().find(|cl| matches!(cl.witness, crate::bounds::steps::StepsWitness::Cut { .. })).unwrap();
+        assert_eq!(steps_cut.steps, 2);
+        // The flow bound, seeded with that cut, is not below it; the checker confirms both.
+        let flow = crate::bounds::flow::flow_bound(&t, &c, &quick_flow()).unwrap();
+        assert!(flow.lower >= big(best.value_ns), "flow {} below the cut {}", flow.lower, best.value_ns);
+        let inst = crate::spec::Instance { topology: t, collective: c, pieces_given: true };
+        let certified = crate::bounds::certified::certified_bounds(&inst, std::time::Duration::from_millis(300), true).unwrap();
+        assert!(certified.bandwidth.unwrap() >= big(Rational::new(393_216, 125)));
+        assert!(certified.steps.unwrap() >= 2);
+    }
+
+    fn quick_flow() -> crate::bounds::flow::FlowOptions {
+        crate::bounds::flow::FlowOptions { time_limit: std::time::Duration::from_millis(200), max_phases: 40, ..Default::default() }
+    }
+
+    fn big(r: Rational) -> num_rational::BigRational {
+        num_rational::BigRational::new((*r.numer()).into(), (*r.denom()).into())
+    }
+
+    /// The groups of a fat tree a cut must not miss: each board's npus, each leaf's npus with
+    /// and without the leaf, each board with the leaves below it only, each pod.
+    fn fat_tree_groups(t: &Topology) -> Vec<Vec<NodeId>> {
+        let f = t.fat_tree_shape().unwrap();
+        let npus = || (0..f.npus as u32).map(NodeId);
+        let mut groups = Vec::new();
+        for leaf in 0..f.leaves {
+            let below: Vec<NodeId> = npus().filter(|&v| f.leaf_of(v) == leaf).collect();
+            groups.push(below.iter().copied().chain([f.leaf(leaf)]).collect());
+            groups.push(below);
+        }
+        for board in 0..f.board.map_or(0, |b| f.npus.div_ceil(b)) {
+            let on: Vec<NodeId> = npus().filter(|&v| f.board_of(v) == Some(board)).collect();
+            let leaves =
+                (0..f.leaves).filter(|&l| npus().filter(|&v| f.leaf_of(v) == l).all(|v| f.board_of(v) == Some(board)) && npus().any(|v| f.leaf_of(v) == l));
+            groups.push(on.iter().copied().chain(leaves.map(|l| f.leaf(l))).collect());
+            groups.push(on);
+        }
+        groups
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// On small fat trees and tori where some npus only relay, the best cut is at least
+        /// every board and leaf group's cut (time and steps), and the flow bound is at least the
+        /// best cut.
+        #[test]
+        fn relays_do_not_hide_cuts(fat in any::<bool>(), shape in 0usize..4, board in 0usize..3, ranks in proptest::collection::vec(any::<bool>(), 16), all_gather in any::<bool>()) {
+            let t = if fat {
+                let (k, npus) = [(4, 8), (4, 4), (8, 16), (6, 12)][shape];
+                let board = [None, Some(2), Some(4)][board];
+                fat_tree(&FatTreeParams { levels: 2, k, osr: 1.0, npus, board, bandwidth_gbps: 100.0, latency_ns: 25.0, switch_latency_ns: 1000.0 }).unwrap()
+            } else {
+                torus(&TorusParams::uniform([&[5][..], &[4, 3], &[8], &[3, 3]][shape], 32.0, 0.0)).unwrap()
+            };
+            let chosen: Vec<NodeId> = (0..t.num_npus() as u32).map(NodeId).filter(|v| ranks[v.index() % ranks.len()] ^ (v.index() >= ranks.len())).collect();
+            prop_assume!(chosen.len() >= 2);
+            let kind = if all_gather { CollectiveKind::AllGather } else { CollectiveKind::AllToAll };
+            let c = Collective::new(kind, chosen, 1 << 20, 1, None, &t).unwrap();
+            let best = best_cut(&t, &c).map(|b| b.value_ns);
+            let steps = crate::bounds::steps::steps_bounds_with(&t, &c, None, &crate::bounds::farthest(&t, &c));
+            let steps_cut = steps.claims.iter().filter(|cl| matches!(cl.witness, crate::bounds::steps::StepsWitness::Cut { .. })).map(|cl| cl.steps).max().unwrap_or(0);
+            let stores = c.rank_mask(&t);
+            for group in if fat { fat_tree_groups(&t) } else { Vec::new() } {
+                for into in [false, true] {
+                    if let Some(v) = cut_value(&t, &c, &group, into) {
+                        prop_assert!(best.is_some_and(|b| b >= v), "{group:?} into {into}: {v} above the best cut {best:?}");
+                    }
+                    let u = membership(&t, &group, into);
+                    let (links, pieces) = (links_leaving(&t, &u, &group).count() as u64, crate::bounds::steps::pieces_crossing(&c, &u));
+                    if links > 0 {
+                        prop_assert!(u64::from(steps_cut) >= pieces.div_ceil(links), "{group:?} into {into}: steps cut {steps_cut}");
+                    }
+                    // Tightening never loosens a cut.
+                    if let (Some(v), Some(tight)) = (cut_value(&t, &c, &group, into), tighten(&t, &stores, &group, into, &bandwidth)) {
+                        prop_assert!(cut_value(&t, &c, &tight, into).is_some_and(|w| w >= v));
+                    }
+                }
+            }
+            if kind == CollectiveKind::AllToAll {
+                if let (Some(best), Some(flow)) = (best, crate::bounds::flow::flow_bound(&t, &c, &quick_flow())) {
+                    prop_assert!(flow.lower >= big(best), "flow {} below the cut {best}", flow.lower);
+                }
             }
         }
     }

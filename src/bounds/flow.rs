@@ -12,7 +12,10 @@
 //! The lengths are computed in floating point, then rounded to integers, and the bound they give
 //! is recomputed exactly; so the certified value never depends on floating point. Lengths 1
 //! everywhere give exactly the volume bound, and lengths 1 on the links crossing a cut give
-//! exactly that cut's bound; both are candidates, so the result is never below either.
+//! exactly that cut's bound; both seed the search (the cut: the best that [`best_cut`] finds),
+//! so the result is never below either. It may lie below a cut that the cut search misses: the
+//! search stops within a gap of the optimum, which dominates every cut (docs/design/MODEL.md
+//! section 6).
 
 use super::cut::best_cut;
 use crate::collective::{Collective, CollectiveKind};

@@ -13,7 +13,7 @@
 //!   so `T x sum_e y_e >= sum over pieces of y-distance` ([`super::flow::steps_flow_bound`];
 //!   every length 1 is the volume bound, the indicator of a cut is that cut).
 
-use super::cut::{candidate_cuts, crossing, links_leaving, membership, Crossing};
+use super::cut::{candidate_cuts, crossing, links_leaving, membership, tighten, Crossing};
 use super::flow::{steps_flow_bound, FlowOptions};
 use super::{farthest, transfers_per_piece, Farthest};
 use crate::collective::{Collective, CollectiveKind};
@@ -148,20 +148,25 @@ fn transmissions(t: &Topology, c: &Collective) -> Option<StepsClaim> {
         .max_by_key(|claim| claim.steps)
 }
 
-/// The best cut over [`candidate_cuts`], both directions.
+/// The best cut over [`candidate_cuts`], both directions, each [`tighten`]ed with every link
+/// weighing 1.
 fn best_cut(t: &Topology, c: &Collective) -> Option<StepsClaim> {
+    let stores = c.rank_mask(t);
+    let one = |_: &crate::topology::Link| Rational::from_integer(1);
     let mut best: Option<StepsClaim> = None;
     for (_, nodes) in candidate_cuts(t) {
         for into in [false, true] {
-            let u = membership(t, &nodes, into);
-            let links = links_leaving(t, &u, &nodes).count() as u64;
+            let tightened = tighten(t, &stores, &nodes, into, &one);
+            let nodes = tightened.as_deref().unwrap_or(&nodes);
+            let u = membership(t, nodes, into);
+            let links = links_leaving(t, &u, nodes).count() as u64;
             let pieces = pieces_crossing(c, &u);
             if links == 0 || pieces == 0 {
                 continue;
             }
             let steps = ceil_div(pieces, links);
             if best.as_ref().is_none_or(|b| steps > b.steps) {
-                best = Some(StepsClaim { steps, witness: StepsWitness::Cut { nodes: nodes.clone(), into } });
+                best = Some(StepsClaim { steps, witness: StepsWitness::Cut { nodes: nodes.to_vec(), into } });
             }
         }
     }
