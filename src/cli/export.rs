@@ -154,7 +154,7 @@ fn chakra(s: &crate::schedule::Schedule, dir: &Path, stem: &str, channels: Optio
 /// through f64, which rounds totals beyond 2^53.
 fn exact_bytes(r: &crate::units::Rational) -> String {
     let whole = r.floor();
-    let rest = r - &whole;
+    let rest = r - whole;
     if rest == crate::units::Rational::from_integer(0) {
         whole.to_integer().to_string()
     } else {
