@@ -1073,13 +1073,19 @@ fn verify_xml_holds_the_file_to_the_spec() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
 
+/// Integers are read as the runtime reads them: strtol, then narrowed to a 32-bit int; the
+/// warning says what it reads and the rules judge that.
 #[test]
 fn verify_xml_refuses_huge_integers_without_panicking() {
     for (file, want) in [
-        ("xml_srcoff_overflow_panic.xml", "srcoff=\"9223372036854775807\" with cnt=\"1\" is outside the buffer"),
-        ("xml_s_chunks_i64max_panic.xml", "gpu 0: s_chunks=\"9223372036854775807\" is more chunks than one gpu's steps can reach"),
-        ("xml_s_chunks_2p31_abort.xml", "gpu 0: s_chunks=\"2147483648\" is more chunks than one gpu's steps can reach"),
-        ("xml_strtol_longmin.xml", "gpu 0: s_chunks=\"-9223372036854775808\" is negative"),
+        (
+            "xml_srcoff_overflow_panic.xml",
+            "srcoff=\"99999999999999999999999\" is not a plain integer: the runtime reads -1 (strtol reads 9223372036854775807, narrowed to a 32-bit int)",
+        ),
+        ("xml_srcoff_overflow_panic.xml", "srcoff=\"-1\" with cnt=\"1\" is outside the buffer"),
+        ("xml_s_chunks_i64max_panic.xml", "gpu 0: s_chunks=\"9223372036854775807\" does not fit a 32-bit int: the runtime reads -1"),
+        ("xml_s_chunks_i64max_panic.xml", "gpu 0: s_chunks=\"-1\" is negative"),
+        ("xml_s_chunks_2p31_abort.xml", "gpu 0: s_chunks=\"-2147483648\" is negative"),
     ] {
         for extra in [&[][..], &["--rendezvous"][..], &["--json"][..]] {
             let path = msccl_data(file);
@@ -1091,6 +1097,49 @@ fn verify_xml_refuses_huge_integers_without_panicking() {
             assert!(text(&o).replace("\\\"", "\"").contains(want), "{file}: {}", text(&o));
         }
     }
+    // LONG_MIN narrows to 0: a file the runtime reads with no scratch, so it runs.
+    let o = run(&["verify", s(&msccl_data("xml_strtol_longmin.xml"))]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("gpu 0: s_chunks=\"-9223372036854775808\" does not fit a 32-bit int: the runtime reads 0"), "{}", text(&o));
+    // Values past 2^32 wrap to what the runtime reads: 8 chunks per loop, offset 0, count 1 (before,
+    // each failed on the unwrapped value); a 20-digit value is -1, not a positive number.
+    let xml = std::fs::read_to_string(msccl_data("allgather_ring_inplace.executor.xml")).unwrap();
+    for (from, to, want, code) in [
+        (r#"nchunksperloop="4""#, r#"nchunksperloop="4294967300""#, r#"<algo>: nchunksperloop="4294967300" does not fit a 32-bit int: the runtime reads 4"#, 0),
+        (r#"srcoff="0""#, r#"srcoff="4294967296""#, r#"srcoff="4294967296" does not fit a 32-bit int: the runtime reads 0"#, 0),
+        (r#"cnt="1""#, r#"cnt="4294967297""#, r#"cnt="4294967297" does not fit a 32-bit int: the runtime reads 1"#, 0),
+        (r#"nchunksperloop="4""#, r#"nchunksperloop="99999999999999999999""#, r#"<algo>: nchunksperloop="-1" is not a positive number"#, 1),
+    ] {
+        assert!(xml.contains(from), "{from}");
+        let path = tmp("xml-wrap32.xml");
+        std::fs::write(&path, xml.replacen(from, to, 1)).unwrap();
+        let o = run(&["verify", s(&path)]);
+        assert_eq!(o.status.code(), Some(code), "{to}: {}", text(&o));
+        assert!(text(&o).contains(want), "{to}: {}", text(&o));
+    }
+}
+
+/// Under rendezvous a fused step (rrs) whose sender is ready waits on its own send's receiver:
+/// the cycle printed for a MSCCLang ring all-reduce is the 4 threadblocks that wait in a ring,
+/// each on the next, not a matched pair (gpu 0's s and gpu 1's rrs).
+#[test]
+fn verify_xml_prints_a_real_rendezvous_cycle_through_fused_steps() {
+    let o = run(&["verify", s(&msccl_data("allreduce_a100_ring_4_2_2.xml")), "--rendezvous"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let out = text(&o);
+    assert!(out.contains("4 threadblocks wait on each other in a cycle:"), "{out}");
+    let lines: Vec<&str> = out.lines().skip_while(|l| !l.contains("wait on each other in a cycle:")).skip(1).take_while(|l| l.starts_with("  gpu ")).collect();
+    let tb = |text: &str| -> (u32, u32) {
+        let w: Vec<&str> = text.split_whitespace().collect();
+        (w[1].parse().unwrap(), w[3].parse().unwrap())
+    };
+    let members: Vec<(u32, u32)> = lines.iter().map(|l| tb(l.trim_start())).collect();
+    assert_eq!(members, [(0, 0), (1, 0), (2, 0), (3, 0)], "{out}");
+    for (i, l) in lines.iter().enumerate() {
+        let waited = tb(&l[l.find("waits for ").unwrap() + "waits for ".len()..]);
+        assert_eq!(waited, members[(i + 1) % members.len()], "{l}");
+    }
+    assert!(lines[1].contains("gpu 1 tb 0 step 0 (rrs, 1 chunk from gpu 0 to gpu 2 on channel 0) can take what gpu 0 tb 0 is ready to send only as it passes it on: it waits for gpu 2 tb 0 to receive it"), "{out}");
 }
 
 #[test]
@@ -1725,6 +1774,30 @@ fn chakra_export_of_sizes_near_2_64() {
             assert!(!dir.exists(), "{}", text(&o));
         }
     }
+}
+
+/// The printed totals are exact integers: 12 messages of 2^62 bytes (each 2^62 - 1/4 rounded up)
+/// carry 12 x 2^62, the schedule's transfers 3 x (2^64 - 1); they went through f64 before.
+#[test]
+fn chakra_export_prints_exact_byte_totals() {
+    let spec = tmp("chakra-exact.spec.json");
+    std::fs::write(
+        &spec,
+        r#"{"topology": {"torus": {"dims": [4], "bandwidth_gbps": 32.0, "latency_ns": 100.0}}, "collective": {"kind": "all_gather", "bytes_per_rank": 18446744073709551615}, "method": {"generate": {"algorithm": "ring"}}}"#,
+    )
+    .unwrap();
+    let sched = tmp("chakra-exact.json");
+    let o = run(&["generate", s(&spec), "-o", s(&sched)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let dir = tmp("chakra-exact");
+    let _ = std::fs::remove_dir_all(&dir);
+    let o = run(&["export", s(&sched), "--to", "chakra-et", "-o", s(&dir)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains("12 sends carry 55340232221128654848 bytes in all, the schedule's transfers 55340232221128654845, each message rounded up"),
+        "{}",
+        text(&o)
+    );
 }
 
 #[test]

@@ -462,6 +462,23 @@ fn bad_sccl_files_get_clear_errors_and_exit_codes() {
     let o = run(&["verify", s(&write("missing.json", &v))]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("field `instance`") && text(&o).contains("missing field `chunks`"), "{}", text(&o));
+    // A count is refused before anything is sized by it: exit 2 at once, naming file, field and
+    // value (these aborted on allocation, panicked, or took seconds and gigabytes).
+    for (chunks, what) in [
+        (serde_json::json!(1_000_000_000u64), "instance.chunks = 1000000000: "),
+        (serde_json::json!(1u64 << 63), "instance.chunks = 9223372036854775808: "),
+        (serde_json::json!(1_000_000u64), "instance.chunks = 1000000: "),
+        (serde_json::json!(u64::MAX), "instance.chunks = 18446744073709551615: "),
+    ] {
+        let mut v = good.clone();
+        v["instance"]["chunks"] = chunks;
+        let p = write("manychunks.json", &v);
+        let started = std::time::Instant::now();
+        let o = run(&["verify", s(&p)]);
+        assert_eq!(o.status.code(), Some(2), "{what}: {}", text(&o));
+        assert!(text(&o).contains(s(&p)) && text(&o).contains(what), "{what}: {}", text(&o));
+        assert!(started.elapsed() < std::time::Duration::from_secs(3), "{what}: {:?}", started.elapsed());
+    }
     // A send from a rank that does not hold the chunk: exit 1, our rule 3 and SCCL rule 7.
     let mut v = good.clone();
     v["steps"][0]["sends"].as_array_mut().unwrap().push(serde_json::json!([14, 0, 1]));

@@ -132,14 +132,14 @@ fn chakra(s: &crate::schedule::Schedule, dir: &Path, stem: &str, channels: Optio
     if carried < exact || carried >= exact + crate::units::Rational::from_integer(messages.max(1)) {
         return Err(Error::bad(format!(
             "the traces' {messages} sends carry {bytes} bytes but the schedule's transfers carry {} (each message may round up by less than a byte)",
-            crate::units::to_f64(&exact)
+            exact_bytes(&exact)
         )));
     }
     crate::export::write_chakra_traces(dir, stem, &traces, c.kind)?;
     let rounding = if carried == exact {
         "as the schedule's transfers do".to_string()
     } else {
-        format!("the schedule's transfers {}, each message rounded up to whole bytes", crate::units::to_f64(&exact))
+        format!("the schedule's transfers {}, each message rounded up to whole bytes", exact_bytes(&exact))
     };
     println!(
         "wrote {}/{stem}.<rank>.et for {} ranks and {}/{stem}.system.json; {messages} sends carry {bytes} bytes in all, {rounding}",
@@ -148,6 +148,18 @@ fn chakra(s: &crate::schedule::Schedule, dir: &Path, stem: &str, channels: Optio
         dir.display()
     );
     Ok(ExitCode::Ok)
+}
+
+/// A total of bytes exactly: an integer, or a whole number and a fraction (`7 1/3`), never
+/// through f64, which rounds totals beyond 2^53.
+fn exact_bytes(r: &crate::units::Rational) -> String {
+    let whole = r.floor();
+    let rest = r - whole;
+    if rest == crate::units::Rational::from_integer(0) {
+        whole.to_integer().to_string()
+    } else {
+        format!("{} {}/{}", whole.to_integer(), rest.numer(), rest.denom())
+    }
 }
 
 /// SCCL's algorithm JSON, `DIR/STEM.msccl.json` (msccl-tools' own ending for algorithms): what
@@ -168,4 +180,19 @@ fn sccl_json(s: &crate::schedule::Schedule, schedule: &Path, dir: &Path, stem: &
         c.chunks
     );
     Ok(ExitCode::Ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::exact_bytes;
+    use crate::units::Rational;
+
+    #[test]
+    fn byte_totals_are_printed_exactly() {
+        // 3 x (2^64 - 1), beyond f64's 2^53, and a fraction of a byte.
+        let three = Rational::from_integer(3 * (u64::MAX as i128));
+        assert_eq!(exact_bytes(&three), "55340232221128654845");
+        assert_eq!(exact_bytes(&Rational::new(22, 3)), "7 1/3");
+        assert_eq!(exact_bytes(&Rational::from_integer(0)), "0");
+    }
 }

@@ -103,8 +103,18 @@ impl Network {
                 other => Err(Error::bad(format!("topology: `{other}`: expected Ring, FullyConnected or Switch"))),
             })
             .collect::<Result<_>>()?;
-        let nums =
-            |k: &str| -> Result<Vec<f64>> { get(k)?.iter().map(|s| s.parse::<f64>().map_err(|_| Error::bad(format!("{k}: `{s}` is not a number")))).collect() };
+        // A value that is not a number is named by its key and index, as a bad number is below
+        // (YAML's `.nan` and `.inf` are not numbers here; a quoted value is a string).
+        let nums = |k: &str| -> Result<Vec<f64>> {
+            get(k)?
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    let shown = ['"', '\''].iter().find_map(|&q| s.strip_prefix(q).and_then(|v| v.strip_suffix(q))).unwrap_or(s);
+                    s.parse::<f64>().map_err(|_| Error::bad(format!("{k}[{i}] = \"{shown}\": not a number")))
+                })
+                .collect()
+        };
         let counts = nums("npus_count")?;
         let bw = nums("bandwidth")?;
         let lat = nums("latency")?;
@@ -245,6 +255,18 @@ mod tests {
         assert!(e.message().starts_with("bandwidth[0] = 3.3333333333333335: "), "{e}");
         let e = parse("topology: [ Ring, Switch ]\nnpus_count: [ 2, 2 ]\nbandwidth: [ 50, 50 ]\nlatency: [ 1, 1e39 ]\n").unwrap_err();
         assert!(e.message().starts_with("latency[1] = 1e39: "), "{e}");
+        for (bw, lat, want) in [
+            ("tbd", "1", r#"bandwidth[0] = "tbd": not a number"#),
+            (".nan", "1", r#"bandwidth[0] = ".nan": not a number"#),
+            (".inf", "1", r#"bandwidth[0] = ".inf": not a number"#),
+            ("\"50GB/s\"", "1", r#"bandwidth[0] = "50GB/s": not a number"#),
+            ("50", "soon", r#"latency[0] = "soon": not a number"#),
+        ] {
+            let e = parse(&format!("topology: [ Ring ]\nnpus_count: [ 8 ]\nbandwidth: [ {bw} ]\nlatency: [ {lat} ]\n")).unwrap_err();
+            assert_eq!(e.message(), want);
+        }
+        let e = parse("topology: [ Ring, Ring ]\nnpus_count: [ 2, 2 ]\nbandwidth:\n  - 50\n  - tbd\nlatency: [ 1, 1 ]\n").unwrap_err();
+        assert_eq!(e.message(), r#"bandwidth[1] = "tbd": not a number"#);
         let e = parse("topology: [ Ring ]\nnpus_count: [ 8 ]\nbandwidth: [ 56.0 ]\nlatency: [ 500.0 ]\nfoo: 1\n").unwrap_err();
         assert_eq!(e.message(), "line 5: unknown key `foo` (expected topology, npus_count, bandwidth, latency)");
     }

@@ -7,8 +7,9 @@
 //! - of an element's attributes it keeps the first 16; of a repeated name the first wins; a
 //!   name it does not know is ignored (each of these is a warning naming the element);
 //! - integers are read as `strtol(value, NULL, 0)` reads them: a `0x` prefix is hex, a leading
-//!   `0` octal, trailing text is ignored, no digits read as 0 (a value that is not a plain
-//!   decimal is a warning that says what the runtime reads); values are not unescaped;
+//!   `0` octal, trailing text is ignored, no digits read as 0; then narrowed to a 32-bit int, as
+//!   the runtimes' int attributes are (a value that is not a plain decimal, or does not fit, is a
+//!   warning that says what the runtime reads); values are not unescaped;
 //! - unknown elements are skipped with their contents, and only the first `<algo>` is read.
 //!
 //! What it refuses, as that tokenizer fails on it: an XML declaration or processing instruction,
@@ -650,12 +651,26 @@ impl<'a> Attrs<'a> {
         v
     }
 
-    /// An integer attribute as `strtol` reads it, if present.
+    /// An integer attribute as the runtime reads it ([`runtime_int`]), if present; a value it
+    /// reads as other than written is a warning saying what it reads.
     fn int_opt(&self, key: &str, out: &mut Problems) -> Option<i64> {
+        self.read_int(key, runtime_int, out)
+    }
+
+    /// A 64-bit attribute (`minBytes`, `maxBytes`: the runtimes read them into 64-bit
+    /// integers), as `strtol` reads it, if present.
+    fn int64_opt(&self, key: &str, out: &mut Problems) -> Option<i64> {
+        self.read_int(key, strtol, out)
+    }
+
+    fn read_int(&self, key: &str, read: fn(&str) -> i64, out: &mut Problems) -> Option<i64> {
         let v = self.get(key)?;
-        let n = strtol(v);
-        if n.to_string() != v {
-            out.warnings.push(format!("{}: {key}=\"{v}\" is not a plain integer: the runtime reads {n}", self.at));
+        let (long, n) = (strtol(v), read(v));
+        if long.to_string() != v {
+            let narrowed = if long != n { format!(" (strtol reads {long}, narrowed to a 32-bit int)") } else { String::new() };
+            out.warnings.push(format!("{}: {key}=\"{v}\" is not a plain integer: the runtime reads {n}{narrowed}", self.at));
+        } else if long != n {
+            out.warnings.push(format!("{}: {key}=\"{v}\" does not fit a 32-bit int: the runtime reads {n} (narrowed to a 32-bit int)", self.at));
         }
         Some(n)
     }
@@ -674,6 +689,15 @@ impl<'a> Attrs<'a> {
         }
         b
     }
+}
+
+/// What the runtimes' int attributes hold (all but `minBytes` and `maxBytes`, which are 64-bit):
+/// `strtol(value, NULL, 0)` ([`strtol`]) stored in an `int` (msccl-executor-nccl's
+/// `mscclXmlGetAttrInt`, MSCCL's `xmlGetAttrInt`), so narrowed to 32 bits as gcc does on x86-64
+/// (two's complement, the low 32 bits): `4294967304` is 8, and a value strtol saturates to
+/// LONG_MAX is -1.
+fn runtime_int(v: &str) -> i64 {
+    i64::from(strtol(v) as i32)
 }
 
 /// What `strtol(value, NULL, 0)` reads, saturating where it would overflow.
@@ -736,8 +760,8 @@ fn build_program(root: &Node, out: &mut Problems) -> Option<Program> {
         coll,
         inplace: a.int_opt("inplace", out),
         outofplace: a.int_opt("outofplace", out),
-        min_bytes: a.int_opt("minBytes", out),
-        max_bytes: a.int_opt("maxBytes", out),
+        min_bytes: a.int64_opt("minBytes", out),
+        max_bytes: a.int64_opt("maxBytes", out),
         nthreads: a.int_opt("nthreads", out),
         gpus: gpus?,
     })
@@ -878,9 +902,29 @@ mod tests {
         assert_eq!(strtol("9223372036854775807"), i64::MAX);
         assert_eq!(strtol("99999999999999999999999"), i64::MAX);
         assert_eq!(strtol("-0x10"), -16);
+        // Then narrowed to the runtime's 32-bit int: LONG_MIN is 0, 2^32 + 8 is 8, LONG_MAX -1.
+        assert_eq!((runtime_int("-9223372036854775808"), runtime_int("4294967304"), runtime_int("99999999999999999999")), (0, 8, -1));
+        assert_eq!((runtime_int("2147483647"), runtime_int("2147483648"), runtime_int("-2147483648")), (2147483647, -2147483648, -2147483648));
         let r = read_program(&ONE.replace(r#"s_chunks="0""#, r#"s_chunks="-9223372036854775808""#));
-        assert_eq!(r.program.as_ref().unwrap().gpus[0].chunks[2], i64::MIN);
-        assert!(r.problems.warnings.iter().all(|w| !w.contains("s_chunks")), "a plain integer: {:?}", r.problems.warnings);
+        assert_eq!(r.program.as_ref().unwrap().gpus[0].chunks[2], 0);
+        assert!(
+            r.problems
+                .warnings
+                .contains(&r#"gpu 0: s_chunks="-9223372036854775808" does not fit a 32-bit int: the runtime reads 0 (narrowed to a 32-bit int)"#.to_string()),
+            "{:?}",
+            r.problems.warnings
+        );
+        let r = read_program(&ONE.replace(r#"cnt="1""#, r#"cnt="4294967297""#).replace(r#"srcoff="0""#, r#"srcoff="99999999999999999999""#));
+        let st = &r.program.as_ref().unwrap().gpus[0].tbs[0].steps[0];
+        assert_eq!((st.cnt, st.src.offset), (1, -1));
+        assert!(
+            r.problems.warnings.contains(
+                &r#"gpu 0 tb 0 step 0: srcoff="99999999999999999999" is not a plain integer: the runtime reads -1 (strtol reads 9223372036854775807, narrowed to a 32-bit int)"#
+                    .to_string()
+            ),
+            "{:?}",
+            r.problems.warnings
+        );
     }
 
     #[test]

@@ -436,15 +436,18 @@ mod tests {
         }
     }
 
-    /// Counts and offsets at the ends of i64 are refused by name, with no overflow on the way.
+    /// Counts and offsets at the ends of what the runtime reads (a 32-bit int) are refused by
+    /// name, with no overflow on the way; past them the value wraps as the runtime's does.
     #[test]
     fn huge_counts_and_offsets_are_refused_by_name() {
         for (from, to, want) in [
-            (r#"srcoff="1""#, r#"srcoff="9223372036854775807""#, r#"srcbuf="i" srcoff="9223372036854775807" with cnt="1" is outside the buffer"#),
-            (r#"s_chunks="0""#, r#"s_chunks="2147483648""#, r#"gpu 0: s_chunks="2147483648" is more chunks than one gpu's steps can reach"#),
-            (r#"i_chunks="2""#, r#"i_chunks="9223372036854775807""#, r#"gpu 0: i_chunks="9223372036854775807" is more chunks"#),
+            (r#"srcoff="1""#, r#"srcoff="2147483647""#, r#"srcbuf="i" srcoff="2147483647" with cnt="1" is outside the buffer"#),
+            (r#"srcoff="1""#, r#"srcoff="9223372036854775807""#, r#"srcbuf="i" srcoff="-1" with cnt="1" is outside the buffer"#),
+            (r#"s_chunks="0""#, r#"s_chunks="2147483647""#, r#"gpu 0: s_chunks="2147483647" is more chunks than one gpu's steps can reach"#),
+            (r#"s_chunks="0""#, r#"s_chunks="2147483648""#, r#"gpu 0: s_chunks="-2147483648" is negative"#),
+            (r#"i_chunks="2""#, r#"i_chunks="2147483647""#, r#"gpu 0: i_chunks="2147483647" is more chunks"#),
             (r#"nchunksperloop="2""#, r#"nchunksperloop="290817""#, r#"<algo>: nchunksperloop="290817" is more chunks"#),
-            (r#"ngpus="2""#, r#"ngpus="9223372036854775807""#, r#"<algo>: ngpus="9223372036854775807" is more gpus than the reader stores"#),
+            (r#"ngpus="2""#, r#"ngpus="2147483647""#, r#"<algo>: ngpus="2147483647" is more gpus than the reader stores"#),
         ] {
             let p = problems(&EXCHANGE.replacen(from, to, 1));
             assert!(p.errors.iter().any(|e| e.contains(want)), "{want}: {:?}", p.errors);

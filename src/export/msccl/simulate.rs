@@ -1036,25 +1036,60 @@ impl Sim {
         }
         let tb = &self.net.gpus[g][t];
         let input_empty = op.kind.receives() && tb.in_conn.is_none_or(|c| self.available(c, op.in_msg) == 0);
+        // A fused step whose sender is ready to send it waits, with it, on its own send: the
+        // receiver of that send is what holds both up.
+        let mut sender_ready = None;
         if input_empty {
             let Some(c) = tb.in_conn else { return (None, here) };
             let (a, at) = self.net.conns[c].from;
-            let text = format!("{here} waits for gpu {a} tb {at} to send it; gpu {a} tb {at} is at its {}", self.position(a, at));
-            return (Some((a, at)), text);
+            if !(op.kind.sends() && self.ready_to_send(a, at, c, op.in_msg, &mut Vec::new())) {
+                let text = format!("{here} waits for gpu {a} tb {at} to send it; gpu {a} tb {at} is at its {}", self.position(a, at));
+                return (Some((a, at)), text);
+            }
+            sender_ready = Some((a, at));
         }
         let Some(c) = tb.out_conn else { return (None, here) };
         let (b, bt) = self.net.conns[c].to;
         let written = if op.kind.receives() { st.moved_in } else { st.moved_out };
-        let text = match self.buffering {
-            Buffering::Runtime => format!(
+        let text = match (self.buffering, sender_ready) {
+            (_, Some((a, at))) => format!(
+                "{here} can take what gpu {a} tb {at} is ready to send only as it passes it on: it waits for gpu {b} tb {bt} to receive it; gpu {b} tb {bt} is at its {}",
+                self.position(b, bt)
+            ),
+            (Buffering::Runtime, None) => format!(
                 "{here} has written {written} of its {} slots and the {} slots of its connection are full: it waits for gpu {b} tb {bt} to receive, which is at its {}",
                 op.slots(),
                 self.capacity,
                 self.position(b, bt)
             ),
-            Buffering::Rendezvous => format!("{here} waits for gpu {b} tb {bt} to receive it; gpu {b} tb {bt} is at its {}", self.position(b, bt)),
+            (Buffering::Rendezvous, None) => format!("{here} waits for gpu {b} tb {bt} to receive it; gpu {b} tb {bt} is at its {}", self.position(b, bt)),
         };
         (Some((b, bt)), text)
+    }
+
+    /// Whether threadblock `t` of gpu `g` is at the send of message `m` on connection `c` with
+    /// nothing in its way but that send's receiver: its dependencies are met and, for a fused
+    /// step, what it passes on has arrived or its own sender is ready so (a chain of fused steps
+    /// moves at once under rendezvous; one that comes back to itself is not ready).
+    fn ready_to_send(&self, g: usize, t: usize, c: usize, m: usize, visited: &mut Vec<(usize, usize)>) -> bool {
+        let Some(op) = self.op(g, t) else { return false };
+        let tb = &self.net.gpus[g][t];
+        if !(op.kind.sends() && tb.out_conn == Some(c) && op.out_msg == m && (self.state[g][t].begun || self.waits_done(g, t))) {
+            return false;
+        }
+        if !op.kind.receives() {
+            return true;
+        }
+        let Some(i) = tb.in_conn else { return false };
+        if self.available(i, op.in_msg) > 0 {
+            return true;
+        }
+        if visited.contains(&(g, t)) {
+            return false;
+        }
+        visited.push((g, t));
+        let (a, at) = self.net.conns[i].from;
+        self.ready_to_send(a, at, i, op.in_msg, visited)
     }
 
     fn finish(self, p: &Program, placement: Placement) -> Execution {

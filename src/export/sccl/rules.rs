@@ -4,6 +4,7 @@
 //! to any file, and `verify FILE` reports them beside the rules of docs/design/MODEL.md section 4.
 
 use super::{buffer_maps, chunk_up, ScclAlgorithm, ScclChunk};
+use crate::collective::MAX_PIECES;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Every rule the file breaks, one message each, naming the field and value (empty: none).
@@ -97,6 +98,8 @@ pub fn structure_problems(alg: &ScclAlgorithm) -> Vec<String> {
     }
     if alg.instance.chunks == 0 {
         out.push("rule 2: instance.chunks = 0: must be at least 1".into());
+    } else if let Some(limit) = chunk_count_problem(alg, n) {
+        out.push(limit);
     }
     if let Some(p) = alg.instance.pipeline {
         out.push(format!("rule 2: instance.pipeline = {p}: ncclize refuses pipelined algorithms (write null)"));
@@ -114,6 +117,33 @@ pub fn structure_problems(alg: &ScclAlgorithm) -> Vec<String> {
         out.push("rule 1: topology.links is empty: an algorithm needs at least one rank".into());
     }
     out
+}
+
+/// The most (rank, chunk) pairs the rules track for a chunked collective (one flag each).
+pub const MAX_RANK_CHUNKS: u64 = 1 << 26;
+
+/// Why `instance.chunks` cuts the collective into more chunks than can be checked or imported,
+/// judged before anything is sized by it: every one of our collectives over n ranks has at most
+/// n^2 x [`MAX_PIECES`] chunks once cut (P = chunks / n^2 for all of them but all_gather's n x P),
+/// and the rules keep a flag per (rank, chunk).
+fn chunk_count_problem(alg: &ScclAlgorithm, n: usize) -> Option<String> {
+    let (c, base, n) = (alg.instance.chunks, alg.collective.chunks.len() as u64, n as u64);
+    let chunked = base.checked_mul(c);
+    let most = n.saturating_mul(n).saturating_mul(MAX_PIECES as u64);
+    let shown = || chunked.map_or_else(|| format!("{base} x {c}"), |t| t.to_string());
+    if chunked.is_none_or(|t| t > most) {
+        return Some(format!(
+            "rule 2: instance.chunks = {c}: the collective's {base} chunks cut into {c} each are {} chunks, more than {n}^2 x {MAX_PIECES} = {most} ({MAX_PIECES} pieces per block over {n} ranks, collsched's most)",
+            shown()
+        ));
+    }
+    if chunked.is_none_or(|t| t.saturating_mul(n) > MAX_RANK_CHUNKS) {
+        return Some(format!(
+            "rule 2: instance.chunks = {c}: the collective's {base} chunks cut into {c} each are {} chunks over {n} ranks, more than the {MAX_RANK_CHUNKS} (rank, chunk) pairs collsched checks",
+            shown()
+        ));
+    }
+    None
 }
 
 /// Rule 3: the buffer maps are the ones msccl-tools derives from the chunked collective
