@@ -214,6 +214,8 @@ fn print_text(output: &Path, schedule: &crate::schedule::Schedule, answer: &port
 fn print_pareto(answer: &portfolio::Answer) {
     let front = answer.pareto();
     println!("steps/time trade-off (verified candidates; * = not beaten in both steps and time):");
+    // The fewest-steps line counts steps of one piece per link; a candidate here may carry more.
+    println!("(steps: the schedule's own, whose transfers may carry several pieces; the fewest-steps search counts one piece per link and step)");
     println!(
         "| steps | pieces per block | step-synchronous time | event-driven time | SCCL (steps, rounds, chunks) | candidate |\n|---:|---:|---:|---:|---:|---|"
     );
