@@ -146,14 +146,24 @@ pub fn candidate_cuts(t: &Topology) -> Vec<(String, Vec<NodeId>)> {
         // A board and every npu on it, ranks or not (an npu outside the ranks only relays, and
         // in U it hides the board's mesh links), alone and with the leaves whose npus are all on
         // it: a board's traffic to the rest leaves over its npus' leaf links, or their uplinks.
-        for board in (0..f.npus.div_ceil(f.board.unwrap_or(1).max(1))).filter(|_| f.board.is_some_and(|b| b > 1)) {
-            let npus: Vec<NodeId> = (0..f.npus as u32).map(NodeId).filter(|&v| f.board_of(v) == Some(board)).collect();
-            let leaves = (0..f.leaves).filter(|&leaf| (0..f.npus as u32).map(NodeId).filter(|&v| f.leaf_of(v) == leaf).all(|v| f.board_of(v) == Some(board)));
-            let with_leaves: Vec<NodeId> = npus.iter().copied().chain(leaves.filter(|&l| l * f.down < f.npus).map(|l| f.leaf(l))).collect();
-            if with_leaves.len() > npus.len() {
-                sets.push(("board and its leaves".into(), with_leaves));
+        // Npus are numbered leaf by leaf and board by board, so a leaf lies on one board when its
+        // first and last npus do: one pass over the npus and one over the leaves.
+        if let Some(b) = f.board.filter(|&b| b > 1) {
+            let mut on_board: Vec<Vec<NodeId>> = vec![Vec::new(); f.npus.div_ceil(b)];
+            (0..f.npus as u32).map(NodeId).for_each(|v| on_board[v.index() / b].push(v));
+            let mut leaves_on: Vec<Vec<NodeId>> = vec![Vec::new(); on_board.len()];
+            for leaf in (0..f.leaves).filter(|&l| l * f.down < f.npus) {
+                let (first, last) = (leaf * f.down, ((leaf + 1) * f.down).min(f.npus) - 1);
+                if first / b == last / b {
+                    leaves_on[first / b].push(f.leaf(leaf));
+                }
             }
-            sets.push(("board".into(), npus));
+            for (npus, leaves) in on_board.into_iter().zip(leaves_on) {
+                if !leaves.is_empty() {
+                    sets.push(("board and its leaves".into(), npus.iter().copied().chain(leaves).collect()));
+                }
+                sets.push(("board".into(), npus));
+            }
         }
         // A leaf and the npus below it: their traffic to the rest leaves over the uplinks only.
         for leaf in 0..f.leaves {
