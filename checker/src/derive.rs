@@ -13,7 +13,13 @@ use std::collections::{BinaryHeap, VecDeque};
 /// outside the collective only, and ends at a rank, because only ranks store (docs/design/MODEL.md
 /// sections 1 and 3).
 pub(crate) fn steps(inst: &Instance, s: usize, d: usize) -> Result<Q, String> {
-    let adj = inst.up_adjacency();
+    let dist = single_hops(inst, &inst.up_adjacency(), s);
+    dist[d].map(|h| Q::from_integer(h.into())).ok_or_else(|| format!("node {d} cannot be reached from node {s} over up links"))
+}
+
+/// Single-hop distances from `s` to every rank over `adj` (the up links, or the up links
+/// reversed for the distances to `s`); `None` where no hop chain reaches.
+fn single_hops(inst: &Instance, adj: &[Vec<(usize, usize)>], s: usize) -> Vec<Option<u64>> {
     let stores = inst.rank_flags();
     let mut dist: Vec<Option<u64>> = vec![None; inst.nodes];
     dist[s] = Some(0);
@@ -36,7 +42,7 @@ pub(crate) fn steps(inst: &Instance, s: usize, d: usize) -> Result<Q, String> {
             }
         }
     }
-    dist[d].map(|h| Q::from_integer(h.into())).ok_or_else(|| format!("node {d} cannot be reached from node {s} over up links"))
+    dist
 }
 
 /// Shortest path latency from `s` to `d`: link latencies plus the switch latency for every switch
@@ -406,4 +412,62 @@ pub(crate) fn steps_flow(inst: &Instance, y: &[Q]) -> Result<Q, String> {
     let weight = |bytes: &Q| if bytes.is_positive() { pieces.clone() } else { Q::zero() };
     let numerator = demand_distance(inst, &ints, &weight, "steps flow")?.to_integer();
     Ok(ceil_ratio(&numerator, &denominator))
+}
+
+/// The steps arrival bound (docs/design/MODEL.md section 6) of `rank` at `distance` d >= 1. A value
+/// that starts at a rank u and is needed at a rank v crosses a chain of at least dist(u, v)
+/// transfers in successive steps (a rank forwards only what it held at the start of the step);
+/// the last enters v, the first leaves u. So, with `into`, each piece that `rank` needs from a
+/// rank d or more hops away enters it in a step no earlier than d; such pieces: all_to_all and
+/// all_gather, every such source's pieces; reduce_scatter, the pieces of the rank's own block
+/// (each needs the farthest contribution); all_reduce, every piece. Without `into`, each piece
+/// that a rank d or more hops away needs of `rank` leaves it in a step no later than T - d + 1:
+/// all_to_all and reduce_scatter, every such destination's pieces; all_gather, the rank's own
+/// block; all_reduce, every piece. A link carries one piece per step, so the up links entering
+/// (leaving) the rank carry them in `links x (T - d + 1)` slots at most:
+/// `T >= d - 1 + ceil(pieces / links)`.
+pub(crate) fn steps_arrival(inst: &Instance, rank: usize, into: bool, distance: u64) -> Result<Q, String> {
+    if rank >= inst.nodes || !inst.ranks.contains(&rank) {
+        return Err(format!("node {rank} is not a rank of the collective"));
+    }
+    if distance == 0 {
+        return Err("distance 0: the bound counts pieces at least one hop away".into());
+    }
+    let adj = if into {
+        let mut reversed = vec![Vec::new(); inst.nodes];
+        for (i, l) in inst.links.iter().enumerate().filter(|(_, l)| l.up) {
+            reversed[l.dst].push((i, l.src));
+        }
+        reversed
+    } else {
+        inst.up_adjacency()
+    };
+    let dist = single_hops(inst, &adj, rank);
+    let mut far = 0u64;
+    for &x in inst.ranks.iter().filter(|&&x| x != rank) {
+        let (s, d) = if into { (x, rank) } else { (rank, x) };
+        if !inst.is_required_pair(s, d) {
+            continue;
+        }
+        let h = dist[x].ok_or_else(|| format!("node {d} cannot be reached from node {s} over up links"))?;
+        if h >= distance {
+            far += 1;
+        }
+    }
+    let (r, p) = (inst.ranks.len() as u64, u64::from(inst.pieces));
+    let pieces = match (&inst.demands, into) {
+        (Demands::UniformAllToAll(_) | Demands::AllToAll(_), _)
+        | (Demands::Blocks { kind: BlockKind::AllGather, .. }, true)
+        | (Demands::Blocks { kind: BlockKind::ReduceScatter, .. }, false) => far * p,
+        (Demands::Blocks { kind: BlockKind::AllGather, .. }, false) | (Demands::Blocks { kind: BlockKind::ReduceScatter, .. }, true) => u64::from(far > 0) * p,
+        (Demands::Blocks { kind: BlockKind::AllReduce, .. }, _) => u64::from(far > 0) * r * p,
+    };
+    let links = inst.links.iter().filter(|l| l.up && if into { l.dst == rank } else { l.src == rank }).count();
+    if pieces == 0 {
+        return Ok(Q::zero());
+    }
+    if links == 0 {
+        return Err(format!("no up link {} node {rank}, yet pieces must", if into { "enters" } else { "leaves" }));
+    }
+    Ok(Q::from_integer(BigInt::from(distance - 1)) + ceil_ratio(&BigInt::from(pieces), &BigInt::from(links)))
 }

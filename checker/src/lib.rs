@@ -30,7 +30,8 @@
 //!    {"bound": "transmissions", "value": "125/12", "witness": {"into": false}},
 //!    {"bound": "steps_transmissions", "value": "1", "witness": {"into": false}},
 //!    {"bound": "steps_cut", "value": "1", "witness": {"nodes": [0], "into": false}},
-//!    {"bound": "steps_flow", "value": "1", "witness": {"lengths": ["1", "1", "1", "1", "1", "1"]}}],
+//!    {"bound": "steps_flow", "value": "1", "witness": {"lengths": ["1", "1", "1", "1", "1", "1"]}},
+//!    {"bound": "steps_arrival", "value": "1", "witness": {"rank": 0, "into": true, "distance": 1}}],
 //!  "schedule": {"bandwidth_ns": "125/12", "time_ns": "1325/12", "bandwidth_optimal": true}}
 //! ```
 //!
@@ -44,7 +45,9 @@
 //! - `steps_cut`: the pieces that must leave the node set (the rule of the `cut` claim, counted
 //!   in pieces) over the up links leaving it (`into`: the complement);
 //! - `steps_flow` (all_to_all): sum over pieces of the distance under the lengths, over the sum
-//!   of the lengths of the up links.
+//!   of the lengths of the up links;
+//! - `steps_arrival`: d - 1 plus the pieces that must enter the rank in a step no earlier than
+//!   the distance d allows (`into`; otherwise leave it no later), over its up links, rounded up.
 //!
 //! Values are exact rationals written as `"7"`, `"25/2"` or `"12.5"`; capacities are bytes per
 //! ns (GB/s), times are ns, `steps` counts single hops (a hop ends at a rank: only ranks store). `collective` is, for all_to_all, either
@@ -78,7 +81,7 @@ pub struct ClaimReport {
     /// Position in the certificate's `claims` list (0-based).
     pub index: usize,
     /// `steps`, `latency`, `volume`, `cut`, `flow`, `transmissions`, `steps_transmissions`,
-    /// `steps_cut` or `steps_flow`.
+    /// `steps_cut`, `steps_flow` or `steps_arrival`.
     pub bound: String,
     /// The value the certificate claims (hops for steps, ns otherwise).
     pub claimed: Q,
@@ -98,8 +101,8 @@ pub struct CheckReport {
     /// The best bandwidth bound proven (max of volume, cut, flow and transmissions), if any was
     /// claimed.
     pub bandwidth_bound: Option<Q>,
-    /// The best steps bound proven (max of `steps`, `steps_transmissions`, `steps_cut` and
-    /// `steps_flow`), if any was claimed.
+    /// The best steps bound proven (max of `steps`, `steps_transmissions`, `steps_cut`,
+    /// `steps_flow` and `steps_arrival`), if any was claimed.
     pub steps_bound: Option<Q>,
     /// The spec's path relative to the certificate, when recorded.
     pub spec: Option<String>,
@@ -220,12 +223,20 @@ enum RawClaim {
     StepsTransmissions { value: String, witness: DirectionWitness },
     StepsCut { value: String, witness: CutWitness },
     StepsFlow { value: String, witness: FlowWitness },
+    StepsArrival { value: String, witness: ArrivalWitness },
 }
 
 impl RawClaim {
     /// Whether the claim bounds steps (a count) rather than time (ns).
     fn is_steps(&self) -> bool {
-        matches!(self, RawClaim::Steps { .. } | RawClaim::StepsTransmissions { .. } | RawClaim::StepsCut { .. } | RawClaim::StepsFlow { .. })
+        matches!(
+            self,
+            RawClaim::Steps { .. }
+                | RawClaim::StepsTransmissions { .. }
+                | RawClaim::StepsCut { .. }
+                | RawClaim::StepsFlow { .. }
+                | RawClaim::StepsArrival { .. }
+        )
     }
 }
 
@@ -249,6 +260,17 @@ struct CutWitness {
     nodes: Vec<usize>,
     #[serde(default)]
     into: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ArrivalWitness {
+    /// The rank whose links carry the pieces.
+    rank: usize,
+    /// Count what enters the rank (otherwise what leaves it).
+    into: bool,
+    /// The single-hop distance d >= 1.
+    distance: u64,
 }
 
 #[derive(Deserialize)]
@@ -324,6 +346,7 @@ pub fn check_str(text: &str) -> Result<CheckReport, CheckError> {
             RawClaim::StepsTransmissions { value, witness } => (value, derive::steps_transmissions(&inst, witness.into).map_err(at)?),
             RawClaim::StepsCut { value, witness } => (value, derive::steps_cut(&inst, &witness.nodes, witness.into).map_err(at)?),
             RawClaim::StepsFlow { value, witness } => (value, derive::steps_flow(&inst, &lengths(witness).map_err(at)?).map_err(at)?),
+            RawClaim::StepsArrival { value, witness } => (value, derive::steps_arrival(&inst, witness.rank, witness.into, witness.distance).map_err(at)?),
         };
         let claimed = parse_q(claimed_text).map_err(|e| at(format!("value: {e}")))?;
         let unit = if claim.is_steps() { " steps" } else { " ns" };
@@ -338,9 +361,11 @@ pub fn check_str(text: &str) -> Result<CheckReport, CheckError> {
                     None => (derived.clone(), claimed.clone()),
                 })
             }
-            RawClaim::Steps { .. } | RawClaim::StepsTransmissions { .. } | RawClaim::StepsCut { .. } | RawClaim::StepsFlow { .. } => {
-                steps_bound = Some(steps_bound.map_or(derived.clone(), |b| b.max(derived.clone())))
-            }
+            RawClaim::Steps { .. }
+            | RawClaim::StepsTransmissions { .. }
+            | RawClaim::StepsCut { .. }
+            | RawClaim::StepsFlow { .. }
+            | RawClaim::StepsArrival { .. } => steps_bound = Some(steps_bound.map_or(derived.clone(), |b| b.max(derived.clone()))),
         }
         claims.push(ClaimReport { index, bound: name, claimed, derived });
     }

@@ -221,3 +221,38 @@ fn rationals_parse_exactly() {
         assert!(parse_q(bad).is_err(), "{bad}");
     }
 }
+
+#[test]
+fn the_end_of_a_line_waits_for_the_far_end() {
+    // The line 0 - 1 - 2 (cable 2-0 down, links 4 and 5). all_reduce at 2 pieces per block: 6
+    // pieces, each of which needs node 2's contribution at node 0, 2 hops away, so it enters 0
+    // over its one up link (1->0) in step 2 or later: 1 + ceil(6 / 1) = 7 steps. Out of 0 alike
+    // (0's contribution must reach 2 by the last step): 7. The same at distance 1 counts every
+    // piece from step 1: 0 + 6 = 6.
+    let blocks = |kind: &str, pieces: u32| json!({"kind": kind, "ranks": [0, 1, 2], "piece_bytes": "3", "pieces": pieces});
+    let arrival = |value: &str, rank: usize, into: bool, distance: u64| json!({"bound": "steps_arrival", "value": value, "witness": {"rank": rank, "into": into, "distance": distance}});
+    let c = cert(ring3(&[4, 5], blocks("all_reduce", 2)), json!([arrival("7", 0, true, 2), arrival("7", 0, false, 2), arrival("6", 0, true, 1)]));
+    assert_eq!(derived(&c), ["7", "7", "6"].map(q));
+    assert_eq!(check_str(&c.to_string()).unwrap().steps_bound, Some(q("7")));
+    // The middle rank has two links each way and every rank one hop away: 0 + ceil(6 / 2) = 3.
+    let c = cert(ring3(&[4, 5], blocks("all_reduce", 2)), json!([arrival("4", 1, true, 1)]));
+    assert!(rejected(&c).contains("the witness supports 3 steps, the claim is 4 steps"), "{}", rejected(&c));
+    // all_gather into 0: node 2's 2 pieces arrive in step 2 or later (1 + 2 = 3); node 1's and
+    // 2's, 4 pieces, from step 1 (0 + 4 = 4). Out of 0 only its own 2 pieces: 1 + 2 = 3.
+    // reduce_scatter into 0: only 0's own block, 2 pieces: 1 + 2 = 3; out of 0 the blocks of 1 and 2
+    // at distance 1 (4 pieces, 4 steps), of 2 alone at distance 2 (1 + 2 = 3).
+    let c = cert(ring3(&[4, 5], blocks("all_gather", 2)), json!([arrival("3", 0, true, 2), arrival("4", 0, true, 1), arrival("3", 0, false, 2)]));
+    assert_eq!(derived(&c), ["3", "4", "3"].map(q));
+    let c = cert(ring3(&[4, 5], blocks("reduce_scatter", 2)), json!([arrival("3", 0, true, 2), arrival("4", 0, false, 1), arrival("3", 0, false, 2)]));
+    assert_eq!(derived(&c), ["3", "4", "3"].map(q));
+    // all_to_all (one piece per block) into 0: from 2 alone at distance 2: 1 + 1 = 2.
+    let c = cert(ring3(&[4, 5], a2a("12")), json!([arrival("2", 0, true, 2)]));
+    assert_eq!(derived(&c), ["2"].map(q));
+    // Nothing is 3 hops away: the witness supports nothing; a non-rank and distance 0 are refused.
+    let c = cert(ring3(&[4, 5], blocks("all_reduce", 1)), json!([arrival("1", 0, true, 3)]));
+    assert!(rejected(&c).contains("supports 0 steps"), "{}", rejected(&c));
+    let c = cert(ring3(&[4, 5], blocks("all_reduce", 1)), json!([arrival("1", 7, true, 1)]));
+    assert!(rejected(&c).contains("not a rank"), "{}", rejected(&c));
+    let c = cert(ring3(&[4, 5], blocks("all_reduce", 1)), json!([arrival("1", 0, true, 0)]));
+    assert!(rejected(&c).contains("distance 0"), "{}", rejected(&c));
+}

@@ -202,6 +202,29 @@ pub struct Farthest {
     pub latency: Option<(Rational, NodeId, NodeId)>,
     /// all_to_all only: the sum over blocks of their bytes times their distance in links.
     pub byte_links: Rational,
+    /// Per rank (by index), how many ranks need something of it at each single-hop distance
+    /// (`out[i][h]`: required pairs (rank i, j) with j `h` hops from i), and how many it needs
+    /// something of (`into[i][h]`: pairs (j, rank i), j `h` hops to i): the steps arrival bound's
+    /// profile ([`steps::arrival`]).
+    pub profile: HopProfile,
+}
+
+/// Counts of required partners by single-hop distance, per rank ([`Farthest::profile`]).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct HopProfile {
+    /// Per rank, per distance h, the required destinations h hops from it.
+    pub out: Vec<Vec<u32>>,
+    /// Per rank, per distance h, the required sources h hops to it.
+    pub into: Vec<Vec<u32>>,
+}
+
+/// Adds one to `row[h]`, growing the row as needed.
+fn count_at(row: &mut Vec<u32>, h: u32) {
+    let h = h as usize;
+    if row.len() <= h {
+        row.resize(h + 1, 0);
+    }
+    row[h] += 1;
 }
 
 /// Scans every required pair of `c` once ([`Farthest`]). Assumes every rank is connected.
@@ -213,42 +236,71 @@ pub fn farthest(t: &Topology, c: &Collective) -> Farthest {
     let all_to_all = c.kind == CollectiveKind::AllToAll;
     let every_node_stores = t.num_nodes() == stores.len() && stores.iter().all(|&x| x);
     let needed = |si: usize, di: usize| si != di && (!all_to_all || c.is_uniform() || c.block_size(si, di) > Rational::zero());
-    // Per source: (hops, destination), (scaled latency, destination), bytes times links.
-    type Row = (Option<(u32, usize)>, Option<(i128, usize)>, Rational);
-    let rows: Vec<Row> = (0..c.num_ranks())
+    // Per source: (hops, destination), (scaled latency, destination), bytes times links, its
+    // required destinations by hops.
+    type Row = (Option<(u32, usize)>, Option<(i128, usize)>, Rational, Vec<u32>);
+    let r = c.num_ranks();
+    // Each thread keeps its sources' rows and its share of every rank's required sources by hops
+    // (the columns of the distances, which no single row holds).
+    let (mut rows, into): (Vec<(usize, Row)>, Vec<Vec<u32>>) = (0..r)
         .into_par_iter()
-        .map(|si| {
-            let src = c.ranks[si];
-            let hops = single_hop_distances(&up, &stores, src);
-            // Where every node stores (a torus of ranks), a single hop is a link: one scan serves
-            // the hops, the links and (when every link weighs the same) the latencies.
-            let lats = every_node_stores.then(|| metric.uniform_distances(&hops)).flatten().unwrap_or_else(|| metric.scaled_distances(&up, src));
-            let links = all_to_all.then(|| if every_node_stores { hops.clone() } else { up.hop_distances(src) });
-            let (mut far_hops, mut far_lat, mut byte_links): Row = (None, None, Rational::zero());
-            // A uniform all_to_all sums its links as integers and weighs them once.
-            let mut uniform_links = 0u64;
-            for (di, &dst) in c.ranks.iter().enumerate().filter(|&(di, _)| needed(si, di)) {
-                if let Some(h) = hops[dst.index()].filter(|&h| far_hops.is_none_or(|(b, _)| h > b)) {
-                    far_hops = Some((h, di));
+        // Few accumulators: each holds a list per rank.
+        .with_min_len(r.div_ceil(4 * rayon::current_num_threads()).max(1))
+        .fold(
+            || (Vec::new(), vec![Vec::new(); r]),
+            |(mut rows, mut into): (Vec<(usize, Row)>, Vec<Vec<u32>>), si| {
+                let src = c.ranks[si];
+                let hops = single_hop_distances(&up, &stores, src);
+                // Where every node stores (a torus of ranks), a single hop is a link: one scan serves
+                // the hops, the links and (when every link weighs the same) the latencies.
+                let lats = every_node_stores.then(|| metric.uniform_distances(&hops)).flatten().unwrap_or_else(|| metric.scaled_distances(&up, src));
+                let links = all_to_all.then(|| if every_node_stores { hops.clone() } else { up.hop_distances(src) });
+                let (mut far_hops, mut far_lat, mut byte_links) = (None, None, Rational::zero());
+                let mut out = Vec::new();
+                // A uniform all_to_all sums its links as integers and weighs them once.
+                let mut uniform_links = 0u64;
+                for (di, &dst) in c.ranks.iter().enumerate().filter(|&(di, _)| needed(si, di)) {
+                    if let Some(h) = hops[dst.index()] {
+                        count_at(&mut out, h);
+                        count_at(&mut into[di], h);
+                        if far_hops.is_none_or(|(b, _)| h > b) {
+                            far_hops = Some((h, di));
+                        }
+                    }
+                    if let Some(l) = lats[dst.index()].filter(|&l| far_lat.is_none_or(|(b, _)| l > b)) {
+                        far_lat = Some((l, di));
+                    }
+                    match &links {
+                        Some(links) if c.is_uniform() => uniform_links += u64::from(links[dst.index()].unwrap_or(0)),
+                        Some(links) => byte_links += c.block_size(si, di) * Rational::from_integer(i128::from(links[dst.index()].unwrap_or(0))),
+                        None => {}
+                    }
                 }
-                if let Some(l) = lats[dst.index()].filter(|&l| far_lat.is_none_or(|(b, _)| l > b)) {
-                    far_lat = Some((l, di));
+                if uniform_links > 0 {
+                    byte_links = c.block_size(si, si) * Rational::from_integer(i128::from(uniform_links));
                 }
-                match &links {
-                    Some(links) if c.is_uniform() => uniform_links += u64::from(links[dst.index()].unwrap_or(0)),
-                    Some(links) => byte_links += c.block_size(si, di) * Rational::from_integer(i128::from(links[dst.index()].unwrap_or(0))),
-                    None => {}
+                rows.push((si, (far_hops, far_lat, byte_links, out)));
+                (rows, into)
+            },
+        )
+        .reduce(
+            || (Vec::new(), vec![Vec::new(); r]),
+            |(mut rows, mut into), (more, other)| {
+                rows.extend(more);
+                for (mine, theirs) in into.iter_mut().zip(other) {
+                    if mine.len() < theirs.len() {
+                        mine.resize(theirs.len(), 0);
+                    }
+                    mine.iter_mut().zip(theirs).for_each(|(a, b)| *a += b);
                 }
-            }
-            if uniform_links > 0 {
-                byte_links = c.block_size(si, si) * Rational::from_integer(i128::from(uniform_links));
-            }
-            (far_hops, far_lat, byte_links)
-        })
-        .collect();
-    let mut far = Farthest { hops: None, latency: None, byte_links: Rational::zero() };
+                (rows, into)
+            },
+        );
+    rows.sort_unstable_by_key(|&(si, _)| si);
+    let mut far = Farthest { hops: None, latency: None, byte_links: Rational::zero(), profile: HopProfile { out: Vec::with_capacity(r), into } };
     let mut best_lat: Option<i128> = None;
-    for (si, (h, l, v)) in rows.into_iter().enumerate() {
+    for (si, (h, l, v, out)) in rows {
+        far.profile.out.push(out);
         if let Some((h, di)) = h.filter(|&(h, _)| far.hops.is_none_or(|(b, _, _)| h > b)) {
             far.hops = Some((h, c.ranks[si], c.ranks[di]));
         }

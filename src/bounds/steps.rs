@@ -11,11 +11,13 @@
 //!   over the up links leaving it, rounded up;
 //! - `steps_flow` (all_to_all): lengths y on the links; in T steps a link carries at most T pieces,
 //!   so `T x sum_e y_e >= sum over pieces of y-distance` ([`super::flow::steps_flow_bound`];
-//!   every length 1 is the volume bound, the indicator of a cut is that cut).
+//!   every length 1 is the volume bound, the indicator of a cut is that cut);
+//! - `steps_arrival`: the pieces that must enter a rank (or leave it) no earlier (no later) than
+//!   a single-hop distance allows, over its up links ([`arrival`]).
 
 use super::cut::{candidate_cuts, crossing, links_leaving, membership, tighten, Crossing};
 use super::flow::{steps_flow_bound, FlowOptions};
-use super::{farthest, transfers_per_piece, Farthest};
+use super::{farthest, transfers_per_piece, Farthest, HopProfile};
 use crate::collective::{Collective, CollectiveKind};
 use crate::topology::{NodeId, Topology};
 use crate::units::Rational;
@@ -52,6 +54,17 @@ pub enum StepsWitness {
         /// The lengths, by link id.
         lengths: Vec<u64>,
     },
+    /// The pieces that must enter `rank` over its up links in a step no earlier than `distance`
+    /// (with `into`), or leave it no later than `distance` steps before the end (claim
+    /// `steps_arrival`, see [`arrival`]).
+    Arrival {
+        /// The rank.
+        rank: NodeId,
+        /// Count what enters the rank (otherwise what leaves it).
+        into: bool,
+        /// The single-hop distance d: the claim is d - 1 + ceil(pieces / links).
+        distance: u32,
+    },
 }
 
 /// A lower bound on the steps with its witness.
@@ -65,13 +78,14 @@ pub struct StepsClaim {
 
 impl StepsClaim {
     /// The claim's name in a certificate (`steps`, `steps_transmissions`, `steps_cut`,
-    /// `steps_flow`).
+    /// `steps_flow`, `steps_arrival`).
     pub fn bound_name(&self) -> &'static str {
         match self.witness {
             StepsWitness::Distance { .. } => "steps",
             StepsWitness::Transmissions { .. } => "steps_transmissions",
             StepsWitness::Cut { .. } => "steps_cut",
             StepsWitness::Flow { .. } => "steps_flow",
+            StepsWitness::Arrival { .. } => "steps_arrival",
         }
     }
 
@@ -82,6 +96,7 @@ impl StepsClaim {
             StepsWitness::Transmissions { into } => json!({"into": into}),
             StepsWitness::Cut { nodes, into } => json!({"nodes": nodes.iter().map(|n| n.0).collect::<Vec<_>>(), "into": into}),
             StepsWitness::Flow { lengths } => json!({"lengths": lengths.iter().map(|y| y.to_string()).collect::<Vec<_>>()}),
+            StepsWitness::Arrival { rank, into, distance } => json!({"rank": rank.0, "into": into, "distance": distance}),
         };
         json!({"bound": self.bound_name(), "value": self.steps.to_string(), "witness": witness})
     }
@@ -148,6 +163,65 @@ fn transmissions(t: &Topology, c: &Collective) -> Option<StepsClaim> {
         .max_by_key(|claim| claim.steps)
 }
 
+/// How many pieces one partner at distance h or more stands for, by kind and direction: `Each`
+/// partner its own pieces, or `Whole` the same pieces for every partner (so `m` when any partner
+/// is that far).
+enum PerPartner {
+    Each(u64),
+    Whole(u64),
+}
+
+/// The arrival bound (docs/design/MODEL.md section 6): a value that starts at rank u and is
+/// needed at rank v crosses a chain of at least dist(u, v) transfers in successive steps, the last
+/// of which enters v over one of its links; so a piece that v needs from a rank d or more hops
+/// away enters v in a step no earlier than d. Such pieces are counted by kind: all_to_all and
+/// all_gather, each source's own pieces (one per partner); reduce_scatter, v's block, whose every
+/// piece needs the farthest contribution; all_reduce, every piece. A link carries one piece per
+/// step, so `links x (T - d + 1) >= pieces`: `T >= d - 1 + ceil(pieces / links)`. Out of v,
+/// symmetrically: a piece a rank d hops away needs of v leaves v no later than step T - d + 1
+/// (all_to_all and reduce_scatter: each destination's pieces; all_gather: v's own; all_reduce:
+/// every piece). The best over every rank, direction and distance.
+fn arrival(t: &Topology, c: &Collective, profile: &HopProfile) -> Option<StepsClaim> {
+    let r = c.num_ranks() as u64;
+    let p = u64::from(c.pieces);
+    let per = |into: bool| match (c.kind, into) {
+        (CollectiveKind::AllToAll, _) | (CollectiveKind::AllGather, true) | (CollectiveKind::ReduceScatter, false) => PerPartner::Each(p),
+        (CollectiveKind::AllGather, false) | (CollectiveKind::ReduceScatter, true) => PerPartner::Whole(p),
+        (CollectiveKind::AllReduce, _) => PerPartner::Whole(r * p),
+    };
+    let (mut links_in, mut links_out) = (vec![0u64; t.num_nodes()], vec![0u64; t.num_nodes()]);
+    for (_, l) in t.links().filter(|(_, l)| l.up) {
+        links_out[l.src.index()] += 1;
+        links_in[l.dst.index()] += 1;
+    }
+    let mut best: Option<StepsClaim> = None;
+    for (into, rows, links) in [(false, &profile.out, &links_out), (true, &profile.into, &links_in)] {
+        let per = per(into);
+        for (i, row) in rows.iter().enumerate() {
+            let rank = c.ranks[i];
+            let links = links[rank.index()];
+            // Partners at distance h or more, from the farthest in.
+            let mut partners = 0u64;
+            for h in (1..row.len()).rev() {
+                partners += u64::from(row[h]);
+                let pieces = match per {
+                    PerPartner::Each(m) => m * partners,
+                    PerPartner::Whole(m) if partners > 0 => m,
+                    PerPartner::Whole(_) => 0,
+                };
+                if pieces == 0 || links == 0 {
+                    continue;
+                }
+                let steps = (h as u32 - 1).saturating_add(ceil_div(pieces, links));
+                if best.as_ref().is_none_or(|b| steps > b.steps) {
+                    best = Some(StepsClaim { steps, witness: StepsWitness::Arrival { rank, into, distance: h as u32 } });
+                }
+            }
+        }
+    }
+    best
+}
+
 /// The best cut over [`candidate_cuts`], both directions, each [`tighten`]ed with every link
 /// weighing 1.
 fn best_cut(t: &Topology, c: &Collective) -> Option<StepsClaim> {
@@ -197,7 +271,7 @@ pub fn steps_bounds_with(t: &Topology, c: &Collective, flow_time: Option<Duratio
     } else {
         None
     };
-    StepsBounds { claims: [distance(far), transmissions(t, c), cut, flow].into_iter().flatten().collect() }
+    StepsBounds { claims: [distance(far), transmissions(t, c), cut, flow, arrival(t, c, &far.profile)].into_iter().flatten().collect() }
 }
 
 #[cfg(test)]
@@ -245,6 +319,39 @@ mod tests {
         // Two pieces per block double it.
         let b = steps_bounds(&t, &collective(&t, CollectiveKind::AllReduce, 2), Duration::from_secs(1));
         assert_eq!(b.best(), 8);
+    }
+
+    #[test]
+    fn an_end_of_a_line_waits_for_the_far_end() {
+        // A ring of n with a failed cable is a line: its end rank has one link each way, and
+        // every piece of an all_reduce must bring it the far end's contribution, n - 1 hops away,
+        // no earlier than step n - 1: n - 2 + n P steps (the optimum 6 on a line of 4; 7 on a
+        // line of 3 at two pieces per block). The transmission count gives only 2(n - 1) P n /
+        // (2(n - 1)) = n P.
+        for n in 3..=8usize {
+            for pieces in 1..=3u32 {
+                let t = ring(n, true);
+                let b = steps_bounds(&t, &collective(&t, CollectiveKind::AllReduce, pieces), Duration::from_secs(1));
+                let claim = b.claims.iter().find(|c| c.bound_name() == "steps_arrival").unwrap();
+                assert_eq!(claim.steps as usize, n - 2 + n * pieces as usize, "line of {n}, {pieces} pieces");
+                assert!(matches!(claim.witness, StepsWitness::Arrival { distance, .. } if distance as usize == n - 1));
+                assert_eq!(b.best(), claim.steps);
+                // all_gather: the end rank receives n - 1 sources' pieces, the farthest in step
+                // n - 1 at the earliest: the one at distance h no earlier than h, so at one piece
+                // per block it is the distance n - 1; at P pieces, n - 2 + P (the last source's
+                // pieces) or (n - 1) P over the one link.
+                let b = steps_bounds(&t, &collective(&t, CollectiveKind::AllGather, pieces), Duration::from_secs(1));
+                let p = pieces as usize;
+                assert_eq!(b.best() as usize, (n - 2 + p).max((n - 1) * p), "line of {n}, all_gather, {pieces} pieces");
+            }
+        }
+        // On a healthy ring the transmission count is at least as strong.
+        for n in 3..=8usize {
+            let t = ring(n, false);
+            let b = steps_bounds(&t, &collective(&t, CollectiveKind::AllReduce, 1), Duration::from_secs(1));
+            let arrival = b.claims.iter().find(|c| c.bound_name() == "steps_arrival").unwrap().steps;
+            assert!(arrival <= b.best() && b.best() as usize == n - 1, "ring of {n}");
+        }
     }
 
     #[test]

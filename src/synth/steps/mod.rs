@@ -303,11 +303,36 @@ pub fn fewest_steps_exact_with(
     time_limit: Duration,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<Option<(u32, Schedule)>> {
+    let lower = steps_lower_bound(topology, collective);
+    progress(&Progress::LowerBound(lower));
+    exact_from(topology, collective, (solver, time_limit), lower, lower, progress)
+}
+
+/// The exact search from `horizon` steps upward, with no incumbent: a test confirms that no
+/// horizon below the certified bound is feasible by starting below it.
+#[cfg(test)]
+pub(crate) fn fewest_steps_exact_from(
+    topology: &Topology,
+    collective: &Collective,
+    solver: Solver,
+    time_limit: Duration,
+    from: u32,
+) -> Result<Option<(u32, Schedule)>> {
+    exact_from(topology, collective, (solver, time_limit), steps_lower_bound(topology, collective), from, &mut |_| {})
+}
+
+/// [`fewest_steps_exact_with`] from horizon `from` (the certified bound `lower`).
+fn exact_from(
+    topology: &Topology,
+    collective: &Collective,
+    (solver, time_limit): (Solver, Duration),
+    lower: u32,
+    from: u32,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<Option<(u32, Schedule)>> {
     let started = Instant::now();
     topology.check_connected(&collective.ranks)?;
     let hops = HopGraph::with_endpoints(topology, &collective.rank_mask(topology));
-    let lower = steps_lower_bound(topology, collective);
-    progress(&Progress::LowerBound(lower));
     let exact = ExactProgram { topology, collective, program: Program::new(collective, &hops), lower };
     // Moving the pieces one hop at a time, one after another, is always feasible (the ranks are
     // connected): a solver that refutes this many steps is wrong.
@@ -315,7 +340,7 @@ pub fn fewest_steps_exact_with(
     if sequential == 0 {
         return Ok(Some((0, checked(topology, collective, Vec::new(), "exact", lower)?)));
     }
-    let mut horizon = lower.max(1);
+    let mut horizon = from.max(1);
     loop {
         if u64::from(horizon) > sequential {
             return Err(Error::bad(format!("exact synthesis ({solver:?}): every horizon up to {sequential} steps reported infeasible (a solver bug)")));

@@ -389,10 +389,14 @@ fn the_all_reduce_program_beats_reduce_scatter_then_all_gather() {
     assert!(ops.contains(&crate::schedule::Op::Copy) && ops.contains(&crate::schedule::Op::Reduce), "{ops:?}");
     let r = synthesized(&t, &c, AGREE_LIMIT);
     assert_eq!((r.steps_found, &r.status), (Some(3), &SynthStatus::Optimal { certified: true }));
-    // A line of 4: the bound says 4; the program refutes 4 and 5, so the composition's 6 stands.
+    // A line of 4: the transmission count says 4 and the program refutes 4 and 5; the arrival
+    // bound (an end rank's one in-link carries every piece, none before step 3) certifies 6.
     let t = torus_of(&[4], true);
-    let r = synthesized(&t, &kind_on(&t, CollectiveKind::AllReduce, all_ranks(&t), 1), AGREE_LIMIT);
-    assert_eq!((r.steps_lower_bound, r.steps_found, &r.status), (4, Some(6), &SynthStatus::Optimal { certified: false }));
+    let c = kind_on(&t, CollectiveKind::AllReduce, all_ranks(&t), 1);
+    let below = fewest_steps_exact_from(&t, &c, Solver::Ilp, AGREE_LIMIT, 4).unwrap();
+    assert_eq!(below.map(|(steps, _)| steps), Some(6));
+    let r = synthesized(&t, &c, AGREE_LIMIT);
+    assert_eq!((r.steps_lower_bound, r.steps_found, &r.status), (6, Some(6), &SynthStatus::Optimal { certified: true }));
 }
 
 #[test]
@@ -517,6 +521,22 @@ fn the_variable_count_is_the_number_of_useful_sends() {
                 }
             }
             assert_eq!(reach.variables(&hops, &demand, steps), useful, "{steps} steps");
+        }
+    }
+}
+
+#[test]
+fn no_horizon_below_the_certified_bound_is_feasible() {
+    // The exact program from one step upward, on lines (rings with a failed cable, where the
+    // arrival bound binds) and small rings: its fewest steps are never below the certified bound
+    // (a schedule below it would also fail `checked`, which holds it to the bound).
+    for (n, fault) in [(3, true), (4, true), (4, false), (5, false)] {
+        let t = torus_of(&[n], fault);
+        for kind in CollectiveKind::ALL {
+            let c = kind_on(&t, kind, all_ranks(&t), 1);
+            let bound = steps_lower_bound(&t, &c);
+            let found = fewest_steps_exact_from(&t, &c, Solver::Ilp, AGREE_LIMIT, 1).unwrap().map(|(steps, _)| steps);
+            assert!(found.is_some_and(|f| f >= bound), "ring of {n} (fault {fault}) {kind}: bound {bound}, exact {found:?}");
         }
     }
 }
