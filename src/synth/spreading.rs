@@ -22,7 +22,9 @@
 //! piece of a block per hop and step takes about (R-1)/degree steps, each paying a path latency,
 //! which on a large torus (8x8x8: about 100 steps) costs more than the bandwidth it saves; a
 //! batch of b pieces per transfer takes about b times fewer steps. The portfolio tries several of
-//! each and keeps the fastest verified schedule.
+//! each and keeps the fastest verified schedule. Which receiver takes a contended link first
+//! shapes the trees, so on small instances several receiver orders are tried (a fault and its
+//! mirror image then spread alike more often).
 
 use crate::collective::{Collective, CollectiveKind, PieceId};
 use crate::error::{Error, Result};
@@ -56,7 +58,19 @@ pub fn spread_steps(t: &Topology, c: &Collective, batch: usize, deadline: Instan
             hops.hops.iter().map(|h| h.path.iter().all(|l| reverse[l.index()].is_some())).collect()
         }
     };
-    let Some(moves) = spread(t, c, &hops, &usable, batch.max(1), deadline)? else { return Ok(None) };
+    // The receivers' order decides which of them gets a contended link first, and with it how
+    // the trees grow: on small instances several orders are tried and the fewest steps kept (a
+    // 3x3 torus with one line, all_gather around a failed cable: 4 of 8 orders meet the bound,
+    // among them not the npus' own order, though they do on the mirrored fault).
+    let mut best: Option<Vec<Vec<Move>>> = None;
+    for seed in 0..order_tries(c.num_ranks(), c.num_ranks() * c.pieces as usize) {
+        match spread(t, c, &hops, &usable, batch.max(1), deadline, seed)? {
+            Some(moves) if best.as_ref().is_none_or(|b| moves.len() < b.len()) => best = Some(moves),
+            Some(_) => {}
+            None => break,
+        }
+    }
+    let Some(moves) = best else { return Ok(None) };
     let piece = |q: usize| PieceId::block((q / c.pieces as usize) as u32, (q % c.pieces as usize) as u32);
     // A hop's moves of a step are consecutive: one transfer carries them all.
     let gather: Vec<Step> = moves
@@ -98,7 +112,31 @@ impl Rows {
 }
 
 /// The all-gather moves per step (see the module docs).
-fn spread(t: &Topology, c: &Collective, hops: &HopGraph, usable: &[bool], batch: usize, deadline: Instant) -> Result<Option<Vec<Vec<Move>>>> {
+/// The receivers' order of [`spread`] for try `seed`: the npus' own order for 0, otherwise a
+/// shuffle by a fixed generator (the same on every run).
+fn shuffle(order: &mut [usize], seed: u64) {
+    if seed == 0 {
+        return;
+    }
+    // Knuth's MMIX linear congruential generator, its high bits.
+    let mut x = seed;
+    for i in (1..order.len()).rev() {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        order.swap(i, ((x >> 33) % (i as u64 + 1)) as usize);
+    }
+}
+
+/// How many receiver orders [`spread_steps`] tries: up to 8 where a try is cheap (`ranks` times
+/// the `pieces` of all blocks at most [`ORDER_WORK`] / 2), one on large instances (64 ranks at
+/// one piece per block: 8; at 24: 1).
+fn order_tries(ranks: usize, pieces: usize) -> u64 {
+    (ORDER_WORK / (ranks * pieces).max(1)).clamp(1, 8) as u64
+}
+
+/// Ranks times pieces up to which [`spread_steps`] tries more than one receiver order.
+const ORDER_WORK: usize = 1 << 16;
+
+fn spread(t: &Topology, c: &Collective, hops: &HopGraph, usable: &[bool], batch: usize, deadline: Instant, seed: u64) -> Result<Option<Vec<Vec<Move>>>> {
     let n = t.num_npus();
     let p = c.pieces as usize;
     let m = c.num_ranks() * p;
@@ -110,7 +148,8 @@ fn spread(t: &Topology, c: &Collective, hops: &HopGraph, usable: &[bool], batch:
         }
     }
     let is_rank = c.rank_mask(t);
-    let order: Vec<usize> = (0..n).filter(|&v| is_rank[v]).collect();
+    let mut order: Vec<usize> = (0..n).filter(|&v| is_rank[v]).collect();
+    shuffle(&mut order, seed);
     // Pieces per transfer in proportion to the hop's bandwidth (its slowest link), so that on a
     // network of mixed links a step's transfers take about the same time: `batch` on the
     // fastest hops, at least one on every hop.
@@ -262,6 +301,22 @@ mod tests {
             // The reversal has the same steps; all-reduce both.
             assert_eq!(verified(&t, CollectiveKind::ReduceScatter, t.node_ids().collect(), pieces), steps);
             assert_eq!(verified(&t, CollectiveKind::AllReduce, t.node_ids().collect(), pieces), 2 * steps);
+        }
+    }
+
+    #[test]
+    fn mirrored_faults_spread_alike() {
+        // A 3x3 torus whose second dimension is a line, all_gather with a failed cable at either
+        // end of a line: the faults mirror each other, and with several receiver orders both meet
+        // the in-degree bound of the rank at the cable (8 pieces over 2 links: 4 steps; the npus'
+        // own order alone took 5 steps on one of them).
+        let mut p = TorusParams::uniform(&[3, 3], 32.0, 100.0);
+        p.wrap = vec![true, false];
+        for (a, b) in [([0, 0], [0, 1]), ([0, 1], [0, 2])] {
+            let mut t = torus(&p).unwrap();
+            let shape = t.torus_shape().unwrap().clone();
+            fail_cable(&mut t, shape.node_at(&a).unwrap().0, shape.node_at(&b).unwrap().0);
+            assert_eq!(verified(&t, CollectiveKind::AllGather, t.node_ids().collect(), 1), 4, "{a:?}-{b:?}");
         }
     }
 
