@@ -219,7 +219,8 @@ fn structural_defects_inside_claims_and_instance_are_unreadable() {
     // the top level; a witness that does not support its value is a certificate that fails.
     let good =
         cert(ring3(&[], a2a("12")), json!([{"bound": "volume", "value": "6"}, {"bound": "steps", "value": "1", "witness": {"source": 0, "destination": 2}}]));
-    let edits: [(&str, fn(&mut Value)); 8] = [
+    type Edit = fn(&mut Value);
+    let edits: [(&str, Edit); 8] = [
         ("claim without value", |c| drop(c["claims"][0].as_object_mut().unwrap().remove("value"))),
         ("claim with an unknown field", |c| c["claims"][1]["extra"] = json!(1)),
         ("witness with an unknown field", |c| c["claims"][1]["witness"]["extra"] = json!(1)),
