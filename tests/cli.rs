@@ -1731,6 +1731,74 @@ fn proof_check_says_unreadable_certificates_are_bad_input() {
 }
 
 #[test]
+fn proof_check_says_a_malformed_claim_or_instance_is_bad_input() {
+    let dir = tmp("proofs-malformed-claim");
+    std::fs::create_dir_all(&dir).unwrap();
+    let spec = dir.join("ring.json");
+    std::fs::write(&spec, RING_SPEC).unwrap();
+    let cert = dir.join("ring.cert.json");
+    let o = run(&["bound", s(&spec), "--certificate", s(&cert)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let good: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&cert).unwrap()).unwrap();
+    let edits: [fn(&mut serde_json::Value); 3] = [
+        |c| drop(c["claims"][0].as_object_mut().unwrap().remove("value")),
+        |c| c["claims"][0]["bound"] = "foo".into(),
+        |c| drop(c["instance"].as_object_mut().unwrap().remove("links")),
+    ];
+    for edit in edits {
+        let mut c = good.clone();
+        edit(&mut c);
+        std::fs::write(&cert, c.to_string()).unwrap();
+        let o = run(&["proof", "check", s(&cert)]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(String::from_utf8_lossy(&o.stdout).starts_with("BAD "), "{}", text(&o));
+    }
+}
+
+/// `generate` with shorthand flags, then `bound` of the same flags certifying it (the spec is
+/// written beside the certificate); returns the certificate.
+fn certified(dir: &Path, name: &str, flags: &[&str]) -> PathBuf {
+    let sched = dir.join(format!("{name}.json"));
+    let cert = dir.join(format!("{name}.cert.json"));
+    let o = run(&[&["generate"], flags, &["-o", s(&sched)]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&[&["bound"], flags, &["--schedule", s(&sched), "--certificate", s(&cert)]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    cert
+}
+
+#[test]
+fn proof_check_refuses_a_schedule_of_another_instance() {
+    let dir = tmp("proofs-other-instance");
+    std::fs::create_dir_all(&dir).unwrap();
+    let ag = ["--collective", "all_gather", "--bytes", "4KiB"];
+    // Another network: a 2x2 torus schedule in a ring-of-4 certificate, with its own hash and
+    // costs, so that only the instance tells them apart.
+    let ring = certified(&dir, "r4", &[&["--torus", "4", "--algorithm", "ring"], &ag[..]].concat());
+    let torus = certified(&dir, "t22", &[&["--torus", "2x2", "--algorithm", "ring"], &ag[..]].concat());
+    // Other faults on the same network: cable 2-3 down instead of 0-1 (the same cost, by symmetry).
+    let f01 = certified(&dir, "f01", &[&["--torus", "4", "--fail", "0-1", "--algorithm", "foldedring"], &ag[..]].concat());
+    let f23 = certified(&dir, "f23", &[&["--torus", "4", "--fail", "2-3", "--algorithm", "foldedring"], &ag[..]].concat());
+    for (cert, other, why) in [(&ring, &torus, "is not the spec's"), (&f01, &f23, "the schedule has it down, the spec up")] {
+        let read = |p: &Path| -> serde_json::Value { serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap() };
+        let mut c = read(cert);
+        let theirs = read(other)["schedule"].clone();
+        for field in ["file", "sha256", "bandwidth_ns", "time_ns"] {
+            c["schedule"][field] = theirs[field].clone();
+        }
+        c["schedule"].as_object_mut().unwrap().remove("bandwidth_optimal");
+        std::fs::write(cert, c.to_string()).unwrap();
+        let o = run(&["proof", "check", s(cert)]);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        assert!(text(&o).contains("is not for the certificate's instance") && text(&o).contains(why), "{}", text(&o));
+    }
+    // `bound` refuses to attach it in the first place.
+    let o = run(&[&["bound", "--torus", "4", "--schedule", s(&dir.join("t22.json")), "--certificate", s(&dir.join("x.cert.json"))], &ag[..]].concat());
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("not for the spec's instance"), "{}", text(&o));
+}
+
+#[test]
 fn a_failed_chakra_export_leaves_no_traces() {
     let sched = tmp("chakra-blocked.json");
     let o = run(&["generate", "--torus", "5", "--algorithm", "halfring", "-o", s(&sched)]);

@@ -155,7 +155,7 @@ fn a_cut_off_npu_makes_its_class_infeasible_and_the_rest_is_written() {
 #[test]
 fn bad_input_is_named_with_exit_2() {
     let out = tmp("bad");
-    let cases: [(&[&str], &str); 8] = [
+    let cases: [(&[&str], &str); 15] = [
         (&["--torus", "4x4", "--faults", "cables", "--shard", "3/2"], "--shard 3/2: K must be below N"),
         (&["--torus", "6x4", "--faults", "ocs"], "radix 6 is not made of cubes of side 4"),
         // A radix below the cube side is no cube at all.
@@ -165,6 +165,13 @@ fn bad_input_is_named_with_exit_2() {
         (&["--torus", "4x4"], "--faults cables|pairs|ocs is needed"),
         (&["--torus", "4x4", "--faults", "cables", "--verify-members", "sample", "x"], "--verify-members sample x"),
         (&["--torus", "4x4", "--faults", "ocs", "--cube", "0"], "the cube side must be at least 1"),
+        (&["--torus", "4x4", "--faults", "cables", "--jobs", "0"], "--jobs 0: at least 1"),
+        (&["--torus", "4x4", "--faults", "cables", "--cube", "2"], "--cube 2: applies to --faults ocs only"),
+        (&["--torus", "4x4", "--faults", "pairs", "--cube", "4"], "--cube 4: applies to --faults ocs only"),
+        (&["--torus", "4x4", "--faults", "cables", "--shard", " 1/3"], "plain digits"),
+        (&["--torus", "4x4", "--faults", "cables", "--shard", "+1/3"], "plain digits"),
+        (&["--torus", "4x4", "--faults", "cables", "--shard", "01/3"], "plain digits"),
+        (&["--torus", "4x4", "--faults", "cables", "--shard", "0/18446744073709551616"], "18446744073709551616 is too large"),
     ];
     for (args, message) in cases {
         let o = run(&[&["sweep"], args, &["-o", s(&out)]].concat());
@@ -223,4 +230,41 @@ fn a_failed_sweep_or_merge_leaves_what_was_there_and_nothing_else() {
         assert!(text(&o).contains("c00002.json"), "{}", text(&o));
         assert!(!merged.exists(), "{}", text(&o));
     }
+}
+
+#[test]
+fn merge_checks_every_fault_against_its_class() {
+    // A 4x4 torus: 32 cables, one class. An index edited after its shard was written (a fault's
+    // time, or a symmetry that no longer carries the class's failed cable onto the fault's) is
+    // refused with the folder, fault and field named, and nothing is written.
+    let dir = tmp("one-class");
+    let o = run(&["sweep", "--torus", "4x4", "--faults", "cables", "--time-limit", "10", "-o", s(&dir)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let merged = tmp("one-class-merged");
+    let o = run(&["sweep", "merge", s(&dir), "-o", s(&merged)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // A cable is undirected: named with its ends the other way round, it is the same fault.
+    let out = tmp("reversed.json");
+    let o = run(&["sweep", "schedule", s(&dir), "(1,0)-(0,0)", "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("fault 0 ((0,0)-(1,0))"), "{}", text(&o));
+    let index = std::fs::read_to_string(dir.join("index.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&index).unwrap();
+    let fault = &v["faults"][1];
+    assert_eq!(fault["class"], 0);
+    let mut time = v.clone();
+    time["faults"][1]["time_ns"] = serde_json::json!(fault["time_ns"].as_f64().unwrap() + 1.0);
+    let mut symmetry = v.clone();
+    let shift = fault["symmetry"]["shift"][1].as_u64().unwrap();
+    symmetry["faults"][1]["symmetry"]["shift"][1] = serde_json::json!((shift + 1) % 4);
+    for (edited, field) in [(time, "time_ns"), (symmetry, "symmetry")] {
+        std::fs::write(dir.join("index.json"), serde_json::to_string_pretty(&edited).unwrap()).unwrap();
+        let merged = tmp("one-class-bad");
+        let o = run(&["sweep", "merge", s(&dir), "-o", s(&merged)]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        let named = format!("{}: fault 1 ({})", dir.join("index.json").display(), fault["name"].as_str().unwrap());
+        assert!(text(&o).contains(&named) && text(&o).contains(&format!("`{field}`")), "{}", text(&o));
+        assert!(!merged.exists(), "{}", text(&o));
+    }
+    std::fs::write(dir.join("index.json"), index).unwrap();
 }

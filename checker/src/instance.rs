@@ -86,9 +86,16 @@ struct RawCollective {
 }
 
 impl Instance {
-    /// Reads and checks the `instance` object.
-    pub fn from_json(v: &serde_json::Value) -> Result<Instance, String> {
-        let raw: RawInstance = serde_json::from_value(v.clone()).map_err(|e| format!("instance: {e}"))?;
+    /// Reads and checks the `instance` object: an object the format does not describe (a field
+    /// it lacks or does not have, a wrong type) is unreadable; one that does not make sense (a
+    /// link to a node that does not exist) fails.
+    pub fn from_json(v: &serde_json::Value) -> Result<Instance, crate::CheckError> {
+        let raw: RawInstance = serde_json::from_value(v.clone()).map_err(|e| crate::unreadable(format!("instance: {e}")))?;
+        Instance::from_raw(raw).map_err(crate::fail)
+    }
+
+    /// Checks the instance as read.
+    fn from_raw(raw: RawInstance) -> Result<Instance, String> {
         if raw.npus == 0 || raw.npus > raw.nodes {
             return Err(format!("instance: npus = {} must be in 1..={} (nodes)", raw.npus, raw.nodes));
         }

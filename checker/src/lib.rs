@@ -321,7 +321,7 @@ pub fn check_str(text: &str) -> Result<CheckReport, CheckError> {
     if !is_sha256_hex(&raw.spec_sha256) {
         return Err(fail("spec_sha256: expected 64 hex digits"));
     }
-    let inst = Instance::from_json(&raw.instance).map_err(fail)?;
+    let inst = Instance::from_json(&raw.instance)?;
     let mut claims = Vec::new();
     let mut bandwidth: Option<(Q, Q)> = None; // (best derived, best claimed)
     let mut latency_bound: Option<Q> = None;
@@ -329,7 +329,9 @@ pub fn check_str(text: &str) -> Result<CheckReport, CheckError> {
     for (index, value) in raw.claims.iter().enumerate() {
         let name = value.get("bound").and_then(|b| b.as_str()).unwrap_or("?").to_string();
         let at = |msg: String| CheckError { claim: Some(index), message: format!("claim {index} ({name}): {msg}"), unreadable: false };
-        let claim: RawClaim = serde_json::from_value(value.clone()).map_err(|e| at(e.to_string()))?;
+        // A claim the format does not describe (a field it lacks or does not have, an unknown
+        // bound) is unreadable, not failing: only a witness that does not support its value fails.
+        let claim: RawClaim = serde_json::from_value(value.clone()).map_err(|e| CheckError { unreadable: true, ..at(e.to_string()) })?;
         let (claimed_text, derived) = match &claim {
             RawClaim::Steps { value, witness } | RawClaim::Latency { value, witness } => {
                 let (s, d) = (witness.source, witness.destination);

@@ -214,6 +214,38 @@ fn malformed_certificates_say_where() {
 }
 
 #[test]
+fn structural_defects_inside_claims_and_instance_are_unreadable() {
+    // A claim or an instance the format does not describe cannot be read as a certificate, as at
+    // the top level; a witness that does not support its value is a certificate that fails.
+    let good =
+        cert(ring3(&[], a2a("12")), json!([{"bound": "volume", "value": "6"}, {"bound": "steps", "value": "1", "witness": {"source": 0, "destination": 2}}]));
+    type Edit = fn(&mut Value);
+    let edits: [(&str, Edit); 8] = [
+        ("claim without value", |c| drop(c["claims"][0].as_object_mut().unwrap().remove("value"))),
+        ("claim with an unknown field", |c| c["claims"][1]["extra"] = json!(1)),
+        ("witness with an unknown field", |c| c["claims"][1]["witness"]["extra"] = json!(1)),
+        ("unknown bound", |c| c["claims"][0]["bound"] = json!("foo")),
+        ("volume with a witness", |c| c["claims"][0]["witness"] = json!({"into": false})),
+        ("instance with an unknown field", |c| c["instance"]["extra"] = json!(1)),
+        ("instance without links", |c| drop(c["instance"].as_object_mut().unwrap().remove("links"))),
+        ("a link of the wrong type", |c| c["instance"]["links"][0]["up"] = json!("yes")),
+    ];
+    for (what, edit) in edits {
+        let mut c = good.clone();
+        edit(&mut c);
+        let e = check_str(&c.to_string()).expect_err(what);
+        assert!(e.unreadable, "{what}: {}", e.message);
+        if what.contains("claim") || what.contains("witness") || what.contains("bound") {
+            assert!(e.message.starts_with("claim "), "{what}: {}", e.message);
+        }
+    }
+    let mut c = good;
+    c["claims"][0]["value"] = json!("7");
+    let e = check_str(&c.to_string()).expect_err("a claim above its witness");
+    assert!(!e.unreadable && e.message.contains("claim 0 (volume)"), "{}", e.message);
+}
+
+#[test]
 fn rationals_parse_exactly() {
     assert_eq!(q("12.5"), Q::new(25.into(), 2.into()));
     assert_eq!(q("-3/6"), Q::new((-1).into(), 2.into()));

@@ -8,7 +8,7 @@ use crate::error::{Error, ExitCode, Result};
 use crate::io::sha256_hex;
 use crate::spec::Spec;
 use crate::units::{to_checker, to_f64};
-use crate::verify::{verify_schedule, VerifyOptions};
+use crate::verify::{verify_schedule, verify_schedule_against, Report, VerifyOptions};
 use collsched_checker::ScheduleClaim;
 use serde_json::{json, Value};
 use std::path::{Component, Path, PathBuf};
@@ -70,7 +70,7 @@ pub fn bound(spec: &Spec, certificate: Option<&Path>, schedule: Option<&Path>, j
     let best = report.bandwidth_bound.clone();
     if let Some(sched_path) = schedule {
         let (s, sha256) = read_attached(sched_path, || Ok(Some(inst.clone())))?;
-        let r = verify_schedule(&s, &VerifyOptions::default())?;
+        let r = verify_attached(&s, &inst).map_err(|e| Error::bad(format!("{}: the schedule is not for the spec's instance: {e}", sched_path.display())))?;
         if !r.is_valid() {
             return Err(Error::bad(format!("{}: the schedule fails verification: {}", sched_path.display(), r.findings.failures()[0])));
         }
@@ -123,6 +123,19 @@ fn read_attached(path: &Path, instance: impl FnOnce() -> Result<Option<crate::sp
         return Ok((s, sha256_hex(&bytes)));
     }
     crate::schedule::read_schedule_file_hashed(path)
+}
+
+/// An attached schedule verified on its certificate's instance as `verify --spec` verifies a
+/// schedule (the same network and collective, the instance's down links down), and made for the
+/// same faults: a schedule for other faults is another instance's, even where it avoids these.
+fn verify_attached(s: &crate::schedule::Schedule, inst: &crate::spec::Instance) -> Result<Report> {
+    let report = verify_schedule_against(s, &VerifyOptions::default(), inst.clone())?;
+    let (theirs, ours) = (s.header.topology.down_links(), inst.topology.down_links());
+    if let Some(&l) = theirs.iter().chain(&ours).find(|l| theirs.contains(l) != ours.contains(l)) {
+        let (sched, spec) = if theirs.contains(&l) { ("down", "up") } else { ("up", "down") };
+        return Err(Error::bad(format!("{}: the schedule has it {sched}, the spec {spec} (a schedule for other faults)", inst.topology.describe_link(l))));
+    }
+    Ok(report)
 }
 
 /// Whether a file in a folder is a certificate to check: named `*.cert.json` (so that a corrupt
@@ -217,7 +230,7 @@ fn check_one(path: &Path) -> std::result::Result<String, NotChecked> {
     }
     if let Some(claim) = &report.schedule {
         if let Some(rel) = &claim.file {
-            let note = check_attached_schedule(path, &dir.join(rel), claim, report.spec.as_ref().map(|s| dir.join(s)).as_deref())?;
+            let note = check_attached_schedule(path, &dir.join(rel), claim, report.spec.as_ref().map(|s| dir.join(s)).as_deref(), &report.instance)?;
             notes.push(format!("schedule {rel}{note}"));
         }
     }
@@ -234,11 +247,18 @@ fn check_one(path: &Path) -> std::result::Result<String, NotChecked> {
 }
 
 /// Checks the schedule a certificate attaches: the file's SHA-256 is the one recorded, it verifies,
-/// and it costs what the certificate claims. A missing file is regenerated first from the spec
+/// it is for the certificate's instance (its spec's, checked as `verify --spec` checks a schedule;
+/// without a spec, the instance the certificate states), and it costs what the certificate claims. A missing file is regenerated first from the spec
 /// that generates it (`generate` is deterministic: the same spec gives the same bytes), so that a
 /// fresh clone checks every certificate without running anything before. Returns what it did,
 /// for the summary line.
-fn check_attached_schedule(cert: &Path, sched_path: &Path, claim: &ScheduleClaim, spec: Option<&Path>) -> std::result::Result<String, String> {
+fn check_attached_schedule(
+    cert: &Path,
+    sched_path: &Path,
+    claim: &ScheduleClaim,
+    spec: Option<&Path>,
+    instance: &Value,
+) -> std::result::Result<String, String> {
     let at = |msg: String| format!("{}: {msg}", cert.display());
     let mut note = String::new();
     if !sched_path.exists() {
@@ -254,15 +274,25 @@ fn check_attached_schedule(cert: &Path, sched_path: &Path, claim: &ScheduleClaim
         crate::schedule::write_schedule_file(sched_path, &schedule).map_err(|e| at(e.to_string()))?;
         note.push_str(" (regenerated from its spec)");
     }
-    let instance = || spec.map(|p| Spec::load(p).and_then(|s| s.instance())).transpose();
-    let (s, sha256) = read_attached(sched_path, instance).map_err(|e| at(e.to_string()))?;
+    let inst = spec.map(|p| Spec::load(p).and_then(|s| s.instance())).transpose().map_err(|e| at(e.to_string()))?;
+    let (s, sha256) = read_attached(sched_path, || Ok(inst.clone())).map_err(|e| at(e.to_string()))?;
     if let Some(expected) = &claim.sha256 {
         if sha256 != *expected {
             return Err(at(format!("the attached schedule {} is not the file the certificate was made with (its SHA-256 differs)", sched_path.display())));
         }
         note.push_str(", SHA-256 matches");
     }
-    let r = verify_schedule(&s, &VerifyOptions::default()).map_err(|e| at(e.to_string()))?;
+    let not_for = |why: String| at(format!("the attached schedule {} is not for the certificate's instance: {why}", sched_path.display()));
+    let r = match &inst {
+        Some(inst) => verify_attached(&s, inst).map_err(|e| not_for(e.to_string()))?,
+        None => {
+            let own = crate::spec::Instance { topology: s.header.topology.clone(), collective: s.header.collective.clone(), pieces_given: true };
+            if instance_json(&own) != *instance {
+                return Err(not_for("its network, faults or collective differ from the certificate's `instance`".into()));
+            }
+            verify_schedule(&s, &VerifyOptions::default()).map_err(|e| at(e.to_string()))?
+        }
+    };
     if !r.is_valid() {
         return Err(at(format!("the attached schedule {} fails verification: {}", sched_path.display(), r.findings.failures()[0])));
     }

@@ -28,9 +28,9 @@ pub struct SweepArgs {
     /// Which faults: every single cable, every pair of cables, or every TPUv4 OCS.
     #[arg(long, value_enum)]
     pub faults: Option<FamilyArg>,
-    /// The OCS cube side (`--faults ocs`).
-    #[arg(long, default_value_t = 4)]
-    pub cube: usize,
+    /// The OCS cube side (`--faults ocs`; default 4).
+    #[arg(long)]
+    pub cube: Option<usize>,
     /// The output folder (index.json, summary.md, gaps.svg, schedules/, specs/, certificates/).
     #[arg(short, long, default_value = "out/sweep")]
     pub output: PathBuf,
@@ -127,12 +127,16 @@ fn sweep(args: &SweepArgs) -> Result<ExitCode> {
         return Err(Error::bad("--algorithm, --scheduler, --chunks: a sweep synthesizes every class's schedule"));
     }
     let Some(base) = super::load_spec(args.spec.as_deref(), &args.flags)? else { return Ok(ExitCode::Ok) };
-    let family = match args.faults.ok_or_else(|| Error::bad("--faults cables|pairs|ocs is needed: which faults to sweep"))? {
-        FamilyArg::Cables => FaultFamily::Cables,
-        FamilyArg::Pairs => FaultFamily::CablePairs,
-        FamilyArg::Ocs if args.cube == 0 => return Err(Error::bad("--cube 0: the cube side must be at least 1")),
-        FamilyArg::Ocs => FaultFamily::Ocs { cube: args.cube },
+    let family = match (args.faults.ok_or_else(|| Error::bad("--faults cables|pairs|ocs is needed: which faults to sweep"))?, args.cube) {
+        (FamilyArg::Cables | FamilyArg::Pairs, Some(cube)) => return Err(Error::bad(format!("--cube {cube}: applies to --faults ocs only"))),
+        (FamilyArg::Cables, None) => FaultFamily::Cables,
+        (FamilyArg::Pairs, None) => FaultFamily::CablePairs,
+        (FamilyArg::Ocs, Some(0)) => return Err(Error::bad("--cube 0: the cube side must be at least 1")),
+        (FamilyArg::Ocs, cube) => FaultFamily::Ocs { cube: cube.unwrap_or(4) },
     };
+    if args.jobs == Some(0) {
+        return Err(Error::bad("--jobs 0: at least 1 (leave it out for one per core)"));
+    }
     let shard = args.shard.as_deref().map(parse_shard).transpose()?;
     let members = parse_member_check(&args.verify_members)?;
     if !base.faults.is_empty() {
@@ -166,10 +170,13 @@ fn sweep(args: &SweepArgs) -> Result<ExitCode> {
 fn parse_shard(text: &str) -> Result<ShardInfo> {
     let bad = |why: &str| Error::bad(format!("--shard {text}: {why}"));
     let (k, n) = text.split_once('/').ok_or_else(|| bad("expected K/N, e.g. 0/4 (shard K of N, K from 0)"))?;
-    let (index, count) = match (k.trim().parse::<usize>(), n.trim().parse::<usize>()) {
-        (Ok(k), Ok(n)) => (k, n),
-        _ => return Err(bad("K and N must be whole numbers, e.g. 0/4")),
+    let number = |part: &str| -> Result<usize> {
+        if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) || (part.len() > 1 && part.starts_with('0')) {
+            return Err(bad("K and N must be whole numbers written in plain digits, e.g. 0/4"));
+        }
+        part.parse::<usize>().map_err(|_| bad(&format!("{part} is too large (at most {})", usize::MAX)))
     };
+    let (index, count) = (number(k)?, number(n)?);
     if count == 0 {
         return Err(bad("N must be at least 1"));
     }
@@ -244,6 +251,10 @@ mod tests {
         assert!(parse_shard("3/2").unwrap_err().message().contains("K must be below N"));
         assert!(parse_shard("0/0").unwrap_err().message().contains("at least 1"));
         assert!(parse_shard("a/2").is_err() && parse_shard("2").is_err());
+        for odd in [" 1/3", "+1/3", "01/3", "1/ 3", "1/03", "-0/3", "/3"] {
+            assert!(parse_shard(odd).unwrap_err().message().contains("plain digits"), "{odd}");
+        }
+        assert!(parse_shard("0/18446744073709551616").unwrap_err().message().contains("18446744073709551616 is too large"));
         let v = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
         assert_eq!(parse_member_check(&v(&["sample", "8"])).unwrap(), MemberCheck::Sample(8));
         assert_eq!(parse_member_check(&v(&["all"])).unwrap(), MemberCheck::All);

@@ -3,10 +3,11 @@
 
 use super::index::{FaultEntry, Index};
 use super::mapping::map_schedule;
-use super::symmetry::read_description;
+use super::symmetry::{read_description, Automorphism};
 use crate::error::{Error, Result};
 use crate::schedule::{read_schedule_file_hashed, Schedule};
 use crate::spec::{FaultsSpec, Spec};
+use crate::topology::{LinkId, Topology};
 use crate::verify::{verify_schedule, VerifyOptions};
 use std::path::Path;
 
@@ -21,7 +22,7 @@ pub fn member_schedule(dir: &Path, fault: &str) -> Result<(FaultEntry, Schedule)
     let entry = index
         .faults
         .iter()
-        .find(|f| f.name == fault || fault.parse::<usize>().is_ok_and(|n| n == f.fault))
+        .find(|f| same_fault(&f.name, fault) || fault.parse::<usize>().is_ok_and(|n| n == f.fault))
         .cloned()
         .ok_or_else(|| Error::bad(format!("{}: no fault numbered or named {fault:?} in the index", dir.display())))?;
     let class = &index.classes[entry.class];
@@ -39,25 +40,8 @@ pub fn member_schedule(dir: &Path, fault: &str) -> Result<(FaultEntry, Schedule)
     if sha256 != cs.sha256 {
         return Err(Error::bad(format!("{}: changed since the sweep wrote it (its SHA-256 differs from the index's)", class_path.display())));
     }
-    let spec_path = dir.join(&cs.spec);
-    let mut spec = Spec::load(&spec_path)?;
-    spec.faults = FaultsSpec::default();
-    let healthy = spec.build_topology()?;
-    let mut value = serde_json::to_value(&spec).expect("a spec serializes");
-    value["faults"] = entry.faults.clone();
-    let member_topology = Spec::parse(&value.to_string(), &format!("fault {}", entry.fault))?.build_topology()?;
-    let g = read_description(&healthy, &entry.symmetry).map_err(|e| e.context(format!("{}: fault {}", dir.join("index.json").display(), entry.fault)))?;
-    // The index's symmetry must carry the class's failed links onto the fault's, or the
-    // schedule it maps would use links that are down (an index edited since the sweep).
-    let mut carried: Vec<_> = class_schedule.header.topology.down_links().into_iter().map(|l| g.link(l)).collect();
-    carried.sort();
-    if carried != member_topology.down_links() {
-        return Err(Error::bad(format!(
-            "{}: fault {}: its symmetry does not carry the class's failed links onto the fault's (the index changed since the sweep wrote it?)",
-            dir.join("index.json").display(),
-            entry.fault
-        )));
-    }
+    let spec = Spec::load(&dir.join(&cs.spec))?;
+    let (g, member_topology) = member_symmetry(&spec, &class_schedule.header.topology.down_links(), &entry, &dir.join("index.json"))?;
     let mapped = map_schedule(&class_schedule, &g, member_topology)?;
     let (before, after) = (verify_schedule(&class_schedule, &VerifyOptions::default())?, verify_schedule(&mapped, &VerifyOptions::default())?);
     let cost = |r: &crate::verify::Report| r.cost.as_ref().map(|c| (c.time_ns(), c.bandwidth_ns()));
@@ -65,4 +49,71 @@ pub fn member_schedule(dir: &Path, fault: &str) -> Result<(FaultEntry, Schedule)
         return Err(Error::internal(format!("fault {} ({}): the mapped class schedule does not verify or costs otherwise", entry.fault, entry.name)));
     }
     Ok((entry, mapped))
+}
+
+/// A fault's symmetry and network (the class spec's network with the fault's own faults), the
+/// symmetry checked to carry `class_down`, the failed links of its class's representative, onto
+/// the fault's: what `sweep schedule` maps a class schedule through, and what `sweep merge`
+/// checks of every fault. `index` names the index in messages.
+pub(crate) fn member_symmetry(class_spec: &Spec, class_down: &[LinkId], entry: &FaultEntry, index: &Path) -> Result<(Automorphism, Topology)> {
+    let mut spec = class_spec.clone();
+    spec.faults = FaultsSpec::default();
+    let healthy = spec.build_topology()?;
+    let mut value = serde_json::to_value(&spec).expect("a spec serializes");
+    value["faults"] = entry.faults.clone();
+    let member_topology = Spec::parse(&value.to_string(), &format!("{}: fault {}", index.display(), entry.fault))?.build_topology()?;
+    let g = read_description(&healthy, &entry.symmetry).map_err(|e| e.context(format!("{}: fault {}", index.display(), entry.fault)))?;
+    // The index's symmetry must carry the class's failed links onto the fault's, or the
+    // schedule it maps would use links that are down (an index edited since the sweep).
+    let mut carried: Vec<_> = class_down.iter().map(|&l| g.link(l)).collect();
+    carried.sort();
+    if carried != member_topology.down_links() {
+        return Err(Error::bad(format!(
+            "{}: fault {} ({}): its `symmetry` does not carry the class's failed links onto the fault's (the index changed since the sweep wrote it?)",
+            index.display(),
+            entry.fault,
+            entry.name
+        )));
+    }
+    Ok((g, member_topology))
+}
+
+/// Whether `given` names the fault named `name` in an index (`(0,0)-(1,0)`,
+/// `npu3-leaf0 + leaf0-spine1`, `ocs dim 2 (2,3)`): a cable is undirected, so its two ends may
+/// come in either order, and the cables of a pair in either order.
+fn same_fault(name: &str, given: &str) -> bool {
+    // `given`'s cable read the other way round: its two ends swapped at one of its dashes (a node
+    // name may hold a dash of its own; only the swap that gives an indexed cable matters).
+    let same_cable = |indexed: &str, given: &str| {
+        indexed == given || given.match_indices('-').any(|(i, _)| indexed.len() == given.len() && indexed == format!("{}-{}", &given[i + 1..], &given[..i]))
+    };
+    let (indexed, given): (Vec<&str>, Vec<&str>) = (name.split(" + ").collect(), given.split(" + ").collect());
+    if indexed.len() != given.len() {
+        return false;
+    }
+    let mut used = vec![false; indexed.len()];
+    given.iter().all(|g| match indexed.iter().enumerate().position(|(i, c)| !used[i] && same_cable(c, g)) {
+        Some(i) => {
+            used[i] = true;
+            true
+        }
+        None => false,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_fault;
+
+    #[test]
+    fn a_cable_is_named_in_either_order() {
+        assert!(same_fault("(0,0)-(1,0)", "(0,0)-(1,0)"));
+        assert!(same_fault("(0,0)-(1,0)", "(1,0)-(0,0)"));
+        assert!(same_fault("npu3-leaf0 + leaf0-spine1", "spine1-leaf0 + leaf0-npu3"));
+        assert!(same_fault("npu3-leaf0 + leaf0-spine1", "leaf0-npu3 + leaf0-spine1"));
+        assert!(!same_fault("(0,0)-(1,0)", "(0,0)-(2,0)"));
+        assert!(!same_fault("npu3-leaf0 + leaf0-spine1", "npu3-leaf0"));
+        assert!(!same_fault("npu3-leaf0 + leaf0-spine1", "npu3-leaf0 + npu3-leaf0"));
+        assert!(same_fault("ocs dim 2 (2,3)", "ocs dim 2 (2,3)"));
+    }
 }

@@ -7,15 +7,21 @@
 //! checked against the SHA-256 its shard recorded.
 
 use super::index::{Index, ShardInfo};
+use super::lookup::member_symmetry;
 use super::run::{file_sha256, ClassFiles};
 use crate::error::{Error, Result};
 use crate::io::{write_error, OutputSet};
+use crate::spec::Spec;
+use crate::topology::LinkId;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// Merges the shard folders `dirs` into `out` and returns the merged index.
 ///
 /// Errors (bad input): an unreadable index, shards of different sweeps, a shard missing or
-/// given twice, a class file missing or changed since its shard wrote it.
+/// given twice, a fault entry that is not its class's (another time, bound, gap or schedule, a
+/// symmetry that does not carry the class's faults onto its own), a class file missing or
+/// changed since its shard wrote it.
 pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Index> {
     if dirs.is_empty() {
         return Err(Error::bad("sweep merge: give the shard folders to merge"));
@@ -53,8 +59,11 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Index> {
             first.sweep.fault_count
         )));
     }
-    // Every input is checked before anything is written: the class files are there and each
-    // schedule still has the SHA-256 its shard recorded.
+    // Every input is checked before anything is written: every fault entry is its class's, the
+    // class files are there and each schedule still has the SHA-256 its shard recorded.
+    for (dir, ix) in dirs.iter().zip(&shards) {
+        check_faults(dir, ix)?;
+    }
     let mut copies = Vec::new();
     for (dir, ix) in dirs.iter().zip(&shards) {
         for c in &ix.classes {
@@ -88,6 +97,42 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Index> {
     index.write_all(out, &set)?;
     set.commit()?;
     Ok(index)
+}
+
+/// Checks a shard's fault entries against their classes, as the sweep wrote them: each belongs to
+/// a class of the shard, records its class's schedule, time, bound and gap (a symmetry keeps them
+/// exactly), and its symmetry carries the class representative's failed links onto its own faults
+/// (the check `sweep schedule` makes before it maps a schedule).
+fn check_faults(dir: &Path, ix: &Index) -> Result<()> {
+    let index_path = dir.join("index.json");
+    let mut specs: HashMap<usize, (Spec, Vec<LinkId>)> = HashMap::new();
+    for f in &ix.faults {
+        let at = |field: &str, why: String| Error::bad(format!("{}: fault {} ({}): field `{field}`: {why}", index_path.display(), f.fault, f.name));
+        let class = ix.classes.iter().find(|c| c.class == f.class).ok_or_else(|| at("class", format!("{}: not a class of this shard", f.class)))?;
+        let cs = class.schedule.as_ref();
+        let expected = [
+            ("schedule", serde_json::to_value(&f.schedule), serde_json::to_value(cs.map(|s| &s.file))),
+            ("time_ns", serde_json::to_value(f.time_ns), serde_json::to_value(cs.map(|s| s.time_ns))),
+            ("bound_ns", serde_json::to_value(f.bound_ns), serde_json::to_value(cs.and_then(|s| s.bound_ns))),
+            ("gap", serde_json::to_value(f.gap), serde_json::to_value(cs.and_then(|s| s.gap))),
+        ];
+        for (field, theirs, class_value) in expected {
+            let (theirs, class_value) = (theirs.expect("json"), class_value.expect("json"));
+            if theirs != class_value {
+                return Err(at(field, format!("{theirs} is not its class's ({class_value}; class {})", f.class)));
+            }
+        }
+        let (spec, down) = match specs.entry(f.class) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                let spec = Spec::load(&dir.join(ClassFiles::of(f.class).spec))?;
+                let down = spec.build_topology()?.down_links();
+                e.insert((spec, down))
+            }
+        };
+        member_symmetry(spec, down, f, &index_path)?;
+    }
+    Ok(())
 }
 
 /// Copies a file as a file of `set` (a target that is one of the inputs is refused by `io`).

@@ -219,7 +219,20 @@ pub fn verify_schedule(schedule: &Schedule, options: &VerifyOptions) -> Result<R
 /// Verifies a schedule held in memory with further checks (rules beyond 1-5), as
 /// [`verify_file_checked`] does a file.
 pub fn verify_schedule_checked(schedule: &Schedule, options: &VerifyOptions, checks: Vec<Box<dyn Check>>) -> Result<Report> {
+    verify_schedule_with(schedule, options, None, checks)
+}
+
+/// Verifies a schedule held in memory against a spec's instance ([`Verifier::against`]), as
+/// `verify --spec` does a file: a schedule for another network or collective is refused.
+pub fn verify_schedule_against(schedule: &Schedule, options: &VerifyOptions, instance: crate::spec::Instance) -> Result<Report> {
+    verify_schedule_with(schedule, options, Some(instance), Vec::new())
+}
+
+fn verify_schedule_with(schedule: &Schedule, options: &VerifyOptions, instance: Option<crate::spec::Instance>, checks: Vec<Box<dyn Check>>) -> Result<Report> {
     let mut v = Verifier::new(options.clone());
+    if let Some(inst) = instance {
+        v = v.against(inst);
+    }
     for c in checks {
         v = v.with_check(c);
     }
