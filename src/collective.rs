@@ -197,7 +197,7 @@ pub struct Collective {
     pub bytes_per_rank: u64,
     /// P: how finely each block is cut.
     pub pieces: u32,
-    /// Non-uniform all_to_all: bytes from rank index i to rank index j (the diagonal is ignored).
+    /// Non-uniform all_to_all: bytes from rank index i to rank index j (the diagonal is 0).
     pub block_bytes: Option<Vec<Vec<u64>>>,
     rank_of_node: Vec<u32>,
 }
@@ -247,6 +247,13 @@ impl Collective {
             for (i, row) in bb.iter().enumerate() {
                 if row.len() != r {
                     return Err(Error::bad(format!("collective.block_bytes[{i}] has {} values: needs one per rank ({r})", row.len())));
+                }
+                // MODEL.md section 2: all_to_all has no piece (i, i, k), so no block to size.
+                if row[i] != 0 {
+                    return Err(Error::bad(format!(
+                        "collective.block_bytes[{i}][{i}] = {}: an all_to_all sends no block from a rank to itself, so the diagonal must be 0",
+                        row[i]
+                    )));
                 }
             }
         } else if bytes_per_rank == 0 {

@@ -1143,9 +1143,15 @@ fn verify_xml_prints_a_real_rendezvous_cycle_through_fused_steps() {
 }
 
 #[test]
-fn verify_xml_warns_that_legacy_max_bytes_zero_is_never_picked() {
+fn verify_xml_fails_a_legacy_file_never_picked() {
+    // The older runtime picks a file for minBytes <= bytes < maxBytes: maxBytes="0" never.
     let o = run(&["verify", s(&msccl_data("xml_legacy_maxbytes0.xml"))]);
-    assert!(text(&o).contains("warning: <algo>: maxBytes=\"0\": the older MSCCL runtime picks it for no buffer size"), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("maxBytes=\"0\": the runtime never picks this algorithm (the older MSCCL runtime picks it for minBytes <= bytes < maxBytes)"),
+        "{}",
+        text(&o)
+    );
 }
 
 /// A read that the run meets after the unordered write it races with: the line still names the
@@ -1446,6 +1452,31 @@ fn cost_refuses_a_schedule_that_breaks_rule_1() {
     // export refuses it the same way.
     let o = run(&["export", s(&sched), "--to", "msccl-xml", "-o", s(&dir.join("xml"))]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}
+
+/// A spec whose collective differs from the schedule's only in the order of its ranks (or in
+/// the size): the message names what differs, not two identical descriptions.
+#[test]
+fn verify_spec_names_what_differs_in_the_collective() {
+    let (path, spec) = ring_schedule("spec-rank-order");
+    for (from, to, want) in [
+        (
+            r#""pieces": 1"#,
+            r#""pieces": 1, "ranks": [0, 1, 2, 3, 5, 4]"#,
+            "ranks[4] is node 4 in the schedule, node 5 in the spec (the same ranks in another order",
+        ),
+        (r#""pieces": 1"#, r#""pieces": 1, "ranks": [0, 1, 2]"#, "the schedule has 6 ranks, the spec 3"),
+        (r#""bytes_per_rank": 6000"#, r#""bytes_per_rank": 6006"#, "the schedule has 6000 bytes per rank, the spec 6006"),
+    ] {
+        std::fs::write(&spec, RING_SPEC.replace(from, to)).unwrap();
+        let o = run(&["verify", s(&path), "--spec", s(&spec)]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(
+            text(&o).contains("the schedule's collective (all_to_all over 6 ranks, 6000 bytes per rank) is not the spec's: ") && text(&o).contains(want),
+            "{}",
+            text(&o)
+        );
+    }
 }
 
 #[test]

@@ -304,7 +304,7 @@ fn what_the_format_cannot_hold_is_refused_with_its_place() {
     s.header.collective = group;
     assert!(sccl_algorithm(&s).unwrap_err().message().contains("node 2 ((2), a npu) is not a rank"), "{}", sccl_algorithm(&s).unwrap_err());
     // Non-uniform blocks.
-    let bb = vec![vec![0, 1, 2, 3]; 4];
+    let bb: Vec<Vec<u64>> = (0..4).map(|i| (0..4).map(|j| if i == j { 0 } else { j as u64 }).collect()).collect();
     let mut s = torus_all_to_all(&t, &collective(&t, CollectiveKind::AllToAll, 1), RingAlgorithm::Ring, Scheduler::Sequential).unwrap();
     s.header.collective = Collective::new(CollectiveKind::AllToAll, ranks(&t), 6, 1, Some(bb), &t).unwrap();
     assert!(sccl_algorithm(&s).unwrap_err().message().contains("block_bytes"));

@@ -68,6 +68,43 @@ fn the_shape_field_restores_the_family() {
 }
 
 #[test]
+fn a_meta_shape_that_contradicts_topology_shape_is_refused() {
+    // examples()[2] writes the same family in both fields: read.
+    let text = String::from_utf8(bytes(&examples()[2])).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["meta"]["shape"], v["topology"]["shape"]);
+    read_schedule(text.as_bytes(), "f.json").unwrap();
+    // Another family in meta.shape (lists a torus [5] cannot form either way), or `null` (a
+    // custom topology): refused, naming both fields and values.
+    for other in [serde_json::json!({"torus": {"dims": [1, 5], "wrap": [true, true]}}), serde_json::Value::Null] {
+        v["meta"]["shape"] = other.clone();
+        let e = read_schedule(serde_json::to_string(&v).unwrap().as_bytes(), "f.json").unwrap_err();
+        let m = e.message();
+        assert!(m.contains("f.json") && m.contains(&format!("meta.shape = {other} contradicts topology.shape = {}", v["topology"]["shape"])), "{e}");
+    }
+}
+
+#[test]
+fn block_bytes_with_a_nonzero_diagonal_are_refused() {
+    // examples()[2] has non-uniform blocks with a zero diagonal: set one diagonal entry.
+    let mut v: serde_json::Value = serde_json::from_slice(&bytes(&examples()[2])).unwrap();
+    v["collective"]["block_bytes"][1][1] = 7.into();
+    let e = read_schedule(serde_json::to_string(&v).unwrap().as_bytes(), "f.json").unwrap_err();
+    assert!(
+        e.message().contains("f.json") && e.message().contains("collective.block_bytes[1][1] = 7: an all_to_all sends no block from a rank to itself"),
+        "{e}"
+    );
+    // A spec's block_bytes, the same way.
+    let spec = r#"{"topology": {"torus": {"dims": [2], "bandwidth_gbps": 32.0, "latency_ns": 100.0}},
+                   "collective": {"kind": "all_to_all", "bytes_per_rank": 1048576, "block_bytes": [[5, 300], [300, 0]]}}"#;
+    let path = std::env::temp_dir().join(format!("collsched-diagonal-{}.spec.json", std::process::id()));
+    std::fs::write(&path, spec).unwrap();
+    let e = Spec::load(&path).unwrap().instance().unwrap_err();
+    std::fs::remove_file(&path).unwrap();
+    assert!(e.message().contains(&path.display().to_string()) && e.message().contains("collective.block_bytes[0][0] = 5"), "{e}");
+}
+
+#[test]
 fn every_written_file_matches_the_schema() {
     let schema: serde_json::Value = serde_json::from_str(include_str!("../schema/schedule.schema.json")).unwrap();
     let validator = jsonschema::validator_for(&schema).unwrap();

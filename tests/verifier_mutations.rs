@@ -32,6 +32,8 @@ enum Defect {
     LostContribution,
     Unmet,
     RelayAtNonRank,
+    /// A transfer lists one of its pieces a second time (copy or reduce alike).
+    DuplicatePiece,
 }
 
 impl Defect {
@@ -46,12 +48,12 @@ impl Defect {
             }
             Defect::DoubleCount | Defect::LostContribution => &[Rule::Reduction],
             Defect::Unmet => &[Rule::Completion],
-            Defect::RelayAtNonRank => &[Rule::Structure],
+            Defect::RelayAtNonRank | Defect::DuplicatePiece => &[Rule::Structure],
         }
     }
 }
 
-const ALL: [Defect; 13] = [
+const ALL: [Defect; 14] = [
     Defect::DroppedTransfer,
     Defect::TooEarly,
     Defect::SharedLink,
@@ -65,6 +67,7 @@ const ALL: [Defect; 13] = [
     Defect::LostContribution,
     Defect::Unmet,
     Defect::RelayAtNonRank,
+    Defect::DuplicatePiece,
 ];
 
 /// Rules 1-6 (rule 6 streamed on the default lowering), as `verify` runs them; also checks that
@@ -291,6 +294,13 @@ fn mutate(base: &Schedule, defect: Defect, rng: &mut TestRng) -> Option<Schedule
             let rest = Transfer { path: tr.path.split_off(h + 1), op: tr.op, pieces: tr.pieces.clone() };
             s.steps.insert(i + 1, Step { transfers: vec![rest] });
         }
+        Defect::DuplicatePiece => {
+            let (i, j) = pick(&all, rng)?;
+            let tr = &mut s.steps[i].transfers[j];
+            let k = rng.random_range(0..tr.pieces.len());
+            let at = rng.random_range(0..=tr.pieces.len());
+            tr.pieces.insert(at, tr.pieces[k]);
+        }
         Defect::Unmet => {
             let last = s.steps.len().checked_sub(1)?;
             let n = s.steps[last].transfers.len();
@@ -447,6 +457,25 @@ fn every_mutant_is_killed_by_its_rule() {
     assert!(total >= 1000, "only {total} mutants were built");
     for d in ALL {
         assert!(tally.get(&d).is_some_and(|&(n, _)| n > 0), "no mutant of {d:?} was built");
+    }
+}
+
+/// A piece listed twice in one transfer is a rule-1 failure that names the step, the transfer
+/// and the piece, for a copy as for a reduce (a copy was once counted as a wasted copy and
+/// costed twice, a reduce reported as rule-4 double counting).
+#[test]
+fn a_piece_listed_twice_in_a_transfer_is_named_under_rule_1() {
+    for kind in [CollectiveKind::AllGather, CollectiveKind::AllToAll, CollectiveKind::ReduceScatter] {
+        let mut s = build(&Base::Ring { n: 4, kind, pieces: 1 }).unwrap();
+        let tr = &mut s.steps[0].transfers[1];
+        let p = tr.pieces[0];
+        tr.pieces.push(p);
+        let report = verify(&s);
+        let failures: Vec<String> = report.findings.failures().iter().map(|d| d.to_string()).collect();
+        let want = format!("step 0, transfer 1 (piece {p}): rule 1 structure: listed twice in the transfer's pieces");
+        assert!(failures.iter().any(|f| f.starts_with(&want)), "{kind}: {failures:?}");
+        assert!(!report.findings.is_failed(Rule::Reduction), "{kind}: {failures:?}");
+        assert_eq!(report.stats.wasted_copies, 0, "{kind}");
     }
 }
 

@@ -146,8 +146,16 @@ fn build_header(parts: &mut Parts) -> Result<ScheduleHeader> {
     let meta = parts.meta.take();
     // The family is `topology.shape`; files written before it was a field of the format kept it
     // in `meta.shape` (`null` for a custom topology), which is still read.
-    let legacy = meta.as_ref().and_then(|m| m.get("shape")).filter(|s| !s.is_null());
-    if let Some((shape, field)) = raw_t.shape.as_ref().map(|s| (s, "topology.shape")).or(legacy.map(|s| (s, "meta.shape"))) {
+    let legacy = meta.as_ref().and_then(|m| m.get("shape"));
+    if let (Some(shape), Some(old)) = (&raw_t.shape, legacy) {
+        // Both name the family: a file that says two things means neither.
+        if shape != old {
+            return Err(Error::bad(format!(
+                "meta.shape = {old} contradicts topology.shape = {shape}: both name the topology's family (meta.shape is where files written before topology.shape kept it); make them equal or remove meta.shape"
+            )));
+        }
+    }
+    if let Some((shape, field)) = raw_t.shape.as_ref().map(|s| (s, "topology.shape")).or(legacy.filter(|s| !s.is_null()).map(|s| (s, "meta.shape"))) {
         topology = crate::topology::adopt_shape(topology, shape, field)?;
     }
     let rc = parts.collective.take().ok_or_else(|| Error::bad("missing field `collective`"))?;

@@ -311,15 +311,12 @@ fn match_instance(header: &ScheduleHeader, inst: &crate::spec::Instance) -> Resu
         return Err(Error::bad(format!("the schedule's switch latency {} ns is not the spec's {} ns", a.switch_latency_ns(), b.switch_latency_ns())));
     }
     let (c, d) = (&header.collective, &inst.collective);
-    if c.kind != d.kind || c.ranks != d.ranks || c.bytes_per_rank != d.bytes_per_rank || c.block_bytes != d.block_bytes {
+    if let Some(what) = collective_difference(c, d) {
         return Err(Error::bad(format!(
-            "the schedule's collective ({} over {} ranks, {} bytes per rank) is not the spec's ({} over {} ranks, {} bytes per rank)",
+            "the schedule's collective ({} over {} ranks, {} bytes per rank) is not the spec's: {what}",
             c.kind,
             c.num_ranks(),
-            c.bytes_per_rank,
-            d.kind,
-            d.num_ranks(),
-            d.bytes_per_rank
+            c.bytes_per_rank
         )));
     }
     if inst.pieces_given && c.pieces != d.pieces {
@@ -330,4 +327,32 @@ fn match_instance(header: &ScheduleHeader, inst: &crate::spec::Instance) -> Resu
         out.topology.set_down(l);
     }
     Ok(out)
+}
+
+/// What first differs between a schedule's collective and the spec's (kind, ranks, sizes), said
+/// so that the two can be told apart, or `None` when they agree.
+fn collective_difference(c: &crate::collective::Collective, d: &crate::collective::Collective) -> Option<String> {
+    if c.kind != d.kind {
+        return Some(format!("the schedule's kind is {}, the spec's {}", c.kind, d.kind));
+    }
+    if c.num_ranks() != d.num_ranks() {
+        return Some(format!("the schedule has {} ranks, the spec {}", c.num_ranks(), d.num_ranks()));
+    }
+    if let Some(i) = (0..c.num_ranks()).find(|&i| c.ranks[i] != d.ranks[i]) {
+        let same_set = c.ranks.iter().all(|&r| d.rank_index(r).is_some());
+        let order = if same_set { " (the same ranks in another order: piece ids are positions in ranks)" } else { "" };
+        return Some(format!("ranks[{i}] is node {} in the schedule, node {} in the spec{order}", c.ranks[i], d.ranks[i]));
+    }
+    if c.bytes_per_rank != d.bytes_per_rank {
+        return Some(format!("the schedule has {} bytes per rank, the spec {}", c.bytes_per_rank, d.bytes_per_rank));
+    }
+    match (&c.block_bytes, &d.block_bytes) {
+        (None, None) => None,
+        (Some(_), None) => Some("the schedule has block_bytes (non-uniform blocks), the spec none".into()),
+        (None, Some(_)) => Some("the spec has block_bytes (non-uniform blocks), the schedule none".into()),
+        (Some(x), Some(y)) => {
+            let (i, j) = (0..x.len()).flat_map(|i| (0..x.len()).map(move |j| (i, j))).find(|&(i, j)| x[i][j] != y[i][j])?;
+            Some(format!("block_bytes[{i}][{j}] is {} in the schedule, {} in the spec", x[i][j], y[i][j]))
+        }
+    }
 }

@@ -260,6 +260,9 @@ pub(super) struct CoreRules {
     link_stamp: Vec<u32>,
     link_owner: Vec<u32>,
     node_stamp: Vec<u32>,
+    /// Per piece index: the `epoch` of the last transfer that listed it (a piece listed twice in
+    /// one transfer is a rule-1 failure).
+    piece_stamp: Vec<u32>,
     epoch: u32,
     /// Copy-only kinds: which npus hold each piece.
     presence: Presence,
@@ -363,6 +366,7 @@ impl CoreRules {
         }
         CoreRules {
             node_stamp: vec![0; topo.num_nodes()],
+            piece_stamp: vec![0; space],
             topo,
             collective: c,
             allow_contention: options.allow_contention,
@@ -432,7 +436,13 @@ impl CoreRules {
                 out.fail(diag(Rule::Structure, None, "the path is empty".into()));
                 continue;
             }
-            self.epoch += 1;
+            self.epoch = self.epoch.wrapping_add(1);
+            if self.epoch == 0 {
+                // Wrapped: stale stamps could match the new epochs.
+                self.node_stamp.fill(0);
+                self.piece_stamp.fill(0);
+                self.epoch = 1;
+            }
             let mut prev: Option<(u32, LinkId)> = None;
             let mut src: Option<u32> = None;
             // Single-hop: every interior node routes without storing, a switch or an npu that is
@@ -522,12 +532,20 @@ impl CoreRules {
                 let warm = self.piece_ix.iter().filter(|&&i| i != NONE).fold(0, |acc, &i| acc ^ self.presence.warm(i as usize, a as usize));
                 std::hint::black_box(warm);
             }
-            for (p, &pi) in tr.pieces.iter().zip(&self.piece_ix) {
+            for (k, (p, &pi)) in tr.pieces.iter().zip(&self.piece_ix).enumerate() {
                 let Some(pi) = (pi != NONE).then_some(pi as usize) else {
                     let why = self.collective.piece_error(p).unwrap_or_default();
                     out.fail(diag(Rule::Structure, Some(format!("piece {p}")), why));
                     continue;
                 };
+                // A transfer carries a piece once: listed twice it would be delivered (and
+                // costed) twice, whatever the op.
+                if self.piece_stamp[pi] == self.epoch {
+                    let first = self.piece_ix.iter().position(|&x| x as usize == pi).expect("listed before");
+                    out.fail(diag(Rule::Structure, Some(format!("piece {p}")), format!("listed twice in the transfer's pieces (at {first} and {k})")));
+                    continue;
+                }
+                self.piece_stamp[pi] = self.epoch;
                 let Some((a, b)) = endpoints else { continue };
                 if let Some(bp) = &mut self.by_piece {
                     bp.pieces.push(pi as u32);

@@ -119,9 +119,19 @@ pub fn import_program(p: &Program, topology: Option<&Topology>) -> Result<Schedu
             .collect::<Option<_>>()
             .ok_or_else(|| Error::bad(format!("MSCCL XML: gpu {} sends gpu {} a chunk that holds nothing", m.from, m.to)))?;
         let step = levels.entry(m.level).or_default();
-        match step.iter_mut().find(|t| t.path == path && t.op == op) {
-            Some(t) => t.pieces.extend(carried.into_iter().filter(|x| !t.pieces.contains(x)).collect::<Vec<_>>()),
-            None => step.push(Transfer { path, op, pieces: carried }),
+        // A transfer lists a piece once (MODEL.md rule 1), as the messages it merges deliver it.
+        let at = match step.iter().position(|t| t.path == path && t.op == op) {
+            Some(at) => at,
+            None => {
+                step.push(Transfer { path, op, pieces: Vec::new() });
+                step.len() - 1
+            }
+        };
+        let t = &mut step[at];
+        for x in carried {
+            if !t.pieces.contains(&x) {
+                t.pieces.push(x);
+            }
         }
     }
     let steps = levels.into_values().map(|transfers| Step { transfers }).collect();

@@ -155,16 +155,18 @@ fn bytes(p: &Program, runtime: Runtime, out: &mut Problems) {
         Runtime::Legacy => {
             let lo = p.min_bytes.unwrap_or(0);
             let hi = p.max_bytes.unwrap_or(LEGACY_DEFAULT_MAX_BYTES);
-            if lo < 0 || hi < 0 || lo > hi {
+            if lo < 0 || hi < 0 {
                 out.errors.push(format!("<algo>: minBytes=\"{lo}\" maxBytes=\"{hi}\": the older runtime wants 0 <= minBytes <= maxBytes"));
-            }
-            match p.max_bytes {
-                None => {
-                    out.warnings.push(format!("<algo> has no maxBytes: {runtime} picks it only for buffers below {LEGACY_DEFAULT_MAX_BYTES} bytes (128 MiB)"))
-                }
-                // It picks a file for minBytes <= bytes < maxBytes: never, with maxBytes 0.
-                Some(0) => out.warnings.push(format!("<algo>: maxBytes=\"0\": {runtime} picks it for no buffer size (it wants bytes < maxBytes)")),
-                Some(_) => {}
+            } else if lo >= hi {
+                // It picks a file for minBytes <= bytes < maxBytes: an empty range (maxBytes="0"
+                // among them) is a file it never runs, as the executor's empty selections are.
+                let attrs = match p.max_bytes {
+                    Some(_) => format!("minBytes=\"{lo}\" maxBytes=\"{hi}\""),
+                    None => format!("minBytes=\"{lo}\" (maxBytes {hi} by default)"),
+                };
+                out.errors.push(format!("<algo>: {attrs}: the runtime never picks this algorithm ({runtime} picks it for minBytes <= bytes < maxBytes)"));
+            } else if p.max_bytes.is_none() {
+                out.warnings.push(format!("<algo> has no maxBytes: {runtime} picks it only for buffers below {LEGACY_DEFAULT_MAX_BYTES} bytes (128 MiB)"))
             }
         }
     }
@@ -477,10 +479,19 @@ mod tests {
         let p = problems(&legacy);
         assert!(p.errors.is_empty(), "{:?}", p.errors);
         assert!(p.warnings.iter().any(|w| w.contains("no maxBytes")), "{:?}", p.warnings);
-        // maxBytes="0" never matches in the older runtime (it wants bytes < maxBytes).
-        let p = problems(&EXCHANGE.replace(r#" outofplace="1" minBytes="0""#, ""));
+        // The older runtime picks a file for minBytes <= bytes < maxBytes: an empty range
+        // (maxBytes="0" among them) is never picked, an error as in the executor's dialect.
+        for (attrs, want) in [
+            (r#" maxBytes="0""#, r#"<algo>: minBytes="0" maxBytes="0": the runtime never picks this algorithm"#),
+            (r#" minBytes="5" maxBytes="5""#, r#"<algo>: minBytes="5" maxBytes="5": the runtime never picks this algorithm"#),
+            (r#" minBytes="9" maxBytes="5""#, r#"<algo>: minBytes="9" maxBytes="5": the runtime never picks this algorithm"#),
+            (r#" minBytes="134217728""#, r#"<algo>: minBytes="134217728" (maxBytes 134217728 by default): the runtime never picks"#),
+        ] {
+            let p = problems(&EXCHANGE.replace(r#" outofplace="1" minBytes="0" maxBytes="0""#, attrs));
+            assert!(p.errors.iter().any(|e| e.contains(want)), "{attrs}: {:?}", p.errors);
+        }
+        let p = problems(&EXCHANGE.replace(r#" outofplace="1" minBytes="0" maxBytes="0""#, r#" minBytes="5" maxBytes="6""#));
         assert!(p.errors.is_empty(), "{:?}", p.errors);
-        assert!(p.warnings.iter().any(|w| w.contains(r#"<algo>: maxBytes="0": the older MSCCL runtime picks it for no buffer size"#)), "{:?}", p.warnings);
         // The executor's maxBytes="0" means no limit.
         assert!(problems(EXCHANGE).warnings.is_empty());
         let p = problems(&legacy.replace(r#"coll="alltoall""#, r#"coll="alltoallv""#));
