@@ -294,9 +294,9 @@ fn certificates_reject_a_changed_spec_or_schedule() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let o = run(&["proof", "check", s(&dir.join("ring.cert.json"))]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    // Four steps claims (distance, transmissions, cut, flow: a ring of 6 with 2 pieces per block,
-    // 108 piece-links over 12 links, 9 steps) and five on time.
-    assert!(text(&o).contains("9 claims hold"), "{}", text(&o));
+    // Five steps claims (distance, transmissions, cut, flow: a ring of 6 with 2 pieces per block,
+    // 108 piece-links over 12 links, 9 steps; arrival) and five on time.
+    assert!(text(&o).contains("10 claims hold"), "{}", text(&o));
     assert!(text(&o).contains("steps bound 9"), "{}", text(&o));
     assert!(text(&o).contains("SHA-256 matches"), "{}", text(&o));
     // A missing schedule is regenerated from the spec that generates it, byte for byte.
@@ -551,10 +551,10 @@ fn synthesize_takes_the_steps_objective_for_every_kind() {
         assert!(text(&o).contains(&format!("valid: {kind}")), "{}", text(&o));
     }
     // The text output names the bound, the steps and the status; a line of 4 all_reduce is
-    // solver-attested (the program refutes 4 and 5 steps).
+    // certified by the arrival bound (the program also refutes 4 and 5 steps).
     let o = run(&["synthesize", "--torus", "4", "--fail", "0-1", "--collective", "all_reduce", "--objective", "steps", "-o", s(&out)]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(text(&o).contains("fewest steps: bound 4 steps, found 6: optimal (solver-attested)"), "{}", text(&o));
+    assert!(text(&o).contains("fewest steps: bound 6 steps, found 6: optimal (certified)"), "{}", text(&o));
     let o = run(&["verify", s(&out)]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     // Ranks 0, 2 and 5 of a fat tree with boards of 2: a single hop may also pass through the
