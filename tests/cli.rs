@@ -1988,7 +1988,7 @@ fn switched_chunks_pipeline_the_double_binary_tree_or_are_refused() {
 fn huge_pipeline_chunks_are_refused_before_allocating() {
     let out = tmp("huge-chunks.json");
     let limited = |args: &[&str]| {
-        let line = format!("ulimit -v 4000000; exec \"$0\" \"$@\"");
+        let line = "ulimit -v 4000000; exec \"$0\" \"$@\"";
         Command::new("sh").arg("-c").arg(line).arg(env!("CARGO_BIN_EXE_collsched")).args(args).output().unwrap()
     };
     for chunks in ["100000000", "2147483648", "4294967296"] {
