@@ -756,7 +756,7 @@ fn verify_xml_accepts_what_runs_on_the_runtime_buffering() {
     }
     // The older dialect is also told what the current reader would say.
     let o = verify_xml_file("exchange1-legacy.xml", &exchange_xml(1, true, false), &[]);
-    assert!(text(&o).contains("note: msccl-executor-nccl would refuse this file: <algo> lacks the attribute minBytes (and 2 more)"), "{}", text(&o));
+    assert!(text(&o).contains("note: msccl-executor-nccl would refuse this file: line 1: <algo> lacks the attribute minBytes (and 2 more)"), "{}", text(&o));
 }
 
 /// In place, a collective whose aliasing is not modelled (broadcast, custom) is run with separate
@@ -817,12 +817,14 @@ fn unreadable_xml_exits_2_and_rule_breaking_xml_exits_1() {
     let good = exchange_xml(1, true, true);
     assert_eq!(verify_xml_file("readable.xml", &good, &[]).status.code(), Some(0));
     let step = good.lines().position(|l| l.contains("<step")).unwrap() + 1;
+    let algo = good.lines().position(|l| l.contains("<algo")).unwrap() + 1;
     let cases = [
         ("u-empty.xml", String::new(), "no <algo> element".to_string()),
         ("u-trunc.xml", "<algo".to_string(), "line 1: not well-formed XML".to_string()),
         ("u-hasdep.xml", good.replacen(r#" hasdep="0""#, "", 1), format!("line {step}: gpu 0 tb 0 step 0: lacks the attribute hasdep")),
         ("u-type.xml", good.replacen(r#"type="s""#, r#"type="ra""#, 1), format!("line {step}: gpu 0 tb 0 step 0: type=\"ra\" is not a step type")),
-        ("u-proto.xml", good.replacen(r#" proto="Simple""#, "", 1), "<algo> lacks the attribute proto".to_string()),
+        ("u-proto.xml", good.replacen(r#" proto="Simple""#, "", 1), format!("line {algo}: <algo> lacks the attribute proto")),
+        ("u-minbytes.xml", good.replacen(r#" minBytes="0""#, "", 1), format!("line {algo}: <algo> lacks the attribute minBytes")),
     ];
     for (name, xml, why) in cases {
         let o = verify_xml_file(name, &xml, &[]);
@@ -2077,4 +2079,151 @@ fn switched_chunks_pipeline_the_double_binary_tree_or_are_refused() {
     let o = run(&["generate", s(&spec), "-o", s(&out)]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("chunks` = 0"), "{}", text(&o));
+}
+
+/// A huge `chunks` for the torus pipeline scheduler is refused (exit 2, naming it) before the
+/// phases of that many chunks are placed: under a 4 GB address-space limit it used to abort.
+#[test]
+fn huge_pipeline_chunks_are_refused_before_allocating() {
+    let out = tmp("huge-chunks.json");
+    let limited = |args: &[&str]| {
+        let line = "ulimit -v 4000000; exec \"$0\" \"$@\"";
+        Command::new("sh").arg("-c").arg(line).arg(env!("CARGO_BIN_EXE_collsched")).args(args).output().unwrap()
+    };
+    for chunks in ["100000000", "2147483648", "4294967296"] {
+        let o = limited(&["generate", "--torus", "4x4", "--algorithm", "halfring", "--scheduler", "pipeline", "--chunks", chunks, "-o", s(&out)]);
+        assert_eq!(o.status.code(), Some(2), "{chunks}: {}", text(&o));
+        assert!(text(&o).contains(&format!("chunks = {chunks}: makes")) && text(&o).contains("more than 65536"), "{chunks}: {}", text(&o));
+    }
+    let spec = tmp("huge-chunks.spec.json");
+    std::fs::write(
+        &spec,
+        r#"{"topology": {"torus": {"dims": [4, 4], "bandwidth_gbps": 32, "latency_ns": 100}},
+            "collective": {"kind": "all_to_all", "bytes_per_rank": 1024},
+            "method": {"generate": {"algorithm": "halfring", "scheduler": "pipeline", "chunks": 100000000}}}"#,
+    )
+    .unwrap();
+    let o = limited(&["generate", s(&spec), "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains(s(&spec)) && text(&o).contains("chunks = 100000000"), "{}", text(&o));
+    assert!(!out.exists());
+}
+
+/// Spec mismatches and spec fields judged after the spec was read name the files.
+#[test]
+fn spec_errors_after_reading_name_the_files() {
+    let spec = tmp("xml-allgather.spec.json");
+    std::fs::write(
+        &spec,
+        r#"{"topology": {"torus": {"dims": [2], "bandwidth_gbps": 32, "latency_ns": 100}}, "collective": {"kind": "all_gather", "bytes_per_rank": 1024}}"#,
+    )
+    .unwrap();
+    let o = verify_xml_file("xml-mismatch.xml", &exchange_xml(1, true, true), &["--spec", s(&spec)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("xml-mismatch.xml") && text(&o).contains(s(&spec)) && text(&o).contains("is not the spec's"), "{}", text(&o));
+    if !cfg!(feature = "smt") {
+        let smt = tmp("smt.spec.json");
+        std::fs::write(
+            &smt,
+            r#"{"topology": {"torus": {"dims": [4], "bandwidth_gbps": 32, "latency_ns": 100}}, "collective": {"kind": "all_to_all", "bytes_per_rank": 1024},
+                "method": {"synthesize": {"solver": "smt"}}}"#,
+        )
+        .unwrap();
+        let o = run(&["synthesize", s(&smt), "-o", s(&tmp("smt-out.json"))]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains(&format!("{}: method.synthesize.solver = \"smt\"", s(&smt))), "{}", text(&o));
+    }
+}
+
+/// `verify --json` gives no cost for a schedule that breaks rule 1, as `cost` refuses it.
+#[test]
+fn verify_json_has_no_cost_when_rule_1_fails() {
+    let (path, _) = ring_schedule("rule1-json");
+    let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    v["steps"][0]["transfers"][0]["pieces"][0] = serde_json::json!([0, 9, 0]);
+    std::fs::write(&path, v.to_string()).unwrap();
+    let o = run(&["verify", s(&path), "--json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(r["failure_counts"]["rule1"].as_u64().unwrap() > 0 && r["cost"].is_null(), "{r}");
+    assert_eq!(run(&["cost", s(&path)]).status.code(), Some(2));
+}
+
+/// `--legacy` and `--channels` are refused where they do not apply.
+#[test]
+fn export_refuses_flags_its_format_does_not_take() {
+    let (path, _) = ring_schedule("export-flags");
+    let dir = tmp("export-flags-out");
+    for (to, flags, named) in
+        [("sccl-json", &["--legacy"][..], "--legacy"), ("chakra-et", &["--legacy"][..], "--legacy"), ("sccl-json", &["--channels", "2"][..], "--channels 2")]
+    {
+        let o = run(&[&["export", s(&path), "--to", to, "-o", s(&dir)], flags].concat());
+        assert_eq!(o.status.code(), Some(2), "{to} {flags:?}: {}", text(&o));
+        assert!(text(&o).contains(named) && text(&o).contains(&format!("not to --to {to}")), "{to} {flags:?}: {}", text(&o));
+        assert!(!dir.exists(), "{to} {flags:?}: nothing is written");
+    }
+}
+
+/// `--print-spec` prints only a spec that reads back, else exits 2 with the message a command
+/// reading it gives.
+#[test]
+fn print_spec_refuses_what_reading_it_back_refuses() {
+    let spec = tmp("print-bad-rank.spec.json");
+    std::fs::write(&spec, r#"{"topology": {"torus": {"dims": [4], "bandwidth_gbps": 32, "latency_ns": 100}}, "collective": {"kind": "all_to_all", "bytes_per_rank": 1024, "ranks": [9]}}"#)
+        .unwrap();
+    let printed = run(&["generate", s(&spec), "--print-spec"]);
+    let read = run(&["bound", s(&spec)]);
+    assert_eq!(printed.status.code(), Some(2), "{}", text(&printed));
+    assert!(
+        printed.stdout.is_empty() && text(&printed).contains("collective.ranks[0]") && text(&printed) == text(&read),
+        "{}\n{}",
+        text(&printed),
+        text(&read)
+    );
+    let o = run(&["generate", "--torus", "4", "--fail", "0-9", "--print-spec"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(o.stdout.is_empty() && text(&o).contains("faults.cables[0]"), "{}", text(&o));
+    let o = run(&["generate", "--torus", "4", "--fail", "0-1", "--print-spec"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+/// A cable (undirected) or node listed twice among the faults is refused, naming both entries.
+#[test]
+fn a_fault_listed_twice_is_refused() {
+    let o = run(&["bound", "--torus", "4", "--fail", "0-1", "--fail", "1-0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("faults.cables[1] = (1)-(0): the same cable as faults.cables[0] = (0)-(1)"), "{}", text(&o));
+    let spec = tmp("twice.spec.json");
+    std::fs::write(
+        &spec,
+        r#"{"topology": {"torus": {"dims": [4, 4], "bandwidth_gbps": 32, "latency_ns": 100}}, "faults": {"nodes": [[1, 1], 2, [1, 1]]},
+            "collective": {"kind": "all_to_all", "bytes_per_rank": 1024}}"#,
+    )
+    .unwrap();
+    let o = run(&["bound", s(&spec)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains(s(&spec)) && text(&o).contains("faults.nodes[2] = (1,1): the same node as faults.nodes[0]"), "{}", text(&o));
+}
+
+/// An ASTRA-sim network of `Ring` dimensions is a torus (FORMATS.md), and a sweep takes it as one.
+#[test]
+fn sweep_takes_an_astra_network_of_rings_as_a_torus() {
+    let dir = tmp("astra-rings");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("net.yml"), "topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n").unwrap();
+    let spec = dir.join("rings.spec.json");
+    std::fs::write(&spec, r#"{"topology": {"astra_network": "net.yml"}, "collective": {"kind": "all_to_all", "bytes_per_rank": 1024}}"#).unwrap();
+    let out = dir.join("sweep");
+    let o = run(&["sweep", s(&spec), "--faults", "cables", "--time-limit", "20", "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let index: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("index.json")).unwrap()).unwrap();
+    assert_eq!(index["sweep"]["topology"]["torus"]["dims"], serde_json::json!([4]), "{index}");
+    assert_eq!(index["sweep"]["fault_count"], 4);
+    let o = run(&["proof", "check", s(&out.join("certificates"))]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // A network with a switch is not a torus: still refused.
+    std::fs::write(dir.join("net.yml"), "topology: [ Switch ]\nnpus_count: [ 4 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n").unwrap();
+    let o = run(&["sweep", s(&spec), "--faults", "cables", "-o", s(&dir.join("sweep2"))]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("a sweep needs `topology.torus` or `topology.fat_tree`"), "{}", text(&o));
 }

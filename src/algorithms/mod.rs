@@ -159,17 +159,21 @@ pub fn torus_all_to_all_into(
 ) -> Result<ScheduleHeader> {
     let shape = torus_all_to_all_shape(topology, collective, "torus all-to-all")?;
     let plan = TorusPlan::new(topology, shape, algorithm)?;
-    let (chunks, phases) = scheduler::place(scheduler, plan.dims.len())?;
     let halves = if plan.splits_blocks() { 2 } else { 1 };
-    let pieces = chunks.checked_mul(halves).and_then(|p| u32::try_from(p).ok()).ok_or_else(|| Error::bad(format!("chunks = {chunks}: too many pieces")))?;
-    let ranks: Vec<NodeId> = collective.ranks.clone();
-    // The pieces follow from the chunks: say so in terms of what the user set (the chunks).
-    if pieces > crate::collective::MAX_PIECES {
-        return Err(Error::bad(format!(
-            "chunks = {chunks}: makes {pieces} pieces per block ({halves} per chunk), more than {}",
-            crate::collective::MAX_PIECES
-        )));
+    // The pieces follow from the chunks: say so in terms of what the user set (the chunks), and
+    // before the phases of that many chunks are placed (a huge count would exhaust the memory).
+    let pieces_of = |chunks: usize| -> Result<u32> {
+        let pieces = chunks as u128 * halves as u128;
+        u32::try_from(pieces).ok().filter(|&p| p <= crate::collective::MAX_PIECES).ok_or_else(|| {
+            Error::bad(format!("chunks = {chunks}: makes {pieces} pieces per block ({halves} per chunk), more than {}", crate::collective::MAX_PIECES))
+        })
+    };
+    if let Scheduler::Pipeline { chunks } = scheduler {
+        pieces_of(chunks)?;
     }
+    let (chunks, phases) = scheduler::place(scheduler, plan.dims.len())?;
+    let pieces = pieces_of(chunks)?;
+    let ranks: Vec<NodeId> = collective.ranks.clone();
     let coll = Collective::new(CollectiveKind::AllToAll, ranks, collective.bytes_per_rank, pieces, collective.block_bytes.clone(), topology)?;
     let folded: Vec<serde_json::Value> = plan
         .folded

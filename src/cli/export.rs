@@ -29,6 +29,16 @@ pub fn export(schedule: &Path, to: &str, dir: &Path, channels: Option<usize>, le
         return Err(Error::bad(format!("--to {to}: expected msccl-xml, chakra-et or sccl-json")));
     }
     check_channels(to, channels)?;
+    // `--legacy` picks the MSCCL XML dialect; `--channels` the lowering's channels, which the
+    // MSCCL XML and the Chakra traces (their tags) carry and SCCL's algorithm file has no room for.
+    if legacy && to != "msccl-xml" {
+        return Err(Error::bad(format!("--legacy: applies to --to msccl-xml (the older MSCCL dialect), not to --to {to}")));
+    }
+    if let (Some(c), "sccl-json") = (channels, to) {
+        return Err(Error::bad(format!(
+            "--channels {c}: applies to --to msccl-xml and chakra-et, not to --to sccl-json (msccl-tools' ncclize picks the channels)"
+        )));
+    }
     let s = crate::schedule::read_schedule_file(schedule)?;
     let report = crate::verify::verify_schedule(&s, &Default::default())?;
     if !report.is_valid() {

@@ -480,7 +480,8 @@ fn report_json(r: &Report, header: &crate::schedule::ScheduleHeader) -> serde_js
             "longest_path": s.longest_path, "piece_hops": s.piece_hops, "wasted_copies": s.wasted_copies,
             "peak_relay": s.peak_relay.map(|(n, c, st)| json!({"node": n.0, "name": header.topology.node(n).name, "pieces": c, "step": st})),
         },
-        "cost": r.cost.as_ref().map(|c| json!({
+        // A schedule that breaks rule 1 has no cost (CLI.md `cost`): `null`, as the text prints none.
+        "cost": r.cost.as_ref().filter(|_| r.findings.failures_of(Rule::Structure) == 0).map(|c| json!({
             "model": "sync", "time_ns": ns(&c.time_ns()), "bandwidth_term_ns": ns(&c.bandwidth_ns()),
             "latency_term_ns": ns(&c.latency_ns()), "algo_bandwidth_gbps": c.algo_bandwidth_gbps()})),
     })
@@ -635,6 +636,11 @@ fn load_spec(path: Option<&std::path::Path>, flags: &SpecFlags) -> Result<Option
         (None, _) => flags.build()?,
     };
     if flags.print_spec {
+        // Only a spec that reads back: what a command would refuse as bad input is refused here
+        // too, with the same message (a rank the faults cut off is the instance's, not the spec's).
+        if let Err(e @ Error::BadInput(_)) = spec.instance() {
+            return Err(e);
+        }
         println!("{}", spec.to_json_string());
         return Ok(None);
     }

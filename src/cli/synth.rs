@@ -31,9 +31,9 @@ pub(super) fn options(spec: &Spec, solver: Option<Solver>, time_limit: Option<f6
         Some(MethodSpec::Synthesize(s)) => Some(s),
         _ => None,
     };
-    let field = if solver.is_some() { "--solver" } else { "method.synthesize.solver" };
+    let field = if solver.is_some() { "--solver".to_string() } else { format!("{}: method.synthesize.solver", spec.source()) };
     let solver = solver.or_else(|| from_spec.map(|s| s.solver)).unwrap_or(Solver::Auto);
-    solver.check_built(field)?;
+    solver.check_built(&field)?;
     let field = if time_limit.is_some() { "--time-limit".to_string() } else { format!("{}: method.synthesize.time_limit_s", spec.source()) };
     let secs = time_limit.or_else(|| from_spec.and_then(|s| s.time_limit_s)).unwrap_or(60.0);
     crate::spec::check_time_limit(secs).map_err(|why| Error::bad(format!("{field} = {secs}: {why}")))?;

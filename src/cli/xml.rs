@@ -17,17 +17,17 @@ use serde_json::json;
 use std::path::Path;
 
 /// Verifies an MSCCL XML file.
-pub fn verify_xml(path: &Path, spec: Option<&Path>, json_out: bool, rendezvous: bool) -> Result<ExitCode> {
+pub fn verify_xml(path: &Path, spec_path: Option<&Path>, json_out: bool, rendezvous: bool) -> Result<ExitCode> {
     let text = crate::io::read_to_string(path)?;
-    let spec = spec.map(Spec::load).transpose()?;
+    let spec = spec_path.map(Spec::load).transpose()?;
     let instance = spec.as_ref().map(Spec::instance).transpose()?;
     let (options, conformance) = super::expectations(spec.as_ref(), VerifyOptions::default());
     let topology = instance.as_ref().map(|i| &i.topology);
     let buffering = if rendezvous { Buffering::Rendezvous } else { Buffering::Runtime };
     let report = check_xml(&text, buffering);
     unreadable(path, &report)?;
-    if let (Some(program), Some(inst)) = (&report.program, &instance) {
-        same_collective(program, inst)?;
+    if let (Some(program), Some(inst), Some(spec_path)) = (&report.program, &instance, spec_path) {
+        same_collective(program, inst).map_err(|e| e.context(format!("{} (with --spec {})", path.display(), spec_path.display())))?;
     }
     let mut failures: Vec<String> = report.problems.errors.iter().map(|p| format!("MSCCL reader rule: {p}")).collect();
     let mut notes: Vec<String> = Vec::new();
@@ -120,7 +120,7 @@ pub fn verify_xml(path: &Path, spec: Option<&Path>, json_out: bool, rendezvous: 
 fn unreadable(path: &Path, report: &XmlReport) -> Result<()> {
     let why: Vec<&str> = match report.program {
         None => report.problems.errors.iter().map(String::as_str).collect(),
-        Some(_) => report.problems.errors.iter().map(String::as_str).filter(|e| e.starts_with("<algo> lacks the attribute")).collect(),
+        Some(_) => report.problems.errors.iter().map(String::as_str).filter(|e| e.contains(": <algo> lacks the attribute ")).collect(),
     };
     if why.is_empty() {
         return Ok(());

@@ -450,8 +450,26 @@ impl Spec {
         for (i, c) in self.faults.cables.iter().enumerate() {
             p.cables.push(resolve_cable(t, c).map_err(|e| e.context(format!("{src}: faults.cables[{i}]")))?);
         }
-        for (i, n) in self.faults.nodes.iter().enumerate() {
-            p.nodes.push(resolve_node(t, n).map_err(|e| e.context(format!("{src}: faults.nodes[{i}]")))?);
+        // A cable is undirected: (a)-(b) and (b)-(a) are one cable, listed once (FORMATS.md).
+        let name = |n: NodeId| t.node(n).name.clone();
+        let key = |&(a, b): &(NodeId, NodeId)| (a.min(b), a.max(b));
+        for (j, c) in p.cables.iter().enumerate() {
+            if let Some(i) = p.cables[..j].iter().position(|d| key(d) == key(c)) {
+                return Err(Error::bad(format!(
+                    "{src}: faults.cables[{j}] = {}-{}: the same cable as faults.cables[{i}] = {}-{}; list each failed cable once",
+                    name(c.0),
+                    name(c.1),
+                    name(p.cables[i].0),
+                    name(p.cables[i].1)
+                )));
+            }
+        }
+        for (j, n) in self.faults.nodes.iter().enumerate() {
+            let node = resolve_node(t, n).map_err(|e| e.context(format!("{src}: faults.nodes[{j}]")))?;
+            if let Some(i) = p.nodes.iter().position(|&m| m == node) {
+                return Err(Error::bad(format!("{src}: faults.nodes[{j}] = {}: the same node as faults.nodes[{i}]; list each failed node once", name(node))));
+            }
+            p.nodes.push(node);
         }
         for (i, o) in self.faults.ocs.iter().enumerate() {
             let field = format!("{src}: faults.ocs[{i}] ({})", o.name);

@@ -87,6 +87,27 @@ pub struct Plan {
     pub classes: Vec<Class>,
 }
 
+/// The `topology.torus` of a topology that has a torus shape: its dimensions, wraps, and each
+/// dimension's bandwidth and latency (those of its links; a dimension of size 1 has none and
+/// takes dimension 0's, or the defaults of the command-line flags).
+fn torus_spec_of(t: &Topology) -> Option<crate::spec::TorusSpec> {
+    let shape = t.torus_shape()?;
+    let of_dim = |d: usize| {
+        t.links().find_map(|(_, l)| match l.class {
+            crate::topology::LinkClass::TorusDim { dim, .. } if usize::from(dim) == d => Some((l.bandwidth_gbps, l.latency_ns)),
+            _ => None,
+        })
+    };
+    let fallback = (0..shape.ndims()).find_map(of_dim).unwrap_or((32.0, 100.0));
+    let (bandwidth, latency): (Vec<f64>, Vec<f64>) = (0..shape.ndims()).map(|d| of_dim(d).unwrap_or(fallback)).unzip();
+    Some(crate::spec::TorusSpec {
+        dims: shape.dims.clone(),
+        wrap: Some(shape.wrap.clone()),
+        bandwidth_gbps: crate::spec::PerDim::Each(bandwidth),
+        latency_ns: crate::spec::PerDim::Each(latency),
+    })
+}
+
 /// What a running sweep reports, for a progress display.
 #[derive(Clone, Debug)]
 pub enum SweepEvent {
@@ -111,15 +132,29 @@ impl Plan {
     /// Errors (bad input): a topology other than a torus or fat tree, a collective with its own
     /// ranks or non-uniform blocks (a symmetry must map the collective onto itself), an OCS sweep
     /// on a network without the preset.
-    pub fn new(setup: SweepSetup) -> Result<Plan> {
-        let base = &setup.base;
-        if !matches!(base.topology, TopologySpec::Torus(_) | TopologySpec::FatTree(_)) {
-            return Err(Error::bad("a sweep needs `topology.torus` or `topology.fat_tree`: the symmetries of other topologies are not known"));
+    pub fn new(mut setup: SweepSetup) -> Result<Plan> {
+        if !matches!(setup.base.topology, TopologySpec::Torus(_) | TopologySpec::FatTree(_)) {
+            // A torus however it was given (an ASTRA-sim network of `Ring` dimensions): swept,
+            // and written into the class specs, as the `topology.torus` it is.
+            let mut healthy_spec = setup.base.clone();
+            healthy_spec.faults = FaultsSpec::default();
+            let t = healthy_spec.build_topology()?;
+            match torus_spec_of(&t) {
+                Some(torus) => setup.base.topology = TopologySpec::Torus(torus),
+                None => {
+                    return Err(Error::bad(format!(
+                        "{}: a sweep needs `topology.torus` or `topology.fat_tree` (a torus may also be an ASTRA-sim network of `Ring` dimensions): the symmetries of other topologies are not known",
+                        setup.base.source()
+                    )))
+                }
+            }
         }
+        let base = &setup.base;
         if base.collective.ranks.is_some() || base.collective.block_bytes.is_some() {
-            return Err(Error::bad(
-                "collective.ranks and collective.block_bytes: a sweep runs over every npu with uniform blocks, which every symmetry maps onto themselves",
-            ));
+            return Err(Error::bad(format!(
+                "{}: collective.ranks and collective.block_bytes: a sweep runs over every npu with uniform blocks, which every symmetry maps onto themselves",
+                base.source()
+            )));
         }
         let mut healthy_spec = base.clone();
         healthy_spec.faults = FaultsSpec::default();

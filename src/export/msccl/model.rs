@@ -430,6 +430,8 @@ pub struct Program {
     pub nthreads: Option<i64>,
     /// The gpus in document order.
     pub gpus: Vec<Gpu>,
+    /// The line of `<algo>`.
+    pub line: usize,
 }
 
 impl Program {
@@ -764,6 +766,7 @@ fn build_program(root: &Node, out: &mut Problems) -> Option<Program> {
         max_bytes: a.int64_opt("maxBytes", out),
         nthreads: a.int_opt("nthreads", out),
         gpus: gpus?,
+        line: root.line,
     })
 }
 

@@ -85,7 +85,7 @@ fn algo(p: &Program, runtime: Runtime, out: &mut Problems) {
     };
     for (attr, present) in required {
         if !present {
-            out.errors.push(format!("<algo> lacks the attribute {attr}"));
+            out.errors.push(format!("line {}: <algo> lacks the attribute {attr}", p.line));
         }
     }
     if let Some((text, None)) = &p.proto {
@@ -407,7 +407,7 @@ mod tests {
     fn injected_defects_are_caught() {
         let first_tb = r#"<tb id="0" send="1" recv="1" chan="0">"#;
         for (from, to, want) in [
-            (r#" minBytes="0""#, "", "<algo> lacks the attribute minBytes"),
+            (r#" minBytes="0""#, "", "line 1: <algo> lacks the attribute minBytes"),
             (r#"proto="Simple""#, r#"proto="Fast""#, "<algo>: proto=\"Fast\" is not Simple, LL or LL128"),
             (r#"coll="alltoall""#, r#"coll="reduce_scatter""#, "<algo>: coll=\"reduce_scatter\": msccl-executor-nccl spells this collective reducescatter"),
             (r#"inplace="0" outofplace="1""#, r#"inplace="0" outofplace="0""#, "the runtime never picks this algorithm"),
@@ -497,6 +497,6 @@ mod tests {
         let p = problems(&legacy.replace(r#"coll="alltoall""#, r#"coll="alltoallv""#));
         assert!(p.errors.iter().any(|e| e.contains("coll=\"alltoallv\" is not a collective the older MSCCL runtime")), "{:?}", p.errors);
         let p = problems(&legacy.replace(r#"name="x" "#, ""));
-        assert!(p.errors.contains(&"<algo> lacks the attribute name".to_string()), "{:?}", p.errors);
+        assert!(p.errors.contains(&"line 1: <algo> lacks the attribute name".to_string()), "{:?}", p.errors);
     }
 }
