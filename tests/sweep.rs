@@ -155,7 +155,7 @@ fn a_cut_off_npu_makes_its_class_infeasible_and_the_rest_is_written() {
 #[test]
 fn bad_input_is_named_with_exit_2() {
     let out = tmp("bad");
-    let cases: [(&[&str], &str); 15] = [
+    let cases: [(&[&str], &str); 17] = [
         (&["--torus", "4x4", "--faults", "cables", "--shard", "3/2"], "--shard 3/2: K must be below N"),
         (&["--torus", "6x4", "--faults", "ocs"], "radix 6 is not made of cubes of side 4"),
         // A radix below the cube side is no cube at all.
@@ -166,6 +166,9 @@ fn bad_input_is_named_with_exit_2() {
         (&["--torus", "4x4", "--faults", "cables", "--verify-members", "sample", "x"], "--verify-members sample x"),
         (&["--torus", "4x4", "--faults", "ocs", "--cube", "0"], "the cube side must be at least 1"),
         (&["--torus", "4x4", "--faults", "cables", "--jobs", "0"], "--jobs 0: at least 1"),
+        // Threads past the cap are refused before any is started (not a failed pool, exit 6).
+        (&["--torus", "4x4", "--faults", "cables", "--jobs", "100000000"], "--jobs 100000000: at most 1024"),
+        (&["--torus", "4x4", "--faults", "cables", "--jobs", "1025"], "--jobs 1025: at most 1024"),
         (&["--torus", "4x4", "--faults", "cables", "--cube", "2"], "--cube 2: applies to --faults ocs only"),
         (&["--torus", "4x4", "--faults", "pairs", "--cube", "4"], "--cube 4: applies to --faults ocs only"),
         (&["--torus", "4x4", "--faults", "cables", "--shard", " 1/3"], "plain digits"),
@@ -267,4 +270,53 @@ fn merge_checks_every_fault_against_its_class() {
         assert!(!merged.exists(), "{}", text(&o));
     }
     std::fs::write(dir.join("index.json"), index).unwrap();
+}
+
+#[test]
+fn a_shard_folder_hands_out_its_faults_by_class_number() {
+    // A 4x4 torus, every pair of cables: 496 faults in 11 classes; shard 1/3 holds classes
+    // 1, 4, 7 and 10, so a class number is not a position in its list of classes.
+    let pairs = ["sweep", "--torus", "4x4", "--faults", "pairs", "--time-limit", "10"];
+    let (whole, shard) = (tmp("pairs-whole"), tmp("pairs-shard1"));
+    let o = run(&[&pairs[..], &["-o", s(&whole)]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&[&pairs[..], &["--shard", "1/3", "-o", s(&shard)]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let index: serde_json::Value = serde_json::from_slice(&std::fs::read(shard.join("index.json")).unwrap()).unwrap();
+    let classes: Vec<u64> = index["classes"].as_array().unwrap().iter().map(|c| c["class"].as_u64().unwrap()).collect();
+    assert_eq!(classes, vec![1, 4, 7, 10]);
+    // Every fault of the shard (by number, and one by name) gives the unsharded folder's schedule.
+    let faults = index["faults"].as_array().unwrap();
+    let firsts: Vec<&serde_json::Value> = classes.iter().map(|&c| faults.iter().find(|f| f["class"] == c).unwrap()).collect();
+    for (i, f) in firsts.iter().enumerate() {
+        let fault = if i == 0 { f["name"].as_str().unwrap().to_string() } else { f["fault"].to_string() };
+        let (a, b) = (tmp(&format!("from-shard-{i}.json")), tmp(&format!("from-whole-{i}.json")));
+        let o = run(&["sweep", "schedule", s(&shard), &fault, "-o", s(&a)]);
+        assert_eq!(o.status.code(), Some(0), "{fault}: {}", text(&o));
+        assert!(text(&o).contains(&format!("class {}", f["class"])), "{}", text(&o));
+        let o = run(&["sweep", "schedule", s(&whole), &fault, "-o", s(&b)]);
+        assert_eq!(o.status.code(), Some(0), "{fault}: {}", text(&o));
+        assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap(), "{fault}");
+    }
+    // A fault of another shard: said so, exit 2.
+    let o = run(&["sweep", "schedule", s(&shard), "0", "-o", s(&tmp("other.json"))]);
+    assert!(o.status.code() == Some(2) && text(&o).contains("another shard's folder lists it"), "{}", text(&o));
+    // An index naming a class of another shard, or no class at all: bad input, never a panic.
+    let original = std::fs::read_to_string(shard.join("index.json")).unwrap();
+    let number = firsts[0]["fault"].clone();
+    let first = number.to_string();
+    for (dir, original, class, message) in [
+        (&shard, original.clone(), 2, "class 2: not in this folder (shard 1/3): the folder of shard 2/3 holds it".to_string()),
+        (&shard, original, 99, "class 99: no such class (the sweep has 11 classes".to_string()),
+        (&whole, std::fs::read_to_string(whole.join("index.json")).unwrap(), 99, "class 99: no such class".to_string()),
+    ] {
+        let mut v: serde_json::Value = serde_json::from_str(&original).unwrap();
+        let f = v["faults"].as_array_mut().unwrap().iter_mut().find(|f| f["fault"] == number).unwrap();
+        f["class"] = serde_json::json!(class);
+        std::fs::write(dir.join("index.json"), serde_json::to_string(&v).unwrap()).unwrap();
+        let o = run(&["sweep", "schedule", s(dir), &first, "-o", s(&tmp("edited.json"))]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains(&message), "{}", text(&o));
+        std::fs::write(dir.join("index.json"), original).unwrap();
+    }
 }

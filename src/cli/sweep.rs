@@ -51,7 +51,8 @@ pub struct SweepArgs {
     /// folders with `collsched sweep merge`.
     #[arg(long, value_name = "K/N")]
     pub shard: Option<String>,
-    /// Classes synthesized at once (default: one per core).
+    /// Classes synthesized at once, at most 1024 (default: one per core; no more threads are
+    /// started than the classes to run or the cores, whichever is more).
     #[arg(long)]
     pub jobs: Option<usize>,
     /// Print the summary as JSON.
@@ -134,8 +135,10 @@ fn sweep(args: &SweepArgs) -> Result<ExitCode> {
         (FamilyArg::Ocs, Some(0)) => return Err(Error::bad("--cube 0: the cube side must be at least 1")),
         (FamilyArg::Ocs, cube) => FaultFamily::Ocs { cube: cube.unwrap_or(4) },
     };
-    if args.jobs == Some(0) {
-        return Err(Error::bad("--jobs 0: at least 1 (leave it out for one per core)"));
+    match args.jobs {
+        Some(0) => return Err(Error::bad("--jobs 0: at least 1 (leave it out for one per core)")),
+        Some(n) if n > MAX_JOBS => return Err(Error::bad(format!("--jobs {n}: at most {MAX_JOBS} (leave it out for one per core)"))),
+        _ => {}
     }
     let shard = args.shard.as_deref().map(parse_shard).transpose()?;
     let members = parse_member_check(&args.verify_members)?;
@@ -158,13 +161,22 @@ fn sweep(args: &SweepArgs) -> Result<ExitCode> {
         SweepEvent::Working { class, what } => bar.set_message(format!("class {class}: {what}")),
         SweepEvent::Finished { .. } => bar.inc(1),
     };
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(args.jobs.unwrap_or(0)).build().map_err(|e| Error::internal(format!("thread pool: {e}")))?;
+    // No more threads than classes to run or cores, whichever is more: the rest would idle.
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let threads = args.jobs.map_or(0, |n| n.min(mine.len().max(cores)));
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().map_err(|e| match args.jobs {
+        Some(n) => Error::bad(format!("--jobs {n}: cannot start {threads} threads: {e} (give a smaller --jobs)")),
+        None => Error::bad(format!("cannot start one thread per core: {e} (give --jobs N)")),
+    })?;
     let index = pool.install(|| plan.run(shard, &args.output, &progress));
     bar.finish();
     let index = index?;
     print_summary(&index, &args.output, Some(started.elapsed().as_secs_f64()), args.json);
     Ok(exit_code(&index))
 }
+
+/// The most classes synthesized at once (`--jobs`): more threads than that only contend.
+const MAX_JOBS: usize = 1024;
 
 /// `K/N` with K below N.
 fn parse_shard(text: &str) -> Result<ShardInfo> {

@@ -1,7 +1,7 @@
 //! Reads one fault's schedule out of a sweep's output: the class schedule carried through the
 //! symmetry the index records for that fault, checked before it is handed out.
 
-use super::index::{FaultEntry, Index};
+use super::index::{ClassEntry, FaultEntry, Index};
 use super::mapping::map_schedule;
 use super::symmetry::{read_description, Automorphism};
 use crate::error::{Error, Result};
@@ -14,7 +14,8 @@ use std::path::Path;
 /// The schedule for the fault named `fault` (its number or its name in the index) of the sweep
 /// written to `dir`, verified (rules 1-5) and costing exactly what the class schedule costs.
 ///
-/// Errors: bad input (no such fault, a class without a schedule, unreadable files, a class
+/// Errors: bad input (no such fault, one of another shard's, a class the folder does not hold or
+/// the sweep does not have, a class without a schedule, unreadable files, a class
 /// schedule changed since the sweep or a symmetry that does not carry the class's faults onto
 /// the fault's); internal (the mapped schedule fails verification or costs otherwise).
 pub fn member_schedule(dir: &Path, fault: &str) -> Result<(FaultEntry, Schedule)> {
@@ -24,8 +25,8 @@ pub fn member_schedule(dir: &Path, fault: &str) -> Result<(FaultEntry, Schedule)
         .iter()
         .find(|f| same_fault(&f.name, fault) || fault.parse::<usize>().is_ok_and(|n| n == f.fault))
         .cloned()
-        .ok_or_else(|| Error::bad(format!("{}: no fault numbered or named {fault:?} in the index", dir.display())))?;
-    let class = &index.classes[entry.class];
+        .ok_or_else(|| not_in_index(dir, &index, fault))?;
+    let class = class_of(dir, &index, &entry)?;
     let cs = class.schedule.as_ref().ok_or_else(|| {
         Error::infeasible(format!(
             "fault {} ({}): its class {} has no schedule: {}",
@@ -49,6 +50,47 @@ pub fn member_schedule(dir: &Path, fault: &str) -> Result<(FaultEntry, Schedule)
         return Err(Error::internal(format!("fault {} ({}): the mapped class schedule does not verify or costs otherwise", entry.fault, entry.name)));
     }
     Ok((entry, mapped))
+}
+
+/// The error for a fault the index of `dir` does not list: in a shard's folder, that it may be
+/// another shard's.
+fn not_in_index(dir: &Path, index: &Index, fault: &str) -> Error {
+    let numbered = fault.parse::<usize>().ok();
+    match index.shard {
+        Some(s) if numbered.is_none_or(|n| n < index.sweep.fault_count) => Error::bad(format!(
+            "{}: no fault numbered or named {fault:?} in this shard's index (shard {}/{}): {}another shard's folder lists it (or ask the merged folder, `collsched sweep merge`)",
+            dir.display(),
+            s.index,
+            s.count,
+            if numbered.is_some() { "" } else { "if it is a fault of this sweep, " }
+        )),
+        _ => Error::bad(format!("{}: no fault numbered or named {fault:?} in the index ({} faults)", dir.display(), index.sweep.fault_count)),
+    }
+}
+
+/// The class entry of `entry`'s class, looked up by its number (a shard's folder holds only the
+/// classes c with c % N == K): bad input when the index names a class that does not exist or
+/// that this folder does not hold.
+fn class_of<'a>(dir: &Path, index: &'a Index, entry: &FaultEntry) -> Result<&'a ClassEntry> {
+    let at = || format!("{}: fault {} ({}): class {}", dir.join("index.json").display(), entry.fault, entry.name, entry.class);
+    if let Some(class) = index.classes.iter().find(|c| c.class == entry.class) {
+        return Ok(class);
+    }
+    if entry.class >= index.sweep.class_count {
+        return Err(Error::bad(format!(
+            "{}: no such class (the sweep has {} classes, 0 to {})",
+            at(),
+            index.sweep.class_count,
+            index.sweep.class_count.saturating_sub(1)
+        )));
+    }
+    Err(Error::bad(match index.shard {
+        Some(s) if entry.class % s.count != s.index => {
+            format!("{}: not in this folder (shard {}/{}): the folder of shard {}/{} holds it", at(), s.index, s.count, entry.class % s.count, s.count)
+        }
+        Some(s) => format!("{}: this shard's folder (shard {}/{}) lacks its class (the index changed since the sweep wrote it?)", at(), s.index, s.count),
+        None => format!("{}: the index lists no such class (the index changed since the sweep wrote it?)", at()),
+    }))
 }
 
 /// A fault's symmetry and network (the class spec's network with the fault's own faults), the
