@@ -42,6 +42,19 @@ fn ring_schedule(dir_name: &str) -> (PathBuf, PathBuf) {
     (path, spec)
 }
 
+/// A folder `dir_name` holding the ring's spec (`ring.json`) and its certificate from `bound`
+/// (`ring.cert.json`): the folder and the certificate.
+fn ring_certificate(dir_name: &str) -> (PathBuf, PathBuf) {
+    let dir = tmp(dir_name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let spec = dir.join("ring.json");
+    std::fs::write(&spec, RING_SPEC).unwrap();
+    let cert = dir.join("ring.cert.json");
+    let o = run(&["bound", s(&spec), "--certificate", s(&cert)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    (dir, cert)
+}
+
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
@@ -1730,13 +1743,7 @@ fn meta_shape_is_read_wherever_meta_stands() {
 
 #[test]
 fn proof_check_says_unreadable_certificates_are_bad_input() {
-    let dir = tmp("proofs-unreadable");
-    std::fs::create_dir_all(&dir).unwrap();
-    let spec = dir.join("ring.json");
-    std::fs::write(&spec, RING_SPEC).unwrap();
-    let cert = dir.join("ring.cert.json");
-    let o = run(&["bound", s(&spec), "--certificate", s(&cert)]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let (dir, cert) = ring_certificate("proofs-unreadable");
     // Not JSON, and a certificate with a key the format does not have: unreadable (2), named.
     let cut_off = dir.join("cut-off.cert.json");
     std::fs::write(&cut_off, "{\n").unwrap();
@@ -1765,13 +1772,7 @@ fn proof_check_says_unreadable_certificates_are_bad_input() {
 
 #[test]
 fn proof_check_says_a_malformed_claim_or_instance_is_bad_input() {
-    let dir = tmp("proofs-malformed-claim");
-    std::fs::create_dir_all(&dir).unwrap();
-    let spec = dir.join("ring.json");
-    std::fs::write(&spec, RING_SPEC).unwrap();
-    let cert = dir.join("ring.cert.json");
-    let o = run(&["bound", s(&spec), "--certificate", s(&cert)]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let (_, cert) = ring_certificate("proofs-malformed-claim");
     let good: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&cert).unwrap()).unwrap();
     let edits: [fn(&mut serde_json::Value); 3] = [
         |c| drop(c["claims"][0].as_object_mut().unwrap().remove("value")),
