@@ -9,7 +9,7 @@
 
 use crate::error::{Error, ExitCode, Result};
 use crate::export::msccl::model::Program;
-use crate::export::msccl::{import_program, PlacementRun, SimError, XmlReport};
+use crate::export::msccl::{import_program, Onto, PlacementRun, SimError, XmlReport};
 use crate::export::{check_xml, Buffering};
 use crate::spec::{Instance, Spec};
 use crate::verify::{verify_schedule_checked, VerifyOptions};
@@ -22,7 +22,13 @@ pub fn verify_xml(path: &Path, spec_path: Option<&Path>, json_out: bool, rendezv
     let spec = spec_path.map(Spec::load).transpose()?;
     let instance = spec.as_ref().map(Spec::instance).transpose()?;
     let (options, conformance) = super::expectations(spec.as_ref(), VerifyOptions::default());
-    let topology = instance.as_ref().map(|i| &i.topology);
+    // Onto the spec's network, its ranks (gpu g is rank g) and its bytes per rank (where its
+    // blocks are uniform, as the file's chunks are).
+    let onto = instance.as_ref().map(|i| Onto {
+        topology: &i.topology,
+        ranks: Some(&i.collective.ranks),
+        bytes_per_rank: i.collective.block_bytes.is_none().then_some(i.collective.bytes_per_rank),
+    });
     let buffering = if rendezvous { Buffering::Rendezvous } else { Buffering::Runtime };
     let report = check_xml(&text, buffering);
     unreadable(path, &report)?;
@@ -45,7 +51,7 @@ pub fn verify_xml(path: &Path, spec_path: Option<&Path>, json_out: bool, rendezv
     if let (Some(_), true) = (&report.program, failures.is_empty() && expect_deadlock && report.runs.iter().any(deadlocks)) {
         notes.push("not imported as a schedule: its run deadlocks, so rules 1-5 are not checked on it".into());
     } else if let (Some(program), true) = (&report.program, failures.is_empty()) {
-        match import_program(program, topology) {
+        match import_program(program, onto) {
             Ok(schedule) => {
                 let r = verify_schedule_checked(&schedule, &options, vec![Box::new(conformance)])?;
                 failures.extend(r.findings.failures().iter().map(|d| format!("imported schedule: {d}")));

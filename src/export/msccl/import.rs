@@ -4,8 +4,9 @@
 //! **Collective.** `coll` gives the kind (all-to-all, all-gather, reduce-scatter in either
 //! spelling, all-reduce), `ngpus` the ranks R (gpu g is rank g, npu id g), and `nchunksperloop`
 //! = R*P the pieces per block P, laid out as [`crate::lower::Layout`] says. The XML names no
-//! sizes, so the imported collective has `bytes_per_rank` = `nchunksperloop`: one byte per
-//! chunk, every piece exactly one byte.
+//! sizes: onto a spec ([`Onto`]) gpu g is the spec's rank g and the pieces are sized by its bytes
+//! per rank; otherwise gpu g is npu g and the imported collective has `bytes_per_rank` =
+//! `nchunksperloop`, one byte per chunk.
 //!
 //! **Topology.** Onto a given topology, a send from gpu a to gpu b takes the direct link a -> b
 //! that is up; where there is none (a fat tree: gpus meet at switches), one of the shortest
@@ -35,6 +36,7 @@ use crate::error::{Error, Result};
 use crate::schedule::{Op, Schedule, ScheduleHeader, Step, Transfer};
 use crate::topology::hops::switch_paths;
 use crate::topology::{LinkClass, LinkId, NodeId, NodeKind, Shape, Topology, TopologyBuilder};
+use crate::units::to_f64;
 use std::collections::{BTreeMap, HashMap};
 
 /// A full mesh of `n` npus: every ordered pair a link of bandwidth 1 GB/s and latency 0.
@@ -51,6 +53,18 @@ pub fn full_mesh(n: usize) -> Result<Topology> {
     b.build(Shape::Custom, 0.0)
 }
 
+/// Where an import puts the gpus: a network, the npu of each gpu (gpu g is rank g of a spec's
+/// collective) and the bytes per rank that size the pieces.
+#[derive(Clone, Copy)]
+pub struct Onto<'a> {
+    /// The network.
+    pub topology: &'a Topology,
+    /// The npu of each gpu, in gpu order (`None`: gpu g is npu g).
+    pub ranks: Option<&'a [NodeId]>,
+    /// Bytes per rank (`None`: one byte per chunk, the file naming no sizes).
+    pub bytes_per_rank: Option<u64>,
+}
+
 /// Reconstructs a schedule from MSCCL XML (module docs).
 ///
 /// `topology`: the network the gpus run on (gpu g is npu g); `None` builds a `full_mesh` of the
@@ -61,13 +75,14 @@ pub fn full_mesh(n: usize) -> Result<Topology> {
 pub fn import_msccl(xml: &str, topology: Option<&Topology>) -> Result<Schedule> {
     let reading = read_program(xml);
     match reading.program {
-        Some(p) if reading.problems.errors.is_empty() => import_program(&p, topology),
+        Some(p) if reading.problems.errors.is_empty() => import_program(&p, topology.map(|topology| Onto { topology, ranks: None, bytes_per_rank: None })),
         _ => Err(Error::bad(format!("MSCCL XML: the runtime's reader refuses it: {}", reading.problems.errors.join("; ")))),
     }
 }
 
-/// [`import_msccl`] of a program already read.
-pub fn import_program(p: &Program, topology: Option<&Topology>) -> Result<Schedule> {
+/// [`import_msccl`] of a program already read, onto a network and its ranks (a spec's), or
+/// onto a full mesh of the gpus with `None`.
+pub fn import_program(p: &Program, onto: Option<Onto>) -> Result<Schedule> {
     // Nothing is sized by the file's counts before its reader rules (and their limits) pass.
     let rules = check_program(p, p.runtime);
     if !rules.errors.is_empty() {
@@ -84,17 +99,22 @@ pub fn import_program(p: &Program, topology: Option<&Topology>) -> Result<Schedu
     }
     let pieces = u32::try_from(per_loop / n).map_err(|_| Error::bad("MSCCL XML: nchunksperloop is too large"))?;
     let built;
-    let topo = match topology {
-        Some(t) => t,
+    let topo = match onto {
+        Some(o) => o.topology,
         None => {
             built = full_mesh(n)?;
             &built
         }
     };
-    let ranks: Vec<NodeId> = (0..n as u32).map(NodeId).collect();
-    let collective = Collective::new(kind, ranks, per_loop as u64, pieces, None, topo).map_err(|e| e.context("MSCCL import"))?;
+    let ranks: Vec<NodeId> = match onto.and_then(|o| o.ranks) {
+        Some(r) if r.len() == n => r.to_vec(),
+        Some(r) => return Err(Error::bad(format!("MSCCL import: ngpus=\"{n}\", but the collective has {} ranks", r.len()))),
+        None => (0..n as u32).map(NodeId).collect(),
+    };
+    let bytes = onto.and_then(|o| o.bytes_per_rank).unwrap_or(per_loop as u64);
+    let collective = Collective::new(kind, ranks.clone(), bytes, pieces, None, topo).map_err(|e| e.context("MSCCL import"))?;
     let placement = Placement::declared(p).first().copied().unwrap_or(Placement::OutOfPlace);
-    let routes = routes(p, topo, n)?;
+    let routes = routes(p, topo, &ranks)?;
     let run = simulate_routed(p, placement, Buffering::Runtime, routes).map_err(|e| Error::bad(format!("MSCCL XML ({}): {e}", placement.name())))?;
     let piece = |v: &ChunkValue| -> Option<PieceId> {
         let (o, p) = (v.offset as u32, pieces);
@@ -137,17 +157,17 @@ pub fn import_program(p: &Program, topology: Option<&Topology>) -> Result<Schedu
     let steps = levels.into_values().map(|transfers| Step { transfers }).collect();
     let name = p.name.clone().unwrap_or_default();
     let proto = p.proto.as_ref().map(|(t, _)| t.clone()).unwrap_or_default();
-    let meta = serde_json::json!({ "imported_from": "msccl-xml", "name": name, "proto": proto, "bytes_per_chunk": 1, "placement": placement.name() });
+    let meta = serde_json::json!({ "imported_from": "msccl-xml", "name": name, "proto": proto, "bytes_per_chunk": serde_json::to_value(to_f64(&collective.piece_size_at(0))).unwrap_or_default(), "placement": placement.name() });
     Ok(Schedule { header: ScheduleHeader { topology: topo.clone(), collective, meta: Some(meta) }, steps })
 }
 
 /// The candidate paths of every pair the program sends over (module docs): the direct up link,
 /// else the shortest paths through switches and npus outside the ranks, else through any npu's
 /// router; an error names a pair with none.
-fn routes(p: &Program, topo: &Topology, ranks: usize) -> Result<Routes> {
+fn routes(p: &Program, topo: &Topology, ranks: &[NodeId]) -> Result<Routes> {
     let endpoints = |keep: &dyn Fn(usize) -> bool| (0..topo.num_npus()).map(keep).collect::<Vec<bool>>();
-    let ends = endpoints(&|v| v < ranks);
-    // The paths from `a` to every endpoint of `mask` it reaches through the others, by endpoint.
+    let is_rank = endpoints(&|v| ranks.iter().any(|r| r.index() == v));
+    // The paths from npu `a` to every endpoint of `mask` it reaches through the others, by npu.
     let by_end = |a: usize, mask: &[bool]| {
         let mut to: HashMap<usize, Vec<Vec<LinkId>>> = HashMap::new();
         for h in switch_paths(topo, mask, NodeId(a as u32)) {
@@ -156,26 +176,31 @@ fn routes(p: &Program, topo: &Topology, ranks: usize) -> Result<Routes> {
         to
     };
     let mut out = Routes::new();
-    // Paths from each sending gpu through switches, found once per gpu.
+    // Paths from each sending gpu's npu through switches, found once per gpu.
     let mut from: HashMap<usize, HashMap<usize, Vec<Vec<LinkId>>>> = HashMap::new();
     for (a, gpu) in p.gpus.iter().enumerate() {
         for tb in &gpu.tbs {
             let Ok(b) = usize::try_from(tb.send) else { continue };
-            if b >= ranks || a >= topo.num_npus() || b >= topo.num_npus() || out.contains_key(&(a, b)) {
+            if b >= ranks.len() || a >= ranks.len() || out.contains_key(&(a, b)) {
                 continue;
             }
-            let direct = topo.out_links(NodeId(a as u32)).filter(|&l| topo.link(l).dst.index() == b && topo.link(l).up).min();
+            let (na, nb) = (ranks[a].index(), ranks[b].index());
+            if na >= topo.num_npus() || nb >= topo.num_npus() {
+                continue;
+            }
+            let direct = topo.out_links(ranks[a]).filter(|&l| topo.link(l).dst.index() == nb && topo.link(l).up).min();
             let mut paths = match direct {
                 Some(l) => vec![vec![l]],
-                None => from.entry(a).or_insert_with(|| by_end(a, &ends)).remove(&b).unwrap_or_default(),
+                None => from.entry(na).or_insert_with(|| by_end(na, &is_rank)).remove(&nb).unwrap_or_default(),
             };
             if paths.is_empty() {
                 // Through the routers of every npu but the two ends.
-                paths = by_end(a, &endpoints(&|v| v == a || v == b)).remove(&b).unwrap_or_default();
+                paths = by_end(na, &endpoints(&|v| v == na || v == nb)).remove(&nb).unwrap_or_default();
             }
             if paths.is_empty() {
                 return Err(Error::bad(format!(
-                    "MSCCL import: gpu {a} sends to gpu {b}, but the topology has no direct link {a} -> {b} that is up, nor any path"
+                    "MSCCL import: gpu {a} (npu {}) sends to gpu {b} (npu {}), but the topology has no direct link between them that is up, nor any path",
+                    ranks[a], ranks[b]
                 )));
             }
             out.insert((a, b), paths.into_iter().map(|path| path.into_iter().map(LinkId::index).collect()).collect());
@@ -315,6 +340,29 @@ mod tests {
     /// (sender, receiver, piece) of every transfer, sorted: the ranks a routed path joins.
     fn ends(s: &Schedule) -> Vec<(u32, u32, PieceId)> {
         triples(s, |t, tr| vec![(t.link(tr.path[0]).src.0, t.link(*tr.path.last().unwrap()).dst.0)])
+    }
+
+    #[test]
+    fn onto_a_spec_gpus_are_its_ranks_and_pieces_its_sizes() {
+        // Ranks on the diagonal of a 4x4 torus: gpu g is rank g (npu 5g), not npu g, and the
+        // pieces weigh what the spec's bytes per rank make them.
+        let t = crate::topology::torus(&crate::topology::TorusParams::uniform(&[4, 4], 32.0, 100.0)).unwrap();
+        let ranks: Vec<NodeId> = (0..4).map(|g| NodeId(5 * g)).collect();
+        let c = Collective::new(CollectiveKind::AllGather, ranks.clone(), 1 << 20, 1, None, &t).unwrap();
+        let steps = crate::synth::spreading::spread_steps(&t, &c, 1, std::time::Instant::now() + std::time::Duration::from_secs(60)).unwrap().unwrap();
+        let s = Schedule { header: ScheduleHeader { topology: t.clone(), collective: c, meta: None }, steps };
+        let xml = msccl_xml(&lower(&s, &LowerOptions::default()).unwrap(), &MscclOptions::default()).unwrap();
+        let p = read_program(&xml).program.unwrap();
+        let back = import_program(&p, Some(Onto { topology: &t, ranks: Some(&ranks), bytes_per_rank: Some(1 << 20) })).unwrap();
+        assert_eq!(back.header.collective.ranks, ranks);
+        assert_eq!(back.header.collective.bytes_per_rank, 1 << 20);
+        assert!(verify_schedule(&back, &VerifyOptions::default()).unwrap().is_valid());
+        assert_eq!(ends(&back), ends(&s));
+        // Without the ranks the gpus would be npus 0-3: other ends.
+        let own = import_program(&p, Some(Onto { topology: &t, ranks: None, bytes_per_rank: None })).unwrap();
+        assert_ne!(ends(&own), ends(&s));
+        let short = import_program(&p, Some(Onto { topology: &t, ranks: Some(&ranks[..3]), bytes_per_rank: None }));
+        assert!(short.is_err_and(|e| e.message().contains("ngpus=\"4\"")));
     }
 
     #[test]
