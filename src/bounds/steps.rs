@@ -189,17 +189,13 @@ fn arrival(t: &Topology, c: &Collective, profile: &HopProfile) -> Option<StepsCl
         (CollectiveKind::AllGather, false) | (CollectiveKind::ReduceScatter, true) => PerPartner::Whole(p),
         (CollectiveKind::AllReduce, _) => PerPartner::Whole(r * p),
     };
-    let (mut links_in, mut links_out) = (vec![0u64; t.num_nodes()], vec![0u64; t.num_nodes()]);
-    for (_, l) in t.links().filter(|(_, l)| l.up) {
-        links_out[l.src.index()] += 1;
-        links_in[l.dst.index()] += 1;
-    }
     let mut best: Option<StepsClaim> = None;
-    for (into, rows, links) in [(false, &profile.out, &links_out), (true, &profile.into, &links_in)] {
+    for (into, rows) in [(false, &profile.out), (true, &profile.into)] {
         let per = per(into);
         for (i, row) in rows.iter().enumerate() {
             let rank = c.ranks[i];
-            let links = links[rank.index()];
+            // The up links entering (leaving) the rank.
+            let links = if into { t.in_links(rank).filter(|&l| t.link(l).up).count() } else { t.up_out_links(rank).count() } as u64;
             // Partners at distance h or more, from the farthest in.
             let mut partners = 0u64;
             for h in (1..row.len()).rev() {
