@@ -288,7 +288,7 @@ impl TorusPlan {
 ///
 /// A sub-step's parts run in consecutive steps before the next sub-step's, and phases of one
 /// slot move different chunks, so causality holds; each link still carries one transfer per step.
-fn spread(topo: &Topology, subs: Vec<Vec<Step>>, len: usize) -> Vec<Step> {
+pub(super) fn spread(topo: &Topology, subs: Vec<Vec<Step>>, len: usize) -> Vec<Step> {
     let load = |step: &Step| step.transfers.iter().map(|t| t.pieces.len() as f64 / topo.link(t.path[0]).bandwidth_gbps).fold(0.0, f64::max);
     let loads: Vec<Vec<f64>> = subs.iter().map(|phase| phase.iter().map(load).collect()).collect();
     // What the steps last by the phases that have all `len` sub-steps.
