@@ -161,7 +161,7 @@ fn routed(
     extra: serde_json::Map<String, serde_json::Value>,
 ) -> Result<Schedule> {
     let coll = Collective::new(collective.kind, collective.ranks.clone(), collective.bytes_per_rank, pieces, collective.block_bytes.clone(), topology)?;
-    let mut router = Router::new(topology, &coll.ranks, routing);
+    let mut router = Router::new(topology, &coll, routing);
     let mut steps = Vec::new();
     for flows in plan {
         steps.extend(router.route(flows)?);

@@ -14,9 +14,11 @@
 use super::colour::colour_edges;
 use super::plan::Flow;
 use super::Routing;
+use crate::collective::Collective;
 use crate::error::{Error, Result};
 use crate::schedule::{Step, Transfer};
 use crate::topology::{FatTreeShape, LinkId, NodeId, Topology};
+use crate::units::to_f64;
 use petgraph::graph::NodeIndex;
 use petgraph::visit::EdgeRef;
 use petgraph::Direction;
@@ -30,6 +32,8 @@ type SubSteps = Vec<Vec<(usize, Vec<LinkId>)>>;
 /// Turns logical steps into schedule steps.
 pub(super) struct Router<'a> {
     topology: &'a Topology,
+    /// The collective (its pieces' sizes price the colourings).
+    collective: &'a Collective,
     ranks: &'a [NodeId],
     routing: Routing,
     /// The fat-tree shape when the colouring router applies (a fat tree with no link down).
@@ -41,10 +45,10 @@ pub(super) struct Router<'a> {
 }
 
 impl<'a> Router<'a> {
-    /// A router for these ranks (the collective's order) on this topology.
-    pub(super) fn new(topology: &'a Topology, ranks: &'a [NodeId], routing: Routing) -> Self {
+    /// A router for the collective's ranks (in its order) on this topology.
+    pub(super) fn new(topology: &'a Topology, collective: &'a Collective, routing: Routing) -> Self {
         let fat_tree = topology.fat_tree_shape().filter(|_| topology.down_links().is_empty());
-        Router { topology, ranks, routing, fat_tree, distances: HashMap::new(), paths: HashMap::new() }
+        Router { topology, collective, ranks: &collective.ranks, routing, fat_tree, distances: HashMap::new(), paths: HashMap::new() }
     }
 
     /// Routes one logical step; balanced routing may return several sub-steps.
@@ -55,7 +59,7 @@ impl<'a> Router<'a> {
         let ends: Vec<(NodeId, NodeId)> = flows.iter().map(|f| (self.ranks[f.src], self.ranks[f.dst])).collect();
         let placed: SubSteps = match (self.routing, self.fat_tree) {
             (Routing::SinglePath, _) => vec![ends.iter().enumerate().map(|(i, &(a, b))| Ok((i, self.first_shortest_path(a, b)?))).collect::<Result<_>>()?],
-            (Routing::Balanced, Some(shape)) => coloured(self.topology, shape, &ends)?,
+            (Routing::Balanced, Some(shape)) => self.fastest_colouring(shape, flows, &ends)?,
             (Routing::Balanced, None) => self.first_fit(&ends)?,
         };
         Ok(placed
@@ -67,6 +71,49 @@ impl<'a> Router<'a> {
                 Step { transfers: s.into_iter().map(|(i, path)| Transfer { path, op: flows[i].op, pieces: flows[i].pieces.clone() }).collect() }
             })
             .collect())
+    }
+
+    /// The König colouring of all flows at once has the fewest sub-steps, but it ignores their
+    /// sizes: a step whose flows carry 48 and 24 pieces may put a 48 in every sub-step (double
+    /// binary tree all_reduce, 24 ranks of a 2-level k16 tree: 84.2 us healthy, 68.6 us with a
+    /// leaf-spine cable down, where first fit happened to group them). So the flows are also
+    /// coloured by size, largest first (each size its own sub-steps), and placed first fit,
+    /// largest first; the sub-steps that take least time by the step-synchronous cost (busiest
+    /// link's bytes plus the longest path's latency, per sub-step) are kept, the fewest sub-steps
+    /// among equals.
+    fn fastest_colouring(&mut self, shape: &FatTreeShape, flows: &[Flow], ends: &[(NodeId, NodeId)]) -> Result<SubSteps> {
+        let t = self.topology;
+        let all = coloured(t, shape, ends)?;
+        let bytes: Vec<f64> = flows
+            .iter()
+            .map(|f| f.pieces.iter().map(|p| self.collective.piece_index(p).map_or(0.0, |i| to_f64(&self.collective.piece_size_at(i)))).sum())
+            .collect();
+        let mut sizes: Vec<u64> = bytes.iter().map(|b| b.to_bits()).collect();
+        sizes.sort_unstable_by(|a, b| f64::from_bits(*b).total_cmp(&f64::from_bits(*a)));
+        sizes.dedup();
+        if sizes.len() <= 1 {
+            return Ok(all);
+        }
+        let mut candidates = vec![all];
+        let mut by_size: SubSteps = Vec::new();
+        for &size in &sizes {
+            let members: Vec<usize> = (0..flows.len()).filter(|&i| bytes[i].to_bits() == size).collect();
+            let sub_ends: Vec<(NodeId, NodeId)> = members.iter().map(|&i| ends[i]).collect();
+            for sub in coloured(t, shape, &sub_ends)? {
+                by_size.push(sub.into_iter().map(|(i, path)| (members[i], path)).collect());
+            }
+        }
+        candidates.push(by_size);
+        let mut order: Vec<usize> = (0..flows.len()).collect();
+        order.sort_by(|&a, &b| bytes[b].total_cmp(&bytes[a]));
+        let sorted_ends: Vec<(NodeId, NodeId)> = order.iter().map(|&i| ends[i]).collect();
+        let fit = self.first_fit(&sorted_ends)?;
+        candidates.push(fit.into_iter().map(|sub| sub.into_iter().map(|(i, path)| (order[i], path)).collect()).collect());
+        let time = |placed: &SubSteps| -> f64 { placed.iter().map(|sub| sub_step_ns(t, sub, &bytes)).sum() };
+        let times: Vec<f64> = candidates.iter().map(time).collect();
+        let best =
+            (0..candidates.len()).min_by(|&a, &b| times[a].total_cmp(&times[b]).then(candidates[a].len().cmp(&candidates[b].len()))).expect("three candidates");
+        Ok(candidates.swap_remove(best))
     }
 
     /// Hop distances from every node to `to` over up links, through switches only.
@@ -143,6 +190,22 @@ impl<'a> Router<'a> {
         }
         Ok(out)
     }
+}
+
+/// The step-synchronous time of one contention-free sub-step (docs/design/MODEL.md section 5): its
+/// busiest link's bytes over its bandwidth plus its longest path's latency (switches included).
+fn sub_step_ns(t: &Topology, sub: &[(usize, Vec<LinkId>)], bytes: &[f64]) -> f64 {
+    let (mut transfer, mut latency) = (0.0f64, 0.0f64);
+    for (i, path) in sub {
+        let mut lat = 0.0;
+        for (k, &l) in path.iter().enumerate() {
+            let link = t.link(l);
+            transfer = transfer.max(bytes[*i] / link.bandwidth_gbps);
+            lat += link.latency_ns + if k > 0 && !t.is_npu(link.src) { t.switch_latency_ns() } else { 0.0 };
+        }
+        latency = latency.max(lat);
+    }
+    transfer + latency
 }
 
 /// A shortest path from `a` to `b` whose interior nodes are switches, over up links that `used`
