@@ -24,10 +24,12 @@
 //! Shares are counted in part indices: every chunk holds `q` part indices of every block
 //! (P = chunks * q pieces per block), and each plan carries a whole number of them. Plans that run
 //! at the same time are merged on a common clock: a sub-step that moves w part indices per link
-//! lasts w units, a unit of a dimension of radix N lasts L/N ticks (L the lcm of the radices, since
-//! one part index of a block is S/(N P) bytes), and every change of sub-step in any plan starts a
-//! new step. So a short plan never pads a long one, and on equal radices the step-synchronous
-//! bandwidth term is exactly the longest plan's units. Plans of unequal radices would cut each
+//! lasts w units, a unit of a dimension of radix N over links of bandwidth B lasts a whole number
+//! of ticks proportional to 1/(N B) (one part index of a block is S/(N P) bytes; a detour moves
+//! at the slower of its ring's and its plane's links: [`Clock`]), and every change of sub-step in
+//! any plan starts a new step. So a short plan never pads a long one, MATEe's share ends with the
+//! slowest healthy ring by bandwidth as well as radix, and on equal radices and bandwidths the
+//! step-synchronous bandwidth term is exactly the longest plan's units. Plans of unequal ticks would cut each
 //! other's units on that clock, so there each radix merges alone and the radices are laid out as
 //! DimRotation lays out a slot's phases (the slowest at full rate, the others filling its steps):
 //! 3x5 with a cable of a 3-ring down, MATE, 0.9 -> 0.85 S/B, the 5-ring's slots plus acceleration.
@@ -40,6 +42,8 @@ use crate::collective::{Collective, CollectiveKind, PieceId};
 use crate::error::{Error, Result};
 use crate::schedule::{Op, Schedule, ScheduleHeader, Step, Transfer};
 use crate::topology::{LinkId, NodeId, Topology, TorusShape};
+use crate::units::{rational_from_decimal, Rational};
+use num_traits::Zero;
 use std::collections::{BTreeSet, HashSet};
 use std::rc::Rc;
 
@@ -133,7 +137,7 @@ pub fn torus_mate(topology: &Topology, collective: &Collective, enhanced: bool) 
                 for (detour, &count) in ring.detours.iter().zip(&split.virt) {
                     let (mine, later) = rest.split_at(count);
                     rest = later;
-                    tracks.push(plan_track(&d.plan, &ring.nodes, d.n, table, mine, d.tick, detour.serial, &|a, b| Ok(detour.hop(d.n, a, b)))?);
+                    tracks.push(plan_track(&d.plan, &ring.nodes, d.n, table, mine, detour.tick, detour.serial, &|a, b| Ok(detour.hop(d.n, a, b)))?);
                 }
                 debug_assert!(rest.is_empty(), "every remaining part index has a plan");
             }
@@ -210,7 +214,7 @@ fn pair_table(shape: &TorusShape, coords: &[Vec<usize>], x: usize, done: &[usize
 struct Dim {
     dim: usize,
     n: usize,
-    /// Ticks per unit: lcm of the radices / n.
+    /// Ticks per unit ([`Clock`]).
     tick: usize,
     /// What its healthy lines run: HalfRing on a ring, routing along a line.
     plan: RingPlan,
@@ -239,6 +243,8 @@ struct Detour {
     /// nodes over the same cross cables, so they take turns (each sub-step runs its CW moves,
     /// then its ACW ones) and the detour runs at half speed.
     serial: bool,
+    /// Ticks per unit over its links (the slower of the ring's and the plane's).
+    tick: usize,
 }
 
 impl Detour {
@@ -294,18 +300,71 @@ fn direct(topo: &Topology, nodes: &[NodeId], a: usize, b: usize) -> Result<Vec<L
     Ok(vec![up_link(topo, nodes[a], nodes[b])?])
 }
 
-fn gcd(a: usize, b: usize) -> usize {
+/// The common clock of the plans: a unit (one part index of one block of a dimension of radix n,
+/// S/(n P) bytes) over links of bandwidth B lasts 1/(n B), counted in ticks so that every such
+/// time is a whole number of them. Without usable bandwidths (or where the counts would be too
+/// large) every dimension is taken at one bandwidth: lcm(radices) / n ticks.
+struct Clock {
+    /// Per dimension of the shape: its radix and its links' bandwidth as an exact rational.
+    dims: Vec<(usize, Option<Rational>)>,
+    /// Ticks are `scale / (n B)`.
+    scale: Rational,
+}
+
+impl Clock {
+    /// The most ticks a unit may take: plans sum units times ticks in `usize`.
+    const MAX_TICK: i128 = 1 << 32;
+
+    fn new(topo: &Topology, shape: &TorusShape, active: &[usize]) -> Self {
+        let bandwidth = |d: usize| {
+            let start = NodeId(0);
+            let nodes = shape.line(start, d);
+            topo.link_between(nodes[0], nodes[1]).and_then(|l| rational_from_decimal(topo.link(l).bandwidth_gbps)).filter(|b| *b > Rational::zero())
+        };
+        let with_bandwidth: Vec<(usize, Option<Rational>)> =
+            (0..shape.ndims()).map(|d| (shape.dims[d], if shape.dims[d] > 1 { bandwidth(d) } else { None })).collect();
+        let scale_of = |dims: &[(usize, Option<Rational>)]| -> Option<Rational> {
+            let mut scale: i128 = 1;
+            for &a in active {
+                for &b in active {
+                    let rate = Rational::from_integer(dims[a].0 as i128) * dims[b].1?;
+                    let p = *rate.numer();
+                    scale = scale.checked_div(gcd_i128(scale, p))?.checked_mul(p)?;
+                }
+            }
+            let scale = Rational::from_integer(scale);
+            let fits = active
+                .iter()
+                .all(|&a| active.iter().all(|&b| (scale / (Rational::from_integer(dims[a].0 as i128) * dims[b].1.unwrap())).to_integer() <= Self::MAX_TICK));
+            fits.then_some(scale)
+        };
+        if let Some(scale) = scale_of(&with_bandwidth) {
+            return Clock { dims: with_bandwidth, scale };
+        }
+        let one: Vec<(usize, Option<Rational>)> = with_bandwidth.iter().map(|&(n, _)| (n, Some(Rational::from_integer(1)))).collect();
+        let scale = scale_of(&one).unwrap_or_else(|| Rational::from_integer(1));
+        Clock { dims: one, scale }
+    }
+
+    /// Ticks a unit of dimension `a`'s blocks takes over links of dimension `b`.
+    fn tick(&self, a: usize, b: usize) -> usize {
+        let rate = Rational::from_integer(self.dims[a].0 as i128) * self.dims[b].1.unwrap_or_else(|| Rational::from_integer(1));
+        usize::try_from((self.scale / rate).ceil().to_integer()).unwrap_or(1).max(1)
+    }
+}
+
+fn gcd_i128(a: i128, b: i128) -> i128 {
     if b == 0 {
-        a
+        a.abs()
     } else {
-        gcd(b, a % b)
+        gcd_i128(b, a % b)
     }
 }
 
 impl Torus {
     fn new(topo: &Topology, shape: &TorusShape) -> Result<Self> {
         let active: Vec<usize> = (0..shape.ndims()).filter(|&d| shape.dims[d] > 1).collect();
-        let lcm = active.iter().fold(1, |l, &d| l / gcd(l, shape.dims[d]) * shape.dims[d]);
+        let clock = Clock::new(topo, shape, &active);
         let mut dims = Vec::new();
         let mut faulty = Vec::new();
         for (a, &dim) in active.iter().enumerate() {
@@ -335,11 +394,18 @@ impl Torus {
                 lines.push(Line { nodes, faulty: index });
             }
             let plan = RingPlan::new(if ring { RingKind::HalfRing } else { RingKind::Line }, n);
-            dims.push(Dim { dim, n, tick: lcm / n, plan, lines });
+            dims.push(Dim { dim, n, tick: clock.tick(dim, dim), plan, lines });
         }
         for ring in &mut faulty {
             for &y in active.iter().filter(|&&y| y != ring.dim) {
-                ring.detours.extend(detours(topo, shape, &ring.nodes, ring.dim, y)?);
+                let mut found = detours(topo, shape, &ring.nodes, ring.dim, y)?;
+                // A detour moves the ring's units over its own links and the plane's cross links:
+                // at the slower of the two.
+                let tick = clock.tick(ring.dim, ring.dim).max(clock.tick(ring.dim, y));
+                for d in &mut found {
+                    d.tick = tick;
+                }
+                ring.detours.extend(found);
             }
             if !ring.folds() && ring.detours.is_empty() {
                 let n = ring.nodes.len();
@@ -436,7 +502,7 @@ fn detours(topo: &Topology, shape: &TorusShape, ring: &[NodeId], x: usize, y: us
         debug_assert!((0..n).all(|p| shape.coord_in(*cw_side[p].last().unwrap(), x) == p), "a parallel ring keeps the ring's positions");
         let cw = (0..n).map(|c| hop(cw_side, c, (c + 1) % n)).collect::<Result<Vec<_>>>()?;
         let acw = (0..n).map(|c| hop(acw_side, (c + 1) % n, c)).collect::<Result<Vec<_>>>()?;
-        Ok(Detour { plane: y, up, down, cw, acw, serial })
+        Ok(Detour { plane: y, up, down, cw, acw, serial, tick: 0 })
     };
     let depth = |cols: &Vec<Vec<NodeId>>| cols[0].len() - 1;
     match (&up, &down) {
@@ -636,7 +702,7 @@ struct Choice {
 fn accelerate(ring: &FaultyRing, d: &Dim, rem: usize) -> (usize, Split) {
     let n = d.n;
     let k = ring.detours.len();
-    let cost = |i: usize, w: usize| detour_units(&d.plan, &ring.detours[i], n, w);
+    let cost = |i: usize, w: usize| detour_units(&d.plan, &ring.detours[i], n, w) * ring.detours[i].tick;
     let folds = if ring.folds() { 0..=rem } else { 0..=0 };
     let mut best: Option<(usize, Split)> = None;
     for qf in folds {
@@ -649,7 +715,7 @@ fn accelerate(ring: &FaultyRing, d: &Dim, rem: usize) -> (usize, Split) {
             let i = (0..k).min_by_key(|&i| (cost(i, virt[i] + 1), i)).expect("a ring with parts for detours has detours");
             virt[i] += 1;
         }
-        let ticks = (0..k).map(|i| cost(i, virt[i])).max().unwrap_or(0).max(n * (n - 1) / 2 * qf) * d.tick;
+        let ticks = (0..k).map(|i| cost(i, virt[i])).max().unwrap_or(0).max(n * (n - 1) / 2 * qf * d.tick);
         if best.as_ref().is_none_or(|(t, _)| ticks < *t) {
             best = Some((ticks, Split { normal: 0, folded: qf, virt }));
         }
@@ -789,6 +855,35 @@ mod tests {
             let (_, report) = run(&t, &a2a(&t, 1 << 20, None), enhanced);
             assert!(bandwidth(&report) < before * s_over_b, "{dims:?} enhanced {enhanced}: {}", bandwidth(&report) / s_over_b);
         }
+    }
+
+    #[test]
+    fn matee_sizes_its_share_by_the_bandwidths_too() {
+        // 5x5x3 with the 3-ring at 64 GB/s and a cable of it down: FoldedRing there takes S/64,
+        // less than the 5-rings' HalfRing at 32 GB/s, so MATEe keeps all of the faulty ring's
+        // data in the normal slots (share 1) and takes FoldedRing + DimRotation's time; the share
+        // sized by radices alone (0.6) took 53,760 ns against 48,384. 4x4 with the faulty
+        // dimension at 32 GB/s and the other at 16: the share that ends with the 16 GB/s rings is
+        // 2/3 (it was 1/3, the equal-bandwidth value).
+        let with = |dims: &[usize], gbps: &[f64], fault: &[usize], dim: usize| {
+            let mut t = torus(&TorusParams { bandwidth_gbps: gbps.to_vec(), ..TorusParams::uniform(dims, 32.0, 0.0) }).unwrap();
+            let (a, b) = cable(dims, fault, dim);
+            FaultPattern { cables: vec![(NodeId(a), NodeId(b))], ..Default::default() }.apply(&mut t).unwrap();
+            t
+        };
+        let t = with(&[5, 5, 3], &[32.0, 32.0, 64.0], &[0, 0, 0], 2);
+        let c = a2a(&t, 2_580_480, None);
+        let folded = bandwidth(&check(&torus_all_to_all(&t, &c, RingAlgorithm::FoldedRing, Scheduler::DimRotation).unwrap(), "foldedring"));
+        let (s, report) = run(&t, &c, true);
+        assert_eq!(s.header.meta.as_ref().unwrap()["faulty_rings"][0]["share"], 1.0);
+        assert_eq!(bandwidth(&report), folded);
+        assert_eq!(folded, Rational::from_integer(48_384));
+
+        let t = with(&[4, 4], &[32.0, 16.0], &[0, 0], 0);
+        let (s, report) = run(&t, &a2a(&t, 1 << 20, None), true);
+        let share = s.header.meta.as_ref().unwrap()["faulty_rings"][0]["share"].as_f64().unwrap();
+        assert!((share - 2.0 / 3.0).abs() < 1e-9, "share {share}");
+        assert!(bandwidth(&report) < Rational::from_integer(49_152), "{}", bandwidth(&report));
     }
 
     /// Node id of a coordinate.
