@@ -849,6 +849,22 @@ fn unreadable_xml_exits_2_and_rule_breaking_xml_exits_1() {
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
 }
 
+/// NCCL's tokenizer fails on the first byte of a file that begins with a byte-order mark: a
+/// reader rule at line 1 (exit 1), as a stray byte there is. It was blamed on the last line's
+/// plain `</algo>`.
+#[test]
+fn verify_xml_refuses_a_byte_order_mark_at_line_1() {
+    let good = exchange_xml(1, true, true);
+    let o = verify_xml_file("bom.xml", &format!("\u{feff}{good}"), &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("MSCCL reader rule: line 1: a byte-order mark before `<algo>`, which the runtime's XML reader cannot parse"), "{out}");
+    assert!(!out.contains("</algo>"), "{out}");
+    let o = verify_xml_file("stray.xml", &format!("x{good}"), &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("MSCCL reader rule: line 1: text between elements"), "{}", text(&o));
+}
+
 #[test]
 fn verify_xml_rejects_overflowing_and_receive_first_exchanges_with_the_cycle() {
     let o = verify_xml_file("exchange3.xml", &exchange_xml(3, true, true), &[]);
