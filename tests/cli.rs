@@ -2222,6 +2222,26 @@ fn a_fault_listed_twice_is_refused() {
     assert!(text(&o).contains(s(&spec)) && text(&o).contains("faults.nodes[2] = (1,1): the same node as faults.nodes[0]"), "{}", text(&o));
 }
 
+/// An ASTRA-sim network file in another YAML spelling (JSON after a byte-order mark) is the same
+/// network; a count too large is named by the file's key and the value as written (exit 2).
+#[test]
+fn astra_networks_in_json_and_with_huge_counts() {
+    let dir = tmp("astra-spellings");
+    std::fs::create_dir_all(&dir).unwrap();
+    let spec = dir.join("net.spec.json");
+    std::fs::write(&spec, r#"{"topology": {"astra_network": "net.yml"}, "collective": {"kind": "all_to_all", "bytes_per_rank": 1024}}"#).unwrap();
+    std::fs::write(dir.join("net.yml"), "\u{feff}{\"topology\": [\"Ring\"], \"npus_count\": [8], \"bandwidth\": [50.0], \"latency\": [500.0]}").unwrap();
+    let json = run(&["bound", s(&spec)]);
+    assert_eq!(json.status.code(), Some(0), "{}", text(&json));
+    std::fs::write(dir.join("net.yml"), "topology: [ 'Ring' ]\nnpus_count: [ 8 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n").unwrap();
+    let yaml = run(&["bound", s(&spec)]);
+    assert_eq!((yaml.status.code(), text(&yaml)), (Some(0), text(&json)));
+    std::fs::write(dir.join("net.yml"), "topology: [ Ring ]\nnpus_count: [ 99999999999999999999 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n").unwrap();
+    let o = run(&["bound", s(&spec)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("net.yml: npus_count[0] = 99999999999999999999: more than 4194304 npus"), "{}", text(&o));
+}
+
 /// An ASTRA-sim network of `Ring` dimensions is a torus (FORMATS.md), and a sweep takes it as one.
 #[test]
 fn sweep_takes_an_astra_network_of_rings_as_a_torus() {
