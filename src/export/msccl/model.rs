@@ -439,6 +439,12 @@ impl Program {
     pub fn collective(&self) -> Option<Coll> {
         self.coll.as_ref().and_then(|(_, c)| *c)
     }
+
+    /// The protocol it runs with: `proto`, Simple when it is missing or unknown (which
+    /// [`super::check_program`] refuses).
+    pub fn protocol(&self) -> Proto {
+        self.proto.as_ref().and_then(|(_, p)| *p).unwrap_or_default()
+    }
 }
 
 /// What is wrong with a file, each message naming the element (gpu, tb, step ids or line), the
