@@ -753,7 +753,7 @@ fn verify_xml_accepts_what_runs_on_the_runtime_buffering() {
         let out = text(&o);
         assert_eq!(o.status.code(), Some(0), "{out}");
         assert!(out.starts_with(runtime), "{out}");
-        assert!(out.contains("under the runtime's buffering (8 slots per connection, 4 slots per chunk)"), "{out}");
+        assert!(out.contains("under the runtime's buffering (8 slots per connection, 4 slots per chunk with proto Simple)"), "{out}");
         assert!(out.contains("out-of-place: runs to its end (6 steps); every chunk ends where alltoall wants it"), "{out}");
         assert!(out.contains("out-of-place: relies on buffering: deadlock under rendezvous"), "{out}");
         assert!(
@@ -849,12 +849,47 @@ fn unreadable_xml_exits_2_and_rule_breaking_xml_exits_1() {
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
 }
 
+/// Under LL and LL128 a chunk is one slot of the runtime's FIFO (four under Simple): two gpus that
+/// each send 3 chunks to the other and then receive run under LL and hang under Simple (12 slots
+/// > 8); 8 chunks each way under LL run, 9 hang. The report says the slots per chunk and why.
+#[test]
+fn verify_xml_sizes_chunks_in_slots_by_the_protocol() {
+    let ll = |p: usize| exchange_xml(p, true, true).replacen(r#"proto="Simple""#, r#"proto="LL""#, 1);
+    for (name, xml, code) in [("simple3.xml", exchange_xml(3, true, true), 1), ("ll3.xml", ll(3), 0), ("ll8.xml", ll(8), 0), ("ll9.xml", ll(9), 1)] {
+        let o = verify_xml_file(name, &xml, &[]);
+        let out = text(&o);
+        assert_eq!(o.status.code(), Some(code), "{name}: {out}");
+        let model = if name.starts_with("simple") { "4 slots per chunk with proto Simple" } else { "1 slot per chunk with proto LL" };
+        assert!(out.contains(&format!("under the runtime's buffering (8 slots per connection, {model})")), "{name}: {out}");
+        assert_eq!(out.contains("rule 6 deadlock freedom (out-of-place): deadlock"), code == 1, "{name}: {out}");
+    }
+    let o = verify_xml_file("ll1-rendezvous.xml", &ll(1), &["--rendezvous"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("deadlock under rendezvous"), "{}", text(&o));
+}
+
+/// NCCL's tokenizer fails on the first byte of a file that begins with a byte-order mark: a
+/// reader rule at line 1 (exit 1), as a stray byte there is. It was blamed on the last line's
+/// plain `</algo>`.
+#[test]
+fn verify_xml_refuses_a_byte_order_mark_at_line_1() {
+    let good = exchange_xml(1, true, true);
+    let o = verify_xml_file("bom.xml", &format!("\u{feff}{good}"), &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("MSCCL reader rule: line 1: a byte-order mark before `<algo>`, which the runtime's XML reader cannot parse"), "{out}");
+    assert!(!out.contains("</algo>"), "{out}");
+    let o = verify_xml_file("stray.xml", &format!("x{good}"), &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("MSCCL reader rule: line 1: text between elements"), "{}", text(&o));
+}
+
 #[test]
 fn verify_xml_rejects_overflowing_and_receive_first_exchanges_with_the_cycle() {
     let o = verify_xml_file("exchange3.xml", &exchange_xml(3, true, true), &[]);
     let out = text(&o);
     assert_eq!(o.status.code(), Some(1), "{out}");
-    assert!(out.contains("rule 6 deadlock freedom (out-of-place): deadlock under the runtime's buffering (8 slots per connection, 4 slots per chunk): 2 threadblocks wait on each other in a cycle:"), "{out}");
+    assert!(out.contains("rule 6 deadlock freedom (out-of-place): deadlock under the runtime's buffering (8 slots per connection, 4 slots per chunk with proto Simple): 2 threadblocks wait on each other in a cycle:"), "{out}");
     for g in 0..2 {
         let line = format!(
             "  gpu {g} tb 0 step 0 (s, 3 chunks to gpu {o} on channel 0) has written 8 of its 12 slots and the 8 slots of its connection are full: it waits for gpu {o} tb 0 to receive, which is at its step 0 (s, 3 chunks to gpu {g} on channel 0)",
@@ -2204,6 +2239,26 @@ fn a_fault_listed_twice_is_refused() {
     let o = run(&["bound", s(&spec)]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains(s(&spec)) && text(&o).contains("faults.nodes[2] = (1,1): the same node as faults.nodes[0]"), "{}", text(&o));
+}
+
+/// An ASTRA-sim network file in another YAML spelling (JSON after a byte-order mark) is the same
+/// network; a count too large is named by the file's key and the value as written (exit 2).
+#[test]
+fn astra_networks_in_json_and_with_huge_counts() {
+    let dir = tmp("astra-spellings");
+    std::fs::create_dir_all(&dir).unwrap();
+    let spec = dir.join("net.spec.json");
+    std::fs::write(&spec, r#"{"topology": {"astra_network": "net.yml"}, "collective": {"kind": "all_to_all", "bytes_per_rank": 1024}}"#).unwrap();
+    std::fs::write(dir.join("net.yml"), "\u{feff}{\"topology\": [\"Ring\"], \"npus_count\": [8], \"bandwidth\": [50.0], \"latency\": [500.0]}").unwrap();
+    let json = run(&["bound", s(&spec)]);
+    assert_eq!(json.status.code(), Some(0), "{}", text(&json));
+    std::fs::write(dir.join("net.yml"), "topology: [ 'Ring' ]\nnpus_count: [ 8 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n").unwrap();
+    let yaml = run(&["bound", s(&spec)]);
+    assert_eq!((yaml.status.code(), text(&yaml)), (Some(0), text(&json)));
+    std::fs::write(dir.join("net.yml"), "topology: [ Ring ]\nnpus_count: [ 99999999999999999999 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n").unwrap();
+    let o = run(&["bound", s(&spec)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("net.yml: npus_count[0] = 99999999999999999999: more than 4194304 npus"), "{}", text(&o));
 }
 
 /// An ASTRA-sim network of `Ring` dimensions is a torus (FORMATS.md), and a sweep takes it as one.

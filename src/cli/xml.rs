@@ -8,7 +8,7 @@
 //! a file whose every placement runs to its end fails rule 8.
 
 use crate::error::{Error, ExitCode, Result};
-use crate::export::msccl::model::Program;
+use crate::export::msccl::model::{Program, Proto};
 use crate::export::msccl::{import_program, Onto, PlacementRun, SimError, XmlReport};
 use crate::export::{check_xml, Buffering};
 use crate::spec::{Instance, Spec};
@@ -35,6 +35,7 @@ pub fn verify_xml(path: &Path, spec_path: Option<&Path>, json_out: bool, rendezv
     if let (Some(program), Some(inst), Some(spec_path)) = (&report.program, &instance, spec_path) {
         same_collective(program, inst).map_err(|e| e.context(format!("{} (with --spec {})", path.display(), spec_path.display())))?;
     }
+    let proto = report.program.as_ref().map_or(Proto::default(), Program::protocol);
     let mut failures: Vec<String> = report.problems.errors.iter().map(|p| format!("MSCCL reader rule: {p}")).collect();
     let mut notes: Vec<String> = Vec::new();
     let expect_deadlock = spec.as_ref().and_then(|s| s.expect.deadlock_free) == Some(false);
@@ -44,7 +45,7 @@ pub fn verify_xml(path: &Path, spec_path: Option<&Path>, json_out: bool, rendezv
     if expect_deadlock && !report.runs.is_empty() && !report.runs.iter().any(deadlocks) {
         failures.push(format!(
             "rule 8 bound conformance: expect.deadlock_free = false, but every placement runs to its end under {}: the file is deadlock-free",
-            buffering.describe()
+            buffering.describe(proto)
         ));
     }
     let mut summary = String::new();
@@ -84,7 +85,7 @@ pub fn verify_xml(path: &Path, spec_path: Option<&Path>, json_out: bool, rendezv
             json!({
                 "valid": valid,
                 "runtime": runtime,
-                "buffering": buffering.describe(),
+                "buffering": buffering.describe(proto),
                 "relies_on_buffering": report.relies_on_buffering(),
                 "placements": placements,
                 "failures": failures,
@@ -95,7 +96,7 @@ pub fn verify_xml(path: &Path, spec_path: Option<&Path>, json_out: bool, rendezv
         );
     } else {
         let dialect = report.runtime.map_or(String::new(), |r| format!(" ({})", r.dialect()));
-        println!("judged for {runtime}{dialect} under {}", buffering.describe());
+        println!("judged for {runtime}{dialect} under {}", buffering.describe(proto));
         for w in &report.problems.warnings {
             println!("warning: {w}");
         }

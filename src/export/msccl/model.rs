@@ -12,8 +12,8 @@
 //!   warning that says what the runtime reads); values are not unescaped;
 //! - unknown elements are skipped with their contents, and only the first `<algo>` is read.
 //!
-//! What it refuses, as that tokenizer fails on it: an XML declaration or processing instruction,
-//! text or tabs between elements, a tag broken over lines, single-quoted values, spaces around
+//! What it refuses, as that tokenizer fails on it: a byte-order mark, an XML declaration or
+//! processing instruction, text or tabs between elements, a tag broken over lines, single-quoted values, spaces around
 //! `=`, CDATA, a DOCTYPE, children of `<step>`; and XML that is not well-formed.
 
 use crate::collective::CollectiveKind;
@@ -439,6 +439,12 @@ impl Program {
     pub fn collective(&self) -> Option<Coll> {
         self.coll.as_ref().and_then(|(_, c)| *c)
     }
+
+    /// The protocol it runs with: `proto`, Simple when it is missing or unknown (which
+    /// [`super::check_program`] refuses).
+    pub fn protocol(&self) -> Proto {
+        self.proto.as_ref().and_then(|(_, p)| *p).unwrap_or_default()
+    }
 }
 
 /// What is wrong with a file, each message naming the element (gpu, tb, step ids or line), the
@@ -492,6 +498,16 @@ impl Lines {
 /// Parses the document into elements, checking the layout the runtime's tokenizer needs.
 /// Returns the first `<algo>`.
 fn parse_tree(xml: &str, out: &mut Problems) -> Option<Node> {
+    // The tokenizer expects '<' as the first byte; the XML library would skip a byte-order mark
+    // silently (and report the offsets after it 3 bytes off), so it is refused here, and the rest
+    // is read without it so that later lines are still checked.
+    let xml = match xml.strip_prefix('\u{feff}') {
+        Some(rest) => {
+            out.errors.push("line 1: a byte-order mark before `<algo>`, which the runtime's XML reader cannot parse".into());
+            rest
+        }
+        None => xml,
+    };
     let lines = Lines::new(xml);
     let mut reader = Reader::from_str(xml);
     let mut stack: Vec<Node> = Vec::new();
@@ -941,10 +957,16 @@ mod tests {
             (ONE.replace("</tb>", "</tb >"), "line 5: the closing tag </tb> with white space"),
             (ONE.replace("</gpu>", "junk</gpu>"), "line 6: text between elements"),
             (ONE.replace("hasdep=\"0\"/>", "hasdep=\"0\"><x/></step>"), "line 4: <x> inside <step>"),
+            (format!("\u{feff}{ONE}"), "line 1: a byte-order mark before `<algo>`"),
         ] {
             let r = read_program(&bad);
             assert!(r.problems.errors.iter().any(|e| e.starts_with(want)), "{want}: {:?}", r.problems.errors);
         }
+        // A byte-order mark is the only problem of an otherwise good file (the offsets after it
+        // once slid by its 3 bytes and blamed a plain `</algo>`).
+        let r = read_program(&format!("\u{feff}{ONE}"));
+        assert_eq!(r.problems.errors, ["line 1: a byte-order mark before `<algo>`, which the runtime's XML reader cannot parse"]);
+        assert!(r.program.is_some());
         let r = read_program("<algo><gpu></algo>");
         assert!(r.problems.errors[0].contains("not well-formed"), "{:?}", r.problems.errors);
     }

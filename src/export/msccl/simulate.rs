@@ -3,9 +3,10 @@
 //! (docs/design/FORMATS.md "MSCCL XML", "Buffering").
 //!
 //! **Buffering.** Each connection (sender gpu, receiver gpu, channel) is a FIFO of
-//! [`NCCL_STEPS`] slots in the receiver's memory; a chunk travels as [`CHUNK_STEPS`] slots. A
-//! step that sends `cnt` chunks writes 4 x `cnt` slots in order and waits only while the FIFO
-//! is full; a receive reads (and frees) the slots of its message as they arrive; a fused step
+//! [`NCCL_STEPS`] slots in the receiver's memory; a chunk travels as [`chunk_slots`] slots: the
+//! runtime's chunk is `MSCCL_CHUNKSTEPS` = [`CHUNK_STEPS`] slots under `proto="Simple"`, one
+//! under LL and LL128. A step that sends `cnt` chunks writes that many slots per chunk in order
+//! and waits only while the FIFO is full; a receive reads (and frees) the slots of its message as they arrive; a fused step
 //! (`rcs`, `rrs`, `rrcs`) passes each slot on as it reads it, so it needs room downstream. With
 //! [`Buffering::Rendezvous`] a connection holds no slot: a slot moves only when its receiver
 //! takes it at once (through a chain of fused steps, all of them at once), the strict model
@@ -33,7 +34,7 @@
 //! pair's candidate paths whose links no other pair uses in its level, else a later level: a
 //! network that routes a send through switches carries it after the sends in its way.
 
-use super::model::{buffer_index, Coll, Program, Runtime, StepKind};
+use super::model::{buffer_index, Coll, Program, Proto, Runtime, StepKind};
 use super::races::HappensBefore;
 use super::rules::{buffer_chunks, check_program};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -41,8 +42,18 @@ use std::fmt;
 
 /// Slots of one connection's FIFO (`NCCL_STEPS`).
 pub const NCCL_STEPS: usize = 8;
-/// Slots one chunk takes (`MSCCL_CHUNKSTEPS`).
+/// Slots one chunk takes under `proto="Simple"` (`MSCCL_CHUNKSTEPS`).
 pub const CHUNK_STEPS: usize = 4;
+
+/// Slots one chunk takes under a protocol: msccl-executor-nccl `src/device/msccl_kernel.cu`
+/// sizes a chunk as `Proto::calcBytePerStep()/sizeof(T) * (Proto::Id == NCCL_PROTO_SIMPLE ?
+/// MSCCL_CHUNKSTEPS : 1)`, so [`CHUNK_STEPS`] slots under Simple and one under LL and LL128.
+pub fn chunk_slots(proto: Proto) -> usize {
+    match proto {
+        Proto::Simple => CHUNK_STEPS,
+        Proto::LL | Proto::LL128 => 1,
+    }
+}
 /// The most chunks, over all gpus, a run keeps track of; a larger program is refused before its
 /// memory is laid out.
 pub const MAX_SIMULATED_CHUNKS: usize = 1 << 22;
@@ -52,7 +63,7 @@ pub const MAX_SIMULATED_CHUNKS: usize = 1 << 22;
 pub enum Buffering {
     /// No slots: a send completes only together with its receive.
     Rendezvous,
-    /// The runtime's FIFOs: `NCCL_STEPS` slots per connection, `CHUNK_STEPS` per chunk.
+    /// The runtime's FIFOs: `NCCL_STEPS` slots per connection, [`chunk_slots`] per chunk.
     Runtime,
 }
 
@@ -65,12 +76,14 @@ impl Buffering {
         }
     }
 
-    /// The model in words.
-    pub fn describe(self) -> String {
+    /// The model in words, for a program of protocol `proto` (which sizes its chunks).
+    pub fn describe(self, proto: Proto) -> String {
         match self {
             Buffering::Rendezvous => "rendezvous (no buffering: a send completes only together with its receive)".into(),
             Buffering::Runtime => {
-                format!("the runtime's buffering ({NCCL_STEPS} slots per connection, {CHUNK_STEPS} slots per chunk)")
+                let n = chunk_slots(proto);
+                let slots = if n == 1 { "slot" } else { "slots" };
+                format!("the runtime's buffering ({NCCL_STEPS} slots per connection, {n} {slots} per chunk with proto {})", proto.as_str())
             }
         }
     }
@@ -205,13 +218,15 @@ impl Execution {
 pub struct Deadlock {
     /// The model it happened under.
     pub buffering: Buffering,
+    /// The program's protocol (which sizes its chunks in slots).
+    pub proto: Proto,
     /// One line per threadblock of the cycle: where it is and whom it waits for.
     pub waits: Vec<String>,
 }
 
 impl fmt::Display for Deadlock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "deadlock under {}: {} threadblocks wait on each other in a cycle:", self.buffering.describe(), self.waits.len())?;
+        write!(f, "deadlock under {}: {} threadblocks wait on each other in a cycle:", self.buffering.describe(self.proto), self.waits.len())?;
         for w in &self.waits {
             write!(f, "\n  {w}")?;
         }
@@ -284,6 +299,8 @@ struct Op {
     src: (usize, usize),
     dst: (usize, usize),
     cnt: usize,
+    /// Slots its message takes: `cnt` chunks of [`chunk_slots`] each.
+    slots: usize,
     waits: Vec<Wait>,
     /// Index of its message on the outgoing and incoming connection.
     out_msg: usize,
@@ -292,7 +309,7 @@ struct Op {
 
 impl Op {
     fn slots(&self) -> usize {
-        CHUNK_STEPS * self.cnt
+        self.slots
     }
 }
 
@@ -330,14 +347,14 @@ impl Net {
             let g = usize::try_from(gpu.id).ok().filter(|&g| g < n).ok_or_else(|| refused(format!("gpu {} is out of range", gpu.id)))?;
             let mut tbs: Vec<&super::model::Threadblock> = gpu.tbs.iter().collect();
             tbs.sort_by_key(|t| t.id);
-            gpus[g] = tbs.iter().map(|tb| Self::threadblock(gpu, tb)).collect::<Result<_, _>>()?;
+            gpus[g] = tbs.iter().map(|tb| Self::threadblock(gpu, tb, p.protocol())).collect::<Result<_, _>>()?;
         }
         let mut net = Net { gpus, conns: Vec::new() };
         net.pair()?;
         Ok(net)
     }
 
-    fn threadblock(gpu: &super::model::Gpu, tb: &super::model::Threadblock) -> Result<Tb, SimError> {
+    fn threadblock(gpu: &super::model::Gpu, tb: &super::model::Threadblock, proto: Proto) -> Result<Tb, SimError> {
         let refused = |what: String| SimError::Refused(vec![what]);
         let index = |id: i64| usize::try_from(id).map_err(|_| refused(format!("gpu {} tb {id}: a negative id", gpu.id)));
         let mut ops = Vec::new();
@@ -364,6 +381,7 @@ impl Net {
                 src: place(st.src),
                 dst: place(st.dst),
                 cnt: usize::try_from(st.cnt).unwrap_or(0),
+                slots: chunk_slots(proto).saturating_mul(usize::try_from(st.cnt).unwrap_or(0)),
                 waits: std::mem::take(&mut pending),
                 out_msg: 0,
                 in_msg: 0,
@@ -581,6 +599,7 @@ struct Sim {
     fifos: Vec<Fifo>,
     capacity: usize,
     buffering: Buffering,
+    proto: Proto,
     reducing_kind: bool,
     executed: usize,
     errors: Vec<String>,
@@ -620,6 +639,7 @@ impl Sim {
             fifos,
             capacity: buffering.slots(),
             buffering,
+            proto: p.protocol(),
             reducing_kind: matches!(p.collective(), Some(Coll::AllReduce | Coll::ReduceScatter | Coll::Reduce)),
             executed: 0,
             errors: Vec::new(),
@@ -991,13 +1011,13 @@ impl Sim {
         let mut cur = start;
         loop {
             if let Some(i) = path.iter().position(|(x, _)| *x == cur) {
-                return Some(Deadlock { buffering: self.buffering, waits: path.drain(i..).map(|(_, w)| w).collect() });
+                return Some(Deadlock { buffering: self.buffering, proto: self.proto, waits: path.drain(i..).map(|(_, w)| w).collect() });
             }
             let (next, text) = self.blocker(cur.0, cur.1);
             path.push((cur, text));
             match next {
                 Some(n) if stuck(n.0, n.1) => cur = n,
-                _ => return Some(Deadlock { buffering: self.buffering, waits: path.into_iter().map(|(_, w)| w).collect() }),
+                _ => return Some(Deadlock { buffering: self.buffering, proto: self.proto, waits: path.into_iter().map(|(_, w)| w).collect() }),
             }
         }
     }
@@ -1255,13 +1275,38 @@ mod tests {
         let d = deadlock(simulate(&p, Placement::OutOfPlace, Buffering::Runtime));
         assert_eq!(
             d.to_string(),
-            "deadlock under the runtime's buffering (8 slots per connection, 4 slots per chunk): 2 threadblocks wait on each other in a cycle:\n  \
+            "deadlock under the runtime's buffering (8 slots per connection, 4 slots per chunk with proto Simple): 2 threadblocks wait on each other in a cycle:\n  \
              gpu 0 tb 0 step 0 (s, 3 chunks to gpu 1 on channel 0) has written 8 of its 12 slots and the 8 slots of its connection are full: it waits for gpu 1 tb 0 to receive, which is at its step 0 (s, 3 chunks to gpu 0 on channel 0)\n  \
              gpu 1 tb 0 step 0 (s, 3 chunks to gpu 0 on channel 0) has written 8 of its 12 slots and the 8 slots of its connection are full: it waits for gpu 0 tb 0 to receive, which is at its step 0 (s, 3 chunks to gpu 1 on channel 0)"
         );
         // Two chunks are exactly the eight slots: that still runs.
         let two = program(&exchange(2, [true, true], true));
         assert!(simulate(&two, Placement::OutOfPlace, Buffering::Runtime).unwrap().is_correct());
+    }
+
+    /// Under LL and LL128 a chunk is one slot (the runtime's chunk is `MSCCL_CHUNKSTEPS` slots
+    /// only under Simple): three chunks each way run (they hang under Simple), eight fill the
+    /// eight slots and run, nine hang. Every chunk was four slots whatever the protocol.
+    #[test]
+    fn a_chunk_is_one_slot_under_ll_and_ll128() {
+        for proto in ["LL", "LL128"] {
+            let with = |p: usize| program(&exchange(p, [true, true], true).replacen(r#"proto="Simple""#, &format!(r#"proto="{proto}""#), 1));
+            for p in [3, 8] {
+                let run = simulate(&with(p), Placement::OutOfPlace, Buffering::Runtime).unwrap_or_else(|e| panic!("{proto} {p}: {e}"));
+                assert!(run.is_correct(), "{proto} {p}: {:?}", run.errors);
+            }
+            let d = deadlock(simulate(&with(9), Placement::OutOfPlace, Buffering::Runtime));
+            assert!(
+                d.to_string().starts_with(&format!(
+                    "deadlock under the runtime's buffering (8 slots per connection, 1 slot per chunk with proto {proto}): 2 threadblocks"
+                )),
+                "{d}"
+            );
+            assert!(d.waits[0].contains("has written 8 of its 9 slots and the 8 slots of its connection are full"), "{d}");
+            // Rendezvous holds no slot, whatever the protocol.
+            deadlock(simulate(&with(1), Placement::OutOfPlace, Buffering::Rendezvous));
+        }
+        deadlock(simulate(&program(&exchange(3, [true, true], true)), Placement::OutOfPlace, Buffering::Runtime));
     }
 
     #[test]
@@ -1405,12 +1450,14 @@ mod tests {
         #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
 
         /// Who hangs, by the buffering rule worked out by hand: with both sending first, the
-        /// exchange runs under buffering iff one send fits (4 x chunks <= 8 slots) and never
+        /// exchange runs under buffering iff one send fits (4 x chunks <= 8 slots under Simple,
+        /// 1 x chunks under LL and LL128) and never
         /// under rendezvous; receiving first on both sides always hangs; otherwise it runs.
         #[test]
-        fn exchanges_hang_exactly_when_the_slots_say(p in 1usize..6, send_first in any::<[bool; 2]>(), executor in any::<bool>()) {
-            let prog = program(&exchange(p, send_first, executor));
-            let fits = CHUNK_STEPS * p <= NCCL_STEPS;
+        fn exchanges_hang_exactly_when_the_slots_say(p in 1usize..11, send_first in any::<[bool; 2]>(), executor in any::<bool>(), proto in 0usize..3) {
+            let (proto, per_chunk) = [("Simple", CHUNK_STEPS), ("LL", 1), ("LL128", 1)][proto];
+            let prog = program(&exchange(p, send_first, executor).replacen(r#"proto="Simple""#, &format!(r#"proto="{proto}""#), 1));
+            let fits = per_chunk * p <= NCCL_STEPS;
             let runs_buffered = match send_first { [true, true] => fits, [false, false] => false, _ => true };
             let runs_rendezvous = send_first[0] != send_first[1];
             for (buffering, expect) in [(Buffering::Runtime, runs_buffered), (Buffering::Rendezvous, runs_rendezvous)] {
