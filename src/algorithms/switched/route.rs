@@ -88,8 +88,8 @@ impl<'a> Router<'a> {
             .iter()
             .map(|f| f.pieces.iter().map(|p| self.collective.piece_index(p).map_or(0.0, |i| to_f64(&self.collective.piece_size_at(i)))).sum())
             .collect();
-        let mut sizes: Vec<u64> = bytes.iter().map(|b| b.to_bits()).collect();
-        sizes.sort_unstable_by(|a, b| f64::from_bits(*b).total_cmp(&f64::from_bits(*a)));
+        let mut sizes = bytes.clone();
+        sizes.sort_unstable_by(|a, b| b.total_cmp(a));
         sizes.dedup();
         if sizes.len() <= 1 {
             return Ok(all);
@@ -97,7 +97,7 @@ impl<'a> Router<'a> {
         let mut candidates = vec![all];
         let mut by_size: SubSteps = Vec::new();
         for &size in &sizes {
-            let members: Vec<usize> = (0..flows.len()).filter(|&i| bytes[i].to_bits() == size).collect();
+            let members: Vec<usize> = (0..flows.len()).filter(|&i| bytes[i] == size).collect();
             let sub_ends: Vec<(NodeId, NodeId)> = members.iter().map(|&i| ends[i]).collect();
             for sub in coloured(t, shape, &sub_ends)? {
                 by_size.push(sub.into_iter().map(|(i, path)| (members[i], path)).collect());
@@ -197,13 +197,10 @@ impl<'a> Router<'a> {
 fn sub_step_ns(t: &Topology, sub: &[(usize, Vec<LinkId>)], bytes: &[f64]) -> f64 {
     let (mut transfer, mut latency) = (0.0f64, 0.0f64);
     for (i, path) in sub {
-        let mut lat = 0.0;
-        for (k, &l) in path.iter().enumerate() {
-            let link = t.link(l);
-            transfer = transfer.max(bytes[*i] / link.bandwidth_gbps);
-            lat += link.latency_ns + if k > 0 && !t.is_npu(link.src) { t.switch_latency_ns() } else { 0.0 };
+        for &l in path {
+            transfer = transfer.max(bytes[*i] / t.link(l).bandwidth_gbps);
         }
-        latency = latency.max(lat);
+        latency = latency.max(t.path_latency_ns(path));
     }
     transfer + latency
 }
