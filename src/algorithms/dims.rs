@@ -82,9 +82,11 @@ pub(super) fn names(topo: &Topology, nodes: &[NodeId]) -> String {
 impl TorusPlan {
     /// Chooses each line's plan: lines (no wrap, or two nodes) route along the line; healthy
     /// rings run `algorithm` (HalfRing when it is FoldedRing); a ring with one failed cable folds
-    /// around it. A failed cable in a line, or two in a ring, cut it: nothing one-dimensional can
-    /// run there.
-    pub fn new(topo: &Topology, shape: &TorusShape, algorithm: RingAlgorithm) -> Result<Self> {
+    /// around it when `algorithm` is FoldedRing. A failed cable in a line, or two in a ring, cut
+    /// it: nothing one-dimensional can run there. Ring and HalfRing refuse a ring with a failed
+    /// cable as they refuse a mesh line (it is one); `all_to_all` adds MATE to the message's
+    /// remedies on a torus of two or more dimensions.
+    pub fn new(topo: &Topology, shape: &TorusShape, algorithm: RingAlgorithm, all_to_all: bool) -> Result<Self> {
         let mut plans = Vec::new();
         let mut index: HashMap<(RingKind, usize), usize> = HashMap::new();
         let mut dims = Vec::new();
@@ -121,6 +123,23 @@ impl TorusPlan {
                         RingAlgorithm::Ring => RingKind::Ring,
                         RingAlgorithm::HalfRing | RingAlgorithm::FoldedRing => RingKind::HalfRing,
                     },
+                    (true, [c]) if algorithm != RingAlgorithm::FoldedRing => {
+                        let used = shape.dims.iter().filter(|&&d| d > 1).count();
+                        let mate = if all_to_all && used > 1 {
+                            "; or --scheduler mate|matee with halfring, which sends around it through the healthy parallel rings"
+                        } else {
+                            ""
+                        };
+                        return Err(Error::infeasible(format!(
+                            "the ring along dimension {dim} through {} ({}) has its cable {} down: {} sends blocks round both ways and needs \
+                             the wrap-around, and a ring with a failed cable is a line; foldedring folds this ring around the failed cable \
+                             (and runs HalfRing in the healthy rings){mate}",
+                            topo.node(start).name,
+                            names(topo, &nodes),
+                            cable_text(*c),
+                            algorithm.as_str()
+                        )));
+                    }
                     (true, [c]) => {
                         folded.push(FoldedRing { dim, nodes: nodes.clone(), cable: (nodes[*c], nodes[(c + 1) % n]) });
                         RingKind::Folded { failed: *c }
@@ -492,18 +511,19 @@ mod tests {
     #[test]
     fn lines_get_their_plans() {
         let t = faulty(&[4, 4], &[(0, 1)]);
-        let p = TorusPlan::new(&t, t.torus_shape().unwrap(), RingAlgorithm::Ring).unwrap();
+        let p = TorusPlan::new(&t, t.torus_shape().unwrap(), RingAlgorithm::FoldedRing, true).unwrap();
         assert_eq!(p.dims.len(), 2);
         assert!(p.dims.iter().all(|d| d.lines.len() == 4));
-        // The row through (0,0) folds; the other rows and every column keep Ring.
+        // The row through (0,0) folds; the other rows and every column keep HalfRing.
         assert_eq!(p.folded, vec![FoldedRing { dim: 0, nodes: (0..4).map(NodeId).collect(), cable: (NodeId(0), NodeId(1)) }]);
-        assert_eq!((p.dims[0].len, p.dims[1].len), (6, 6));
+        assert!(p.dims[0].lines[1..].iter().chain(&p.dims[1].lines).all(|l| l.kind == RingKind::HalfRing));
+        assert_eq!((p.dims[0].len, p.dims[1].len), (6, RingPlan::new(RingKind::HalfRing, 4).len()));
         assert_eq!(p.plans.len(), 2);
 
         let mut params = TorusParams::uniform(&[4, 1, 2], 10.0, 0.0);
         params.wrap = vec![false, true, true];
         let t = torus(&params).unwrap();
-        let p = TorusPlan::new(&t, t.torus_shape().unwrap(), RingAlgorithm::FoldedRing).unwrap();
+        let p = TorusPlan::new(&t, t.torus_shape().unwrap(), RingAlgorithm::FoldedRing, true).unwrap();
         assert_eq!(p.dims.iter().map(|d| (d.dim, d.len)).collect::<Vec<_>>(), vec![(0, 4), (2, 1)]);
         assert!(!p.splits_blocks());
     }
@@ -517,22 +537,41 @@ mod tests {
         params.wrap = vec![false];
         let t = torus(&params).unwrap();
         for a in [RingAlgorithm::Ring, RingAlgorithm::HalfRing] {
-            let e = TorusPlan::new(&t, t.torus_shape().unwrap(), a).unwrap_err();
+            let e = TorusPlan::new(&t, t.torus_shape().unwrap(), a, true).unwrap_err();
             assert_eq!(e.exit_code(), crate::error::ExitCode::Infeasible);
             assert!(e.message().contains("dimension 0 is a line of 5 npus without wrap-around"), "{e}");
             assert!(e.message().contains(a.as_str()) && e.message().contains("foldedring runs on a line"), "{e}");
         }
-        assert_eq!(TorusPlan::new(&t, t.torus_shape().unwrap(), RingAlgorithm::FoldedRing).unwrap().dims[0].lines[0].kind, RingKind::Line);
+        assert_eq!(TorusPlan::new(&t, t.torus_shape().unwrap(), RingAlgorithm::FoldedRing, true).unwrap().dims[0].lines[0].kind, RingKind::Line);
         let mut params = TorusParams::uniform(&[2, 3], 10.0, 0.0);
         params.wrap = vec![false, true];
         let t = torus(&params).unwrap();
-        assert!(TorusPlan::new(&t, t.torus_shape().unwrap(), RingAlgorithm::Ring).is_ok());
+        assert!(TorusPlan::new(&t, t.torus_shape().unwrap(), RingAlgorithm::Ring, true).is_ok());
+    }
+
+    /// A ring with a failed cable is a line: Ring and HalfRing refuse it (they ran FoldedRing
+    /// there unasked), naming the ring and the cable and pointing to foldedring (and, for an
+    /// all-to-all of two or more dimensions, to MATE).
+    #[test]
+    fn ring_and_half_ring_refuse_a_ring_with_a_failed_cable() {
+        for (dims, all_to_all, mate) in [(&[5][..], true, false), (&[4, 4][..], true, true), (&[4, 4][..], false, false)] {
+            let t = faulty(dims, &[(1, 2)]);
+            for a in [RingAlgorithm::Ring, RingAlgorithm::HalfRing] {
+                let e = TorusPlan::new(&t, t.torus_shape().unwrap(), a, all_to_all).unwrap_err();
+                assert_eq!(e.exit_code(), crate::error::ExitCode::Infeasible, "{e}");
+                let m = e.message();
+                assert!(m.contains("ring along dimension 0 through (0") && m.contains("cable (1") && m.contains("(2") && m.contains(" down"), "{e}");
+                assert!(m.contains(a.as_str()) && m.contains("foldedring"), "{e}");
+                assert_eq!(m.contains("--scheduler mate|matee"), mate, "{e}");
+            }
+            assert_eq!(TorusPlan::new(&t, t.torus_shape().unwrap(), RingAlgorithm::FoldedRing, all_to_all).unwrap().folded.len(), 1);
+        }
     }
 
     #[test]
     fn cut_lines_and_rings_are_named() {
         let t = faulty(&[4, 4], &[(0, 1), (2, 3)]);
-        let e = TorusPlan::new(&t, t.torus_shape().unwrap(), RingAlgorithm::FoldedRing).unwrap_err();
+        let e = TorusPlan::new(&t, t.torus_shape().unwrap(), RingAlgorithm::FoldedRing, true).unwrap_err();
         assert_eq!(e.exit_code(), crate::error::ExitCode::Infeasible);
         assert!(e.message().contains("ring along dimension 0 through (0,0)"), "{e}");
         assert!(e.message().contains("(0,0)-(1,0), (2,0)-(3,0)"), "{e}");
@@ -541,7 +580,7 @@ mod tests {
         params.wrap = vec![true, false];
         let mut t = torus(&params).unwrap();
         FaultPattern { cables: vec![(NodeId(4), NodeId(7))], ..Default::default() }.apply(&mut t).unwrap();
-        let e = TorusPlan::new(&t, t.torus_shape().unwrap(), RingAlgorithm::FoldedRing).unwrap_err();
+        let e = TorusPlan::new(&t, t.torus_shape().unwrap(), RingAlgorithm::FoldedRing, true).unwrap_err();
         assert!(e.message().contains("line along dimension 1 through (1,0)"), "{e}");
         assert!(e.message().contains("(1,1)-(1,2) down"), "{e}");
     }

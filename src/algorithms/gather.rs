@@ -45,7 +45,7 @@ pub fn torus_ring_collective(topology: &Topology, collective: &Collective, algor
         return Err(Error::bad(format!("{name}: all_to_all runs the torus all-to-all generators")));
     }
     super::require_every_npu(topology, collective, &name)?;
-    let plan = TorusPlan::new(topology, shape, algorithm)?;
+    let plan = TorusPlan::new(topology, shape, algorithm, false)?;
     let halves = if plan.dims.iter().flat_map(|d| &d.lines).any(|l| l.kind == RingKind::HalfRing) { 2 } else { 1 };
     let coll = Collective::new(collective.kind, collective.ranks.clone(), collective.bytes_per_rank, halves, collective.block_bytes.clone(), topology)?;
     let gather = all_gather_steps(topology, shape, &plan, halves)?;
@@ -184,6 +184,13 @@ mod tests {
             assert!(close(checked(&healthy, kind, RingAlgorithm::Ring), twice * 5.0 * unit));
             assert!(close(checked(&healthy, kind, RingAlgorithm::HalfRing), twice * 2.5 * unit));
             assert!(close(checked(&broken, kind, RingAlgorithm::FoldedRing), twice * 5.0 * unit));
+            // A ring with a failed cable is a line: Ring and HalfRing refuse it (they ran
+            // FoldedRing there unasked).
+            for a in [RingAlgorithm::Ring, RingAlgorithm::HalfRing] {
+                let c = Collective::new(kind, broken.node_ids().collect(), 1 << 20, 1, None, &broken).unwrap();
+                let e = torus_ring_collective(&broken, &c, a).unwrap_err();
+                assert!(matches!(e, Error::Infeasible(_)) && e.message().contains("(2)-(3) down") && e.message().contains("foldedring"), "{kind} {a:?}: {e}");
+            }
         }
     }
 
@@ -198,9 +205,10 @@ mod tests {
             faulty(&[5], None, &[(4, 0)]),
         ];
         for t in &cases {
-            let mesh = t.torus_shape().unwrap().wrap.iter().any(|w| !w);
+            let mesh = t.torus_shape().unwrap().wrap.iter().any(|w| !w) || !t.down_links().is_empty();
             for kind in KINDS {
-                // Ring and HalfRing need wrap-around; on a mesh only FoldedRing runs.
+                // Ring and HalfRing need wrap-around; on a mesh, or with a failed cable, only
+                // FoldedRing runs.
                 for algorithm in RingAlgorithm::ALL.into_iter().filter(|&a| !mesh || a == RingAlgorithm::FoldedRing) {
                     checked(t, kind, algorithm);
                 }

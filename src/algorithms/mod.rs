@@ -158,7 +158,7 @@ pub fn torus_all_to_all_into(
     sink: &mut dyn StepSink,
 ) -> Result<ScheduleHeader> {
     let shape = torus_all_to_all_shape(topology, collective, "torus all-to-all")?;
-    let plan = TorusPlan::new(topology, shape, algorithm)?;
+    let plan = TorusPlan::new(topology, shape, algorithm, true)?;
     let halves = if plan.splits_blocks() { 2 } else { 1 };
     // The pieces follow from the chunks: say so in terms of what the user set (the chunks), and
     // before the phases of that many chunks are placed (a huge count would exhaust the memory).
@@ -281,10 +281,14 @@ mod tests {
             for f in 0..n {
                 let t = topo(&[n as usize], true, 10.0, &[(f, (f + 1) % n)]);
                 let c = a2a(&t, 1000, None);
-                for a in RingAlgorithm::ALL {
-                    let (sched, report) = run(&t, &c, a, Scheduler::Sequential);
-                    assert_eq!(bandwidth(&report), folded_ring_term(n as i128, 1000, 10), "n {n}, cable {f}");
-                    assert_eq!(sched.header.meta.as_ref().unwrap()["folded_rings"].as_array().unwrap().len(), 1);
+                let (sched, report) = run(&t, &c, RingAlgorithm::FoldedRing, Scheduler::Sequential);
+                assert_eq!(bandwidth(&report), folded_ring_term(n as i128, 1000, 10), "n {n}, cable {f}");
+                assert_eq!(sched.header.meta.as_ref().unwrap()["folded_rings"].as_array().unwrap().len(), 1);
+                // Ring and HalfRing need the wrap-around the failed cable took (they ran FoldedRing
+                // there unasked).
+                for a in [RingAlgorithm::Ring, RingAlgorithm::HalfRing] {
+                    let e = torus_all_to_all(&t, &c, a, Scheduler::Sequential).unwrap_err();
+                    assert_eq!(e.exit_code(), crate::error::ExitCode::Infeasible, "n {n}, cable {f}: {e}");
                 }
             }
         }
@@ -327,9 +331,10 @@ mod tests {
     #[test]
     fn meta_records_the_choices() {
         let t = topo(&[4, 3], true, 10.0, &[(0, 1)]);
-        let sched = torus_all_to_all(&t, &a2a(&t, 1200, None), RingAlgorithm::HalfRing, Scheduler::Pipeline { chunks: 2 }).unwrap();
+        // HalfRing refuses the faulty ring; FoldedRing folds it and runs HalfRing in the others.
+        let sched = torus_all_to_all(&t, &a2a(&t, 1200, None), RingAlgorithm::FoldedRing, Scheduler::Pipeline { chunks: 2 }).unwrap();
         let meta = sched.header.meta.unwrap();
-        assert_eq!(meta["algorithm"], "halfring");
+        assert_eq!(meta["algorithm"], "foldedring");
         assert_eq!(meta["scheduler"], "pipeline");
         assert_eq!(meta["chunks"], 2);
         assert_eq!(meta["folded_rings"], serde_json::json!([{"dim": 0, "nodes": [0, 1, 2, 3], "failed_cable": [0, 1]}]));
@@ -398,7 +403,8 @@ mod tests {
             let t = topo(&dims, wrap, 10.0, &cables);
             let r = t.num_npus();
             let sizes: Vec<Vec<u64>> = (0..r).map(|i| (0..r).map(|j| if i == j { 0 } else { ((i * 7 + j * 3) % 11) as u64 * 100 }).collect()).collect();
-            for a in RingAlgorithm::ALL.into_iter().filter(|&a| wrap || a == RingAlgorithm::FoldedRing) {
+            // Ring and HalfRing need wrap-around, which a mesh and a failed cable take away.
+            for a in RingAlgorithm::ALL.into_iter().filter(|&a| (wrap && cables.is_empty()) || a == RingAlgorithm::FoldedRing) {
                 for s in [Scheduler::Sequential, Scheduler::DimRotation] {
                     let (skewed, _) = run(&t, &a2a(&t, 0, Some(sizes.clone())), a, s);
                     // Equal blocks of S/R bytes written out cost exactly what the uniform form does.

@@ -871,8 +871,9 @@ fn hand_written(t: &Topology, c: &Collective, found: &mut Gathered, progress: &m
             }
         }
     } else if t.torus_shape().is_some() {
-        // Ring and HalfRing need wrap-around (the generator refuses a line as infeasible); there
-        // FoldedRing, which is HalfRing in healthy rings, runs along the lines of the mesh.
+        // Ring and HalfRing need wrap-around (the generator refuses a line, and a ring with a
+        // failed cable, as infeasible); there FoldedRing, which is HalfRing in healthy rings, runs
+        // along the lines of the mesh and folds the faulty rings. Ring is then no candidate.
         let half = match torus_ring_collective(t, c, RingAlgorithm::HalfRing) {
             Err(Error::Infeasible(_)) => (RingAlgorithm::FoldedRing, torus_ring_collective(t, c, RingAlgorithm::FoldedRing)),
             built => (RingAlgorithm::HalfRing, built),

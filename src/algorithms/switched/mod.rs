@@ -125,29 +125,43 @@ pub fn switched(topology: &Topology, collective: &Collective, algorithm: Switche
 }
 
 /// The double binary tree at the chunks per tree that `collective.pieces` gives (half of it, when
-/// it is even), or else at the count among 1, 2, 4, ..., [`MAX_DBT_CHUNKS`] whose schedule is
-/// fastest step-synchronously (more chunks pipeline the trees deeper, each costing a step's
-/// latency).
+/// it is even), or else at the count whose schedule is fastest step-synchronously, the fewer
+/// chunks on a tie (more chunks pipeline the trees deeper, each costing a step's latency): the
+/// fastest of 1, 2, 4, ..., [`MAX_DBT_CHUNKS`], then every count between its neighbours (b/2 + 1
+/// to 2b - 1 around the best power of two b). The time is not a function of the count's powers of
+/// two alone: 12 chunks beat 8 and 16, 128 beat 64. Every count of 1 to 128 would cost some
+/// twenty seconds on 64 ranks; the two passes cost a few of the counts they land near.
 fn double_binary_tree(topology: &Topology, collective: &Collective, routing: Routing) -> Result<Schedule> {
     let p = collective.num_ranks();
     let given = collective.pieces as usize;
-    let counts: Vec<usize> = if given >= 2 && given % 2 == 0 { vec![given / 2] } else { (0..).map(|i| 1 << i).take_while(|&c| c <= MAX_DBT_CHUNKS).collect() };
-    let mut best: Option<(crate::units::Rational, Schedule)> = None;
-    for chunks in counts {
+    let timed = |chunks: usize| -> Result<(crate::units::Rational, usize, Schedule)> {
         let extra = serde_json::Map::from_iter([("chunks".to_string(), serde_json::json!(chunks))]);
         let s = routed(topology, collective, SwitchedAlgorithm::DoubleBinaryTree, routing, 2 * chunks as u32, &plan::double_binary_tree(p, chunks), extra)?;
         let mut meter = crate::cost::SyncMeter::new(&s.header)?;
         s.steps.iter().for_each(|step| meter.step(step));
-        let time = meter.finish()?.time_ns();
-        if best.as_ref().is_none_or(|(t, _)| time < *t) {
-            best = Some((time, s));
-        }
+        Ok((meter.finish()?.time_ns(), chunks, s))
+    };
+    if given >= 2 && given % 2 == 0 {
+        return Ok(timed(given / 2)?.2);
     }
-    Ok(best.expect("at least one chunk count").1)
+    let powers: Vec<usize> = (0..).map(|i| 1 << i).take_while(|&c| c <= MAX_DBT_CHUNKS).collect();
+    let coarse = fastest(powers, &timed)?.expect("a power of two");
+    let fine = fastest((coarse.1 / 2 + 1..(2 * coarse.1).min(MAX_DBT_CHUNKS + 1)).filter(|c| !c.is_power_of_two()).collect(), &timed)?;
+    Ok(fine.into_iter().chain([coarse]).min_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1))).expect("the coarse pass").2)
+}
+
+/// Of `counts` (none: `None`), the one whose schedule is fastest, then the fewest chunks; the
+/// counts run in parallel and the choice does not depend on the order they finish in.
+fn fastest<T: Send>(
+    counts: Vec<usize>,
+    timed: &(impl Fn(usize) -> Result<(crate::units::Rational, usize, T)> + Sync),
+) -> Result<Option<(crate::units::Rational, usize, T)>> {
+    use rayon::prelude::*;
+    counts.into_par_iter().map(timed).try_reduce_with(|a, b| Ok(if (&b.0, b.1) < (&a.0, a.1) { b } else { a })).transpose()
 }
 
 /// The most chunks per tree the double binary tree tries on its own.
-const MAX_DBT_CHUNKS: usize = 64;
+const MAX_DBT_CHUNKS: usize = 128;
 
 /// Routes `plan` over `pieces` per block (meta: the algorithm, routing, pieces, logical steps and
 /// `extra`).

@@ -122,6 +122,39 @@ fn the_double_binary_tree_pipelines_its_chunks() {
     assert!(chosen <= time(16), "{chosen} ns against 8 chunks per tree");
 }
 
+/// Without `chunks` the double binary tree takes the fastest count around the fastest power of
+/// two, and tries 128: 16 ranks (every fourth npu, boards of 4) of the 2L-k8-osr1 tree, 64 MiB,
+/// no slower than any count from 4 to 16; without latency, on 5, 9 and 16 ranks, 128 chunks per
+/// tree beat 64, the most it tried.
+#[test]
+fn the_double_binary_tree_takes_the_fastest_chunk_count() {
+    let t = |latency_ns: f64, switch_latency_ns: f64| {
+        fat_tree(&FatTreeParams { levels: 2, k: 8, osr: 1.0, npus: 64, board: Some(4), bandwidth_gbps: 400.0, latency_ns, switch_latency_ns }).unwrap()
+    };
+    let time = |t: &Topology, ranks: &[NodeId], pieces: u32| {
+        let c = Collective::new(CollectiveKind::AllReduce, ranks.to_vec(), 64 << 20, pieces, None, t).unwrap();
+        let s = switched(t, &c, SwitchedAlgorithm::DoubleBinaryTree, Routing::Balanced).unwrap();
+        let mut meter = crate::cost::SyncMeter::new(&s.header).unwrap();
+        s.steps.iter().for_each(|step| meter.step(step));
+        (meter.finish().unwrap().time_ns(), s.header.meta.unwrap()["chunks"].as_u64().unwrap())
+    };
+    let ranks: Vec<NodeId> = (0..16).map(|i| NodeId(4 * i)).collect();
+    let tree = t(25.0, 1000.0);
+    let (chosen, chunks) = time(&tree, &ranks, 1);
+    for c in [4u32, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16] {
+        let (other, _) = time(&tree, &ranks, 2 * c);
+        assert!(chosen <= other, "{chunks} chunks: {} ns against {c} chunks: {} ns", to_f64(&chosen), to_f64(&other));
+        assert!(chosen < other || chunks <= c as u64, "a tie goes to the fewer chunks");
+    }
+    let flat = t(0.0, 0.0);
+    for p in [5u32, 9, 16] {
+        let ranks: Vec<NodeId> = (0..p).map(|i| NodeId(4 * i)).collect();
+        let (chosen, chunks) = time(&flat, &ranks, 1);
+        let (at_128, _) = time(&flat, &ranks, 256);
+        assert!(chosen <= at_128, "{p} ranks: {chunks} chunks {} ns against 128 chunks {} ns", to_f64(&chosen), to_f64(&at_128));
+    }
+}
+
 #[test]
 fn single_path_pairwise_shares_uplinks_and_balanced_does_not() {
     let all: Vec<NodeId> = (0..64).map(NodeId).collect();
