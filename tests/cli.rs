@@ -2228,3 +2228,28 @@ fn sweep_takes_an_astra_network_of_rings_as_a_torus() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("a sweep needs `topology.torus` or `topology.fat_tree`"), "{}", text(&o));
 }
+
+/// A certificate whose collective lacks a field its kind needs (`piece_bytes`, `pieces`) or has
+/// a kind the format does not know is unreadable (BAD, exit 2), as a missing link field is; a
+/// well-formed claim that does not hold still fails (exit 1).
+#[test]
+fn proof_check_calls_a_collective_it_cannot_read_bad() {
+    for name in ["cert_missing_piece_bytes.cert.json", "cert_missing_pieces.cert.json", "cert_kind_bogus.cert.json"] {
+        let o = run(&["proof", "check", s(&repro(name))]);
+        assert_eq!(o.status.code(), Some(2), "{name}: {}", text(&o));
+        assert!(text(&o).starts_with("BAD ") && text(&o).contains("instance.collective: kind"), "{name}: {}", text(&o));
+    }
+    let good = repro("cert_ring4_all_gather.cert.json");
+    let o = run(&["proof", "check", s(&good)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&good).unwrap()).unwrap();
+    // Its first claim: at least 2 steps (a witness 2 hops apart); 3 does not hold.
+    assert_eq!(v["claims"][0]["value"], "2");
+    v["claims"][0]["value"] = "3".into();
+    let raised = tmp("cert_ring4_raised.cert.json");
+    std::fs::write(&raised, v.to_string()).unwrap();
+    std::fs::copy(repro("cert_ring4_all_gather.spec.json"), tmp("cert_ring4_all_gather.spec.json")).unwrap();
+    let o = run(&["proof", "check", s(&raised)]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).starts_with("FAIL ") && text(&o).contains("claim 0 (steps): the witness supports 2 steps, the claim is 3 steps"), "{}", text(&o));
+}
