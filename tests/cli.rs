@@ -2316,3 +2316,67 @@ fn sweep_takes_an_astra_network_of_rings_as_a_torus() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("a sweep needs `topology.torus` or `topology.fat_tree`"), "{}", text(&o));
 }
+
+/// One-way links (custom networks): a reduce_scatter or all_reduce on a directed ring of 3, and
+/// two random directed graphs (reduce_scatter over 3 of 4 npus, all_reduce over 5 with 2 pieces)
+/// whose hand-made schedules verify, are solved under every objective: the layered trees ran only
+/// over hops whose way back is up and their refusal ended the search (exit 3). A rank that no
+/// other can reach is still infeasible under every objective.
+#[test]
+fn synthesize_solves_directed_custom_networks_under_every_objective() {
+    for (name, hand) in [("c2_15", true), ("c2_95", true), ("ring3_rs", false), ("ring3_ar", false)] {
+        let spec = spec_data(&format!("directed_{name}.json"));
+        if hand {
+            let mine = spec_data(&format!("directed_{name}_hand.schedule.json"));
+            let o = run(&["verify", s(&mine), "--spec", s(&spec)]);
+            assert_eq!(o.status.code(), Some(0), "{name} by hand: {}", text(&o));
+        }
+        for objective in ["time", "event", "steps"] {
+            let out = tmp(&format!("directed_{name}_{objective}.json"));
+            let o = run(&["synthesize", s(&spec), "--objective", objective, "-o", s(&out), "--time-limit", "20"]);
+            assert_eq!(o.status.code(), Some(0), "{name} {objective}: {}", text(&o));
+            let o = run(&["verify", s(&out), "--spec", s(&spec)]);
+            assert_eq!(o.status.code(), Some(0), "{name} {objective}: {}", text(&o));
+        }
+    }
+    // Node 0 sends to 1 and 2, but no link is up into it.
+    let cut = tmp("directed_cut.spec.json");
+    let link = |id: u32, src: u32, dst: u32| format!(r#"{{"id": {id}, "src": {src}, "dst": {dst}, "bandwidth_gbps": 32, "latency_ns": 100, "up": true}}"#);
+    let links = [link(0, 0, 1), link(1, 1, 2), link(2, 2, 1), link(3, 0, 2)].join(", ");
+    let nodes = r#"[{"id": 0, "kind": "npu", "name": "a"}, {"id": 1, "kind": "npu", "name": "b"}, {"id": 2, "kind": "npu", "name": "c"}]"#;
+    for kind in ["reduce_scatter", "all_reduce", "all_gather"] {
+        let text_of =
+            format!(r#"{{"topology": {{"custom": {{"nodes": {nodes}, "links": [{links}]}}}}, "collective": {{"kind": "{kind}", "bytes_per_rank": "3KiB"}}}}"#);
+        std::fs::write(&cut, text_of).unwrap();
+        for objective in ["time", "event", "steps"] {
+            let o = run(&["synthesize", s(&cut), "--objective", objective, "-o", s(&tmp("directed_cut.json"))]);
+            assert_eq!(o.status.code(), Some(3), "{kind} {objective}: {}", text(&o));
+            assert!(text(&o).contains("cut off"), "{kind} {objective}: {}", text(&o));
+        }
+    }
+}
+
+/// A certificate whose collective lacks a field its kind needs (`piece_bytes`, `pieces`) or has
+/// a kind the format does not know is unreadable (BAD, exit 2), as a missing link field is; a
+/// well-formed claim that does not hold still fails (exit 1).
+#[test]
+fn proof_check_calls_a_collective_it_cannot_read_bad() {
+    for name in ["cert_missing_piece_bytes.cert.json", "cert_missing_pieces.cert.json", "cert_kind_bogus.cert.json"] {
+        let o = run(&["proof", "check", s(&repro(name))]);
+        assert_eq!(o.status.code(), Some(2), "{name}: {}", text(&o));
+        assert!(text(&o).starts_with("BAD ") && text(&o).contains("instance.collective: kind"), "{name}: {}", text(&o));
+    }
+    let good = repro("cert_ring4_all_gather.cert.json");
+    let o = run(&["proof", "check", s(&good)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&good).unwrap()).unwrap();
+    // Its first claim: at least 2 steps (a witness 2 hops apart); 3 does not hold.
+    assert_eq!(v["claims"][0]["value"], "2");
+    v["claims"][0]["value"] = "3".into();
+    let raised = tmp("cert_ring4_raised.cert.json");
+    std::fs::write(&raised, v.to_string()).unwrap();
+    std::fs::copy(repro("cert_ring4_all_gather.spec.json"), tmp("cert_ring4_all_gather.spec.json")).unwrap();
+    let o = run(&["proof", "check", s(&raised)]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).starts_with("FAIL ") && text(&o).contains("claim 0 (steps): the witness supports 2 steps, the claim is 3 steps"), "{}", text(&o));
+}

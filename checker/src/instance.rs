@@ -91,55 +91,56 @@ impl Instance {
     /// link to a node that does not exist) fails.
     pub fn from_json(v: &serde_json::Value) -> Result<Instance, crate::CheckError> {
         let raw: RawInstance = serde_json::from_value(v.clone()).map_err(|e| crate::unreadable(format!("instance: {e}")))?;
-        Instance::from_raw(raw).map_err(crate::fail)
+        Instance::from_raw(raw)
     }
 
-    /// Checks the instance as read.
-    fn from_raw(raw: RawInstance) -> Result<Instance, String> {
+    /// Checks the instance as read: a collective whose kind or fields the format does not describe
+    /// is unreadable, the rest fails.
+    fn from_raw(raw: RawInstance) -> Result<Instance, crate::CheckError> {
         if raw.npus == 0 || raw.npus > raw.nodes {
-            return Err(format!("instance: npus = {} must be in 1..={} (nodes)", raw.npus, raw.nodes));
+            return Err(crate::fail(format!("instance: npus = {} must be in 1..={} (nodes)", raw.npus, raw.nodes)));
         }
-        let switch_latency_ns = nonneg(&raw.switch_latency_ns, "instance.switch_latency_ns")?;
+        let switch_latency_ns = nonneg(&raw.switch_latency_ns, "instance.switch_latency_ns").map_err(crate::fail)?;
         let mut links = Vec::with_capacity(raw.links.len());
         for (i, l) in raw.links.iter().enumerate() {
             if l.src >= raw.nodes || l.dst >= raw.nodes || l.src == l.dst {
-                return Err(format!("instance.links[{i}]: {} -> {} is not a link between two distinct nodes of 0..{}", l.src, l.dst, raw.nodes));
+                return Err(crate::fail(format!("instance.links[{i}]: {} -> {} is not a link between two distinct nodes of 0..{}", l.src, l.dst, raw.nodes)));
             }
-            let capacity = parse_q(&l.capacity).map_err(|e| format!("instance.links[{i}].capacity: {e}"))?;
+            let capacity = parse_q(&l.capacity).map_err(|e| crate::fail(format!("instance.links[{i}].capacity: {e}")))?;
             // A zero capacity would make a link free in the volume and flow bounds' denominators
             // and infinite in a cut: neither means anything physical.
             if !capacity.is_positive() {
-                return Err(format!("instance.links[{i}].capacity = {}: must be > 0", l.capacity));
+                return Err(crate::fail(format!("instance.links[{i}].capacity = {}: must be > 0", l.capacity)));
             }
-            let latency_ns = nonneg(&l.latency_ns, &format!("instance.links[{i}].latency_ns"))?;
+            let latency_ns = nonneg(&l.latency_ns, &format!("instance.links[{i}].latency_ns")).map_err(crate::fail)?;
             links.push(Link { src: l.src, dst: l.dst, capacity, latency_ns, up: l.up });
         }
         let c = raw.collective;
         let mut is_rank = vec![false; raw.nodes];
         for (i, &r) in c.ranks.iter().enumerate() {
             if r >= raw.npus {
-                return Err(format!("instance.collective.ranks[{i}] = {r}: not an npu (npus are 0..{})", raw.npus));
+                return Err(crate::fail(format!("instance.collective.ranks[{i}] = {r}: not an npu (npus are 0..{})", raw.npus)));
             }
             if std::mem::replace(&mut is_rank[r], true) {
-                return Err(format!("instance.collective.ranks[{i}] = {r}: listed twice"));
+                return Err(crate::fail(format!("instance.collective.ranks[{i}] = {r}: listed twice")));
             }
         }
         if c.pieces == Some(0) {
-            return Err("instance.collective.pieces = 0: a block has at least one piece".into());
+            return Err(crate::fail("instance.collective.pieces = 0: a block has at least one piece"));
         }
         let pieces = c.pieces.unwrap_or(1);
         // all_to_all states `pieces` only when it is not 1 (the bytes bounds do not need it).
         let demands = match (c.kind.as_str(), c.block_bytes, c.demands, c.piece_bytes, c.pieces) {
-            ("all_to_all", Some(b), None, None, _) => Demands::UniformAllToAll(nonneg(&b, "instance.collective.block_bytes")?),
+            ("all_to_all", Some(b), None, None, _) => Demands::UniformAllToAll(nonneg(&b, "instance.collective.block_bytes").map_err(crate::fail)?),
             ("all_to_all", None, Some(list), None, _) => {
                 let mut out = Vec::with_capacity(list.len());
                 for (i, (s, d, b)) in list.iter().enumerate() {
                     // Demands speak of ranks only: a demand from or to a non-rank would be an
                     // instance that the spec's collective does not describe.
                     if *s >= raw.nodes || *d >= raw.nodes || !is_rank[*s] || !is_rank[*d] || s == d {
-                        return Err(format!("instance.collective.demands[{i}]: {s} -> {d} is not a pair of distinct ranks"));
+                        return Err(crate::fail(format!("instance.collective.demands[{i}]: {s} -> {d} is not a pair of distinct ranks")));
                     }
-                    out.push((*s, *d, nonneg(b, &format!("instance.collective.demands[{i}]"))?));
+                    out.push((*s, *d, nonneg(b, &format!("instance.collective.demands[{i}]")).map_err(crate::fail)?));
                 }
                 Demands::AllToAll(out)
             }
@@ -149,12 +150,14 @@ impl Instance {
                     "reduce_scatter" => BlockKind::ReduceScatter,
                     _ => BlockKind::AllReduce,
                 };
-                Demands::Blocks { kind, block_bytes: nonneg(&pb, "instance.collective.piece_bytes")? * Q::from_integer(p.into()) }
+                Demands::Blocks { kind, block_bytes: nonneg(&pb, "instance.collective.piece_bytes").map_err(crate::fail)? * Q::from_integer(p.into()) }
             }
+            // A kind the format does not have, or fields its kind lacks or does not have: the
+            // format's matter (unreadable), like a field missing elsewhere.
             (kind, ..) => {
-                return Err(format!(
+                return Err(crate::unreadable(format!(
                     "instance.collective: kind `{kind}` needs `block_bytes` or `demands` and optionally `pieces` (all_to_all), or `piece_bytes` and `pieces` (all_gather, reduce_scatter, all_reduce)"
-                ))
+                )))
             }
         };
         Ok(Instance { nodes: raw.nodes, npus: raw.npus, switch_latency_ns, links, ranks: c.ranks, demands, pieces })

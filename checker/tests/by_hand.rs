@@ -288,3 +288,33 @@ fn the_end_of_a_line_waits_for_the_far_end() {
     let c = cert(ring3(&[4, 5], blocks("all_reduce", 1)), json!([arrival("1", 0, true, 0)]));
     assert!(rejected(&c).contains("distance 0"), "{}", rejected(&c));
 }
+
+#[test]
+fn a_collective_without_the_fields_of_its_kind_is_unreadable() {
+    // all_gather over the ring of 3 in blocks of two 3-byte pieces (the transmissions bound of
+    // `gathering_and_reducing_kinds_count_transmissions`): it holds as read. Without
+    // `piece_bytes` or `pieces`, with a field of another kind, or with a kind the format does not
+    // have, the instance cannot be read (as a link without `capacity`); `pieces = 0` is read and
+    // fails.
+    let gather = json!({"kind": "all_gather", "ranks": [0, 1, 2], "piece_bytes": "3", "pieces": 2});
+    let good = cert(ring3(&[], gather), json!([{"bound": "transmissions", "value": "3", "witness": {"into": false}}]));
+    check_str(&good.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    type Edit = fn(&mut Value);
+    let edits: [(&str, Edit); 5] = [
+        ("without piece_bytes", |c| drop(c["instance"]["collective"].as_object_mut().unwrap().remove("piece_bytes"))),
+        ("without pieces", |c| drop(c["instance"]["collective"].as_object_mut().unwrap().remove("pieces"))),
+        ("an unknown kind", |c| c["instance"]["collective"]["kind"] = json!("bogus")),
+        ("all_gather with block_bytes", |c| c["instance"]["collective"]["block_bytes"] = json!("12")),
+        ("all_to_all with piece_bytes", |c| c["instance"]["collective"]["kind"] = json!("all_to_all")),
+    ];
+    for (what, edit) in edits {
+        let mut c = good.clone();
+        edit(&mut c);
+        let e = check_str(&c.to_string()).expect_err(what);
+        assert!(e.unreadable && e.message.contains("instance.collective: kind"), "{what}: {}", e.message);
+    }
+    let mut c = good;
+    c["instance"]["collective"]["pieces"] = json!(0);
+    let e = check_str(&c.to_string()).expect_err("no pieces");
+    assert!(!e.unreadable, "{}", e.message);
+}

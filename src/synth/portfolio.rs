@@ -20,6 +20,9 @@
 //!   and the switched algorithms of docs/design/ALGORITHMS.md under balanced routing, as
 //!   `collsched generate` runs them.
 //!
+//! Where none of these applies (hops that the trees cannot use), the fewest-steps search is the
+//! candidate under every objective.
+//!
 //! Under the steps objective the other candidates run too (at the collective's pieces per block,
 //! unless the search's schedule meets the certified steps bound), and the one of the steps model
 //! with the fewest steps is chosen; under every objective the fewest-steps report counts them.
@@ -337,7 +340,8 @@ struct Gathered<'a> {
     entries: Vec<Entry>,
     /// A search stopped at the deadline (the answer is the best found; exit 4).
     limit_reached: bool,
-    /// Why spreading found nothing, for the error when no other candidate exists either.
+    /// Why the layered or spreading trees found nothing, for the error when no other candidate
+    /// exists either.
     spread_error: Option<Error>,
     /// Why the chosen candidate was priced without verification, if it was.
     unverified: Option<String>,
@@ -584,6 +588,19 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
             route_and_step(t, c, &mut found, progress)?;
         }
     }
+    // Where no other candidate applies (hops that trees cannot use), the fewest-steps search, which
+    // routes over every link that is up in the direction it runs, is the answer under the time
+    // objectives too: an instance whose ranks reach each other is never infeasible.
+    let steps_report = match steps_report {
+        None if found.best.is_none() => {
+            found.judge_steps_model = true;
+            let left = found.end.saturating_duration_since(Instant::now()).max(MIN_FLOW_BUDGET);
+            // `fewest_steps` gives the search half its limit under the time objectives: here, what is left.
+            let fallback = SynthOptions { time_limit: left * 2, ..opts.clone() };
+            Some(fewest_steps(inst, &fallback, objective, None, &mut found, progress)?)
+        }
+        report => report,
+    };
     let Gathered { best, mut entries, limit_reached, spread_error, unverified, deferred, .. } = found;
     let limit_reached = if objective == Objective::Steps { steps_limit_reached } else { limit_reached };
     let (chosen, schedule, cost) =
@@ -823,7 +840,16 @@ fn layered_trees(inst: &Instance, deadline: Instant, found: &mut Gathered, progr
         let per_piece_hop = if c.kind.is_reducing() { FINISH_NS_PER_PIECE_HOP } else { GATHER_FINISH_NS_PER_PIECE_HOP };
         let passes_until = found.finish_from(tree_piece_hops(c, pieces), per_piece_hop, started);
         let mut pipelining = Duration::ZERO;
-        match trees::tree_steps_within(t, &cp, (deadline, passes_until), &mut |at_most| found.let_go_if_beaten(at_most))? {
+        let layered = match trees::tree_steps_within(t, &cp, (deadline, passes_until), &mut |at_most| found.let_go_if_beaten(at_most)) {
+            // Trees over the hops that are up may not reach where longer routes do (`check_connected`
+            // has passed): other candidates may still apply, and without one this is the reason.
+            Err(e @ Error::Infeasible(_)) => {
+                found.spread_error.get_or_insert(e);
+                return Ok(());
+            }
+            layered => layered?,
+        };
+        match layered {
             Some(layered) => {
                 pipelining = layered.pipelining;
                 found.limit_reached |= layered.cut_short;
@@ -1059,6 +1085,49 @@ mod tests {
             let time = to_f64(&sync_cost(&schedule(&t, &c, steps, "spreading")).unwrap().time_ns());
             let floor = sync_time_floor_ns(&t, &c, batch, || steps_bounds(&t, &c, Duration::ZERO).best()).unwrap();
             proptest::prop_assert!(floor <= time, "floor {floor} ns above a spreading schedule's {time} ns");
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 24, ..Default::default() })]
+
+        /// Random small directed networks that are strongly connected (a one-way ring through a
+        /// shuffled order of the npus plus a few one-way links): no objective calls them
+        /// infeasible, and what comes back verifies.
+        #[test]
+        fn strongly_connected_directed_networks_are_never_infeasible(
+            order in proptest::strategy::Strategy::prop_shuffle(proptest::strategy::Just((0u32..5).collect::<Vec<_>>())),
+            n in 3usize..=5,
+            extra in proptest::collection::vec((0u32..5, 0u32..5), 0..=3),
+            kind in proptest::sample::select(vec![CollectiveKind::AllGather, CollectiveKind::ReduceScatter, CollectiveKind::AllReduce]),
+            objective in proptest::sample::select(vec![Objective::Time, Objective::Event, Objective::Steps]),
+            pieces in 1u32..=2,
+        ) {
+            let order: Vec<u32> = order.into_iter().filter(|&v| (v as usize) < n).collect();
+            let mut ends: Vec<(u32, u32)> = (0..n).map(|i| (order[i], order[(i + 1) % n])).collect();
+            for (a, b) in extra {
+                let (a, b) = (a % n as u32, b % n as u32);
+                if a != b && !ends.contains(&(a, b)) {
+                    ends.push((a, b));
+                }
+            }
+            let nodes: Vec<String> = (0..n).map(|v| format!(r#"{{"id": {v}, "kind": "npu", "name": "n{v}"}}"#)).collect();
+            let links: Vec<String> = ends
+                .iter()
+                .enumerate()
+                .map(|(i, (a, b))| format!(r#"{{"id": {i}, "src": {a}, "dst": {b}, "bandwidth_gbps": 32, "latency_ns": 100, "up": true}}"#))
+                .collect();
+            let text = format!(
+                r#"{{"topology": {{"custom": {{"nodes": [{}], "links": [{}]}}}}, "collective": {{"kind": "{kind}", "bytes_per_rank": "6KiB", "pieces": {pieces}}}}}"#,
+                nodes.join(", "),
+                links.join(", ")
+            );
+            let inst = Spec::parse(&text, "test").unwrap().instance().unwrap();
+            let opts = SynthOptions { time_limit: Duration::from_secs(10), ..Default::default() };
+            let a = synthesize(&inst, &opts, objective, &mut |_| {});
+            proptest::prop_assert!(a.is_ok(), "{text}: {:?}", a.err());
+            let r = verify_schedule(&a.unwrap().schedule, &VerifyOptions::default()).unwrap();
+            proptest::prop_assert!(r.is_valid(), "{text}: {:?}", r.findings.failures().first());
         }
     }
 

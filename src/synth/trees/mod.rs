@@ -13,10 +13,11 @@
 //!
 //! **The trees.** A piece's tree is a shortest-path tree over the single hops between ranks,
 //! rooted at its source (all_gather) or at its block's rank (reducing kinds; all_reduce may
-//! move it, below); over the reverse
-//! hops too for all_reduce (so both must be up). Since a step moves the edges of one depth, a
-//! step's time is its busiest hop's count of pieces at that depth: the trees balance the count
-//! per hop *and depth*. The first choice of a rank's parent follows the dimension order of the
+//! move it, below); over the reverse hops too for all_reduce (so both must be up; where some are
+//! not, [`unmirrored_halves`] runs a reduce_scatter over trees towards the roots, then an
+//! all_gather over trees away from them). Since a step moves the edges of one depth, a step's
+//! time is its busiest hop's count of pieces at that depth: the trees balance the count per hop
+//! *and depth*. The first choice of a rank's parent follows the dimension order of the
 //! piece's chunk (piece k of a block takes chunk k mod n on an n-dimensional torus: DimRotation
 //! as trees), breaking ties by load; passes then re-choose every parent by load until nothing
 //! changes. On a healthy torus of equal radix this balances exactly, given pieces enough to split
@@ -148,7 +149,10 @@ impl TreeGraph {
             })
             .collect();
         let towards_root = c.kind.is_reducing();
-        let usable = reverse.iter().map(|&r| !towards_root || r != NONE).collect();
+        // all_reduce's all-gather goes back down its reduce-scatter's hops; a reduce-scatter
+        // alone needs only the hops towards the root (one-way links too).
+        let mirrored = c.kind == CollectiveKind::AllReduce;
+        let usable = reverse.iter().map(|&r| !mirrored || r != NONE).collect();
         let dim = hops
             .hops
             .iter()
@@ -413,7 +417,7 @@ fn forests_in_parts(t: &Topology, c: &Collective, g: &TreeGraph, until: (Instant
                 "layered trees: rank {from} (node {}) cannot reach rank {to} (node {}) over hops that are up{}",
                 g.nodes[from],
                 g.nodes[to],
-                if g.towards_root { " in both directions" } else { "" }
+                if c.kind == CollectiveKind::AllReduce { " in both directions" } else { "" }
             )));
         }
         shapes.add(root, row);
@@ -852,7 +856,14 @@ pub fn tree_steps_within(t: &Topology, c: &Collective, (deadline, passes_until):
         return Err(Error::bad("layered trees: all_to_all has no trees (every piece has one destination)"));
     }
     let g = TreeGraph::new(t, c);
-    let Some((f, other, estimate)) = forests(t, c, &g, (deadline, passes_until.min(deadline)))? else { return Ok(None) };
+    let planted = match forests(t, c, &g, (deadline, passes_until.min(deadline))) {
+        // Where some hop's way back is down, the all-gather cannot mirror the reduce-scatter:
+        // the halves run apart, the reduce-scatter over trees towards each root, the all-gather
+        // over trees away from it (one-way links, or a link down in one direction).
+        Err(Error::Infeasible(_)) if c.kind == CollectiveKind::AllReduce => return unmirrored_halves(t, c, (deadline, passes_until)),
+        planted => planted?,
+    };
+    let Some((f, other, estimate)) = planted else { return Ok(None) };
     if g.hops.hops.iter().all(|h| h.path.len() == 1) {
         // The pipelined halves replace the layered ones only when faster.
         ahead(estimate);
@@ -879,6 +890,22 @@ pub fn tree_steps_within(t: &Topology, c: &Collective, (deadline, passes_until):
         }
     }
     Ok(Some(Layered { steps, cut_short: f.cut_short, pipelined, pipelining: started.elapsed() }))
+}
+
+/// all_reduce as the layered reduce_scatter followed by the layered all_gather, each over its own
+/// trees: after the reduce-scatter every rank holds its block reduced, which the all-gather
+/// copies to the others. For hops whose way back is down, where one forest cannot serve both.
+///
+/// Errors: [`Error::infeasible`] when a rank cannot reach another over hops that are up.
+fn unmirrored_halves(t: &Topology, c: &Collective, until: (Instant, Instant)) -> Result<Option<Layered>> {
+    let half = |kind: CollectiveKind| {
+        let mut half = c.clone();
+        half.kind = kind;
+        tree_steps_within(t, &half, until, &mut |_| {})
+    };
+    let (Some(rs), Some(ag)) = (half(CollectiveKind::ReduceScatter)?, half(CollectiveKind::AllGather)?) else { return Ok(None) };
+    let steps = rs.steps.into_iter().chain(ag.steps).collect();
+    Ok(Some(Layered { steps, cut_short: rs.cut_short || ag.cut_short, pipelined: None, pipelining: Duration::ZERO }))
 }
 
 /// The pipelined all_reduce is tried on forests of at most this many (tree, rank) pairs: 4x4x4 at
