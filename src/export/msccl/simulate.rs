@@ -63,7 +63,7 @@ pub const MAX_SIMULATED_CHUNKS: usize = 1 << 22;
 pub enum Buffering {
     /// No slots: a send completes only together with its receive.
     Rendezvous,
-    /// The runtime's FIFOs: `NCCL_STEPS` slots per connection, [`chunk_slots`] per chunk.
+    /// The runtime's FIFOs: `NCCL_STEPS` slots per connection, `chunk_slots` per chunk.
     Runtime,
 }
 
