@@ -1012,8 +1012,7 @@ fn without_slow_links(inst: &Instance, counts: &[u32], deadline: Instant, found:
     let mut speeds: Vec<f64> = t.links().filter(|(_, l)| l.up).map(|(_, l)| l.bandwidth_gbps).collect();
     speeds.sort_unstable_by(f64::total_cmp);
     speeds.dedup();
-    let mut tried = 0;
-    for &floor in speeds.iter().skip(1) {
+    for (tried, &floor) in speeds.iter().skip(1).enumerate() {
         if tried == SLOW_LINK_LEVELS || Instant::now() >= deadline {
             break;
         }
@@ -1024,7 +1023,6 @@ fn without_slow_links(inst: &Instance, counts: &[u32], deadline: Instant, found:
         if pruned.check_connected(&c.ranks).is_err() {
             break;
         }
-        tried += 1;
         progress(&Progress::Trying(format!("the network without its links below {floor} GB/s")));
         let sub = Instance { topology: pruned, ..inst.clone() };
         let (t2, c2) = (&sub.topology, &sub.collective);
