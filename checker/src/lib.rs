@@ -186,12 +186,18 @@ pub fn show_q(q: &Q) -> String {
     if q.is_integer() {
         return q.to_integer().to_string();
     }
-    let approx = q.numer().to_f64().unwrap_or(f64::NAN) / q.denom().to_f64().unwrap_or(f64::NAN);
+    // Rounded to six decimals in exact arithmetic (a float would misprint large values).
+    let million = BigInt::from(1_000_000u32);
+    let scaled = (q * Q::from_integer(million.clone())).round().to_integer();
+    let sign = if scaled < BigInt::zero() { "-" } else { "" };
+    let magnitude = if scaled < BigInt::zero() { -scaled } else { scaled };
+    let (whole, frac) = (&magnitude / &million, (&magnitude % &million).to_u32().unwrap_or(0));
+    let approx = format!("{sign}{whole}.{frac:06}");
     let exact = q.to_string();
     if exact.len() <= 24 {
-        format!("{approx:.6} ({exact})")
+        format!("{approx} ({exact})")
     } else {
-        format!("{approx:.6}")
+        approx
     }
 }
 
@@ -427,4 +433,19 @@ fn check_schedule(s: &RawSchedule, bandwidth: Option<&(Q, Q)>, latency: Option<&
         return Err(fail("schedule: claims bandwidth-optimal, but the certificate claims no bandwidth bound"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rationals_show_their_exact_decimals() {
+        let q = |s: &str| parse_q(s).unwrap();
+        assert_eq!(show_q(&q("1048576000/90003")), "11650.456096 (1048576000/90003)");
+        assert_eq!(show_q(&q("-1/3")), "-0.333333 (-1/3)");
+        assert_eq!(show_q(&q("5/2")), "2.500000 (5/2)");
+        // Past a float's 53 bits the digits are still the quotient's: 6964237866325117768.776280...
+        assert_eq!(show_q(&q("122978293824730344100000000/17658543")), "6964237866325117768.776280");
+    }
 }
