@@ -389,8 +389,15 @@ impl Topology {
         let back = self.reachable(first, true);
         for (idx, &r) in ranks.iter().enumerate() {
             if !fwd[r.index()] || !back[r.index()] {
+                // Which way is missing, and whether failed links are to blame or the network itself.
+                let way = match (fwd[r.index()], back[r.index()]) {
+                    (false, false) => "neither reaches the other",
+                    (false, true) => "rank 0 cannot reach it",
+                    _ => "it cannot reach rank 0",
+                };
+                let why = if self.down_links().is_empty() { "the network's links (none has failed)" } else { "the failed links" };
                 return Err(Error::infeasible(format!(
-                    "rank {idx} (node {r}, {}) is cut off: the faults cut it off from rank 0 (node {first}, {})",
+                    "rank {idx} (node {r}, {}) is cut off from rank 0 (node {first}, {}): {way} over links that are up, in the directions they run; {why} cut it off",
                     self.node(r).name,
                     self.node(first).name
                 )));
@@ -485,6 +492,22 @@ mod tests {
         let e = t.check_connected(&all).unwrap_err();
         assert!(e.message().contains("rank 0 (node 0") && e.message().contains("every cable of it has failed"), "{}", e.message());
         assert!(t.check_connected(&all[1..]).is_ok());
+    }
+
+    #[test]
+    fn a_rank_cut_off_without_a_fault_says_which_way_and_why() {
+        // One link 0 -> 1 and nothing back: no fault did it, and 1 cannot reach 0.
+        let mut b = TopologyBuilder::new();
+        let (a, c) = (b.node(NodeKind::Npu, "a"), b.node(NodeKind::Npu, "c"));
+        b.link(a, c, 1.0, 0.0, LinkClass::Custom);
+        let t = b.build(Shape::Custom, 0.0).unwrap();
+        let e = t.check_connected(&[a, c]).unwrap_err();
+        assert!(e.message().contains("it cannot reach rank 0") && e.message().contains("none has failed"), "{}", e.message());
+        // Two cables of a ring of 4 down: the failed links are to blame, both ways.
+        let mut t = torus(&TorusParams::uniform(&[4], 32.0, 100.0)).unwrap();
+        FaultPattern { cables: vec![(NodeId(0), NodeId(1)), (NodeId(2), NodeId(3))], ..Default::default() }.apply(&mut t).unwrap();
+        let e = t.check_connected(&t.node_ids().collect::<Vec<_>>()).unwrap_err();
+        assert!(e.message().contains("neither reaches the other") && e.message().contains("the failed links cut it off"), "{}", e.message());
     }
 
     #[test]
