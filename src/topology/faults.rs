@@ -117,7 +117,7 @@ pub fn tpuv4_ocs_cables(shape: &TorusShape, dim: usize, position: &[usize], cube
     let others: Vec<usize> = (0..nd).filter(|&d| d != dim).collect();
     for (&d, &p) in others.iter().zip(position) {
         if p >= cube {
-            return Err(Error::bad(format!("position = {position:?}: coordinate {p} in dimension {d} is outside the cube face (0..{cube})")));
+            return Err(Error::bad(format!("position = {position:?}: coordinate {p} in dimension {d} is outside the cube face (0 to {})", cube - 1)));
         }
     }
     let mut cables = Vec::new();
