@@ -34,8 +34,6 @@ pub enum AstraDim {
 
 /// The keys of a network file.
 const KEYS: [&str; 4] = ["topology", "npus_count", "bandwidth", "latency"];
-/// The most npus of a network of `Ring` dimensions (the torus builder's limit).
-const MAX_TORUS_NPUS: usize = 1 << 22;
 /// The most npus of a network with a fully connected or switched dimension.
 const MAX_NPUS: usize = 1 << 20;
 
@@ -211,7 +209,7 @@ impl Network {
             .collect::<Result<_>>()?;
         // Sized here, before a count beyond the machine's integers is clamped, so that the
         // message names the file's key and the value as written.
-        let limit: usize = if kinds.iter().all(|&k| k == AstraDim::Ring) { MAX_TORUS_NPUS } else { MAX_NPUS };
+        let limit: usize = if kinds.iter().all(|&k| k == AstraDim::Ring) { super::torus::MAX_NODES } else { MAX_NPUS };
         let written = get("npus_count")?;
         if let Some(i) = counts.iter().position(|&c| c > limit as f64) {
             return Err(Error::bad(format!("npus_count[{i}] = {}: more than {limit} npus", written[i])));

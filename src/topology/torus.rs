@@ -21,6 +21,9 @@ pub struct TorusShape {
     pub wrap: Vec<bool>,
 }
 
+/// The most nodes a torus may have.
+pub const MAX_NODES: usize = 1 << 22;
+
 /// Everything needed to build a torus.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TorusParams {
@@ -162,8 +165,8 @@ pub fn torus(params: &TorusParams) -> Result<Topology> {
     }
     let total = params.dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d));
     match total {
-        Some(t) if t <= 1 << 22 => {}
-        _ => return Err(Error::bad(format!("dims = {:?}: more than 4194304 nodes", params.dims))),
+        Some(t) if t <= MAX_NODES => {}
+        _ => return Err(Error::bad(format!("dims = {:?}: more than {MAX_NODES} nodes", params.dims))),
     }
     let shape = TorusShape { dims: params.dims.clone(), wrap: params.wrap.clone() };
     let mut b = TopologyBuilder::new();
