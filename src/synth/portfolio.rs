@@ -572,31 +572,7 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
     };
     // Nothing has fewer steps than the certified bound.
     if objective != Objective::Steps || !certified_fewest {
-        let counts = counts_of(inst);
-        if c.kind == CollectiveKind::AllToAll && flat {
-            time_expanded_routing(t, c, &counts, deadline, &mut found, progress)?;
-        } else if c.kind == CollectiveKind::AllToAll {
-            // Planes and lines route pieces through the planes' ranks: never the steps model.
-            if objective != Objective::Steps {
-                planes_and_lines(t, c, deadline, &mut found, progress)?;
-            }
-        } else if t.num_switches() == 0 {
-            // Through switches every npu is one hop from every other: the layered trees would be
-            // stars, each root's uplink carrying every copy (hundreds of steps on the reference
-            // fat trees); route-and-step is built for those networks.
-            layered_trees(inst, deadline, &mut found, progress)?;
-        }
-        // At pod scale the layered trees leave the gathering and reducing kinds nothing to gain.
-        let large = c.kind != CollectiveKind::AllToAll && found.best.is_some() && tree_piece_hops(c, 1) > SECONDARY_PIECE_HOPS;
-        if (!found.good_enough() && !large && flat) || found.best.is_none() {
-            hand_written(t, c, &mut found, progress)?;
-        }
-        if c.kind != CollectiveKind::AllToAll && !found.good_enough() && !large {
-            spreading_trees(t, c, &counts, deadline, &mut found, progress)?;
-        }
-        if t.num_switches() > 0 && !(inst.pieces_given && c.pieces > 1) && !found.good_enough() {
-            route_and_step(t, c, &mut found, progress)?;
-        }
+        searches_by_kind(inst, &counts_of(inst), (flat, true), deadline, &mut found, progress)?;
     }
     if objective != Objective::Steps && flat && !found.good_enough() {
         without_slow_links(inst, &counts_of(inst), deadline, &mut found, progress)?;
@@ -1025,28 +1001,56 @@ fn without_slow_links(inst: &Instance, counts: &[u32], deadline: Instant, found:
         }
         progress(&Progress::Trying(format!("the network without its links below {floor} GB/s")));
         let sub = Instance { topology: pruned, ..inst.clone() };
-        let (t2, c2) = (&sub.topology, &sub.collective);
         found.retarget = Some(t.clone());
-        let outcome = (|| -> Result<()> {
-            if c.kind == CollectiveKind::AllToAll {
-                time_expanded_routing(t2, c2, counts, deadline, found, progress)?;
-            } else {
-                if t2.num_switches() == 0 {
-                    layered_trees(&sub, deadline, found, progress)?;
-                }
-                spreading_trees(t2, c2, counts, deadline, found, progress)?;
-            }
-            if t2.num_switches() > 0 && !(inst.pieces_given && c.pieces > 1) {
-                route_and_step(t2, c2, found, progress)?;
-            }
-            Ok(())
-        })();
+        let outcome = searches_by_kind(&sub, counts, (true, false), deadline, found, progress);
         found.retarget = None;
         match outcome {
             // The whole network's candidates stand; one that cannot run without these links is no loss.
             Err(Error::Infeasible(_)) if found.best.is_some() => {}
             other => other?,
         }
+    }
+    Ok(())
+}
+
+/// The searches for `inst`'s kind and network, each run where the best so far leaves it something
+/// to gain: time-expanded routing for an all_to_all that is `flat` (else planes and lines);
+/// otherwise the layered trees on networks without switches and the spreading trees; route-and-step
+/// through switches; the hand-written algorithms too where `whole` (the instance's own network,
+/// not one with links taken out).
+fn searches_by_kind(
+    inst: &Instance,
+    counts: &[u32],
+    (flat, whole): (bool, bool),
+    deadline: Instant,
+    found: &mut Gathered,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<()> {
+    let (t, c) = (&inst.topology, &inst.collective);
+    let a2a = c.kind == CollectiveKind::AllToAll;
+    if a2a && flat {
+        time_expanded_routing(t, c, counts, deadline, found, progress)?;
+    } else if a2a {
+        // Planes and lines route pieces through the planes' ranks: never the steps model.
+        if found.objective != Objective::Steps {
+            planes_and_lines(t, c, deadline, found, progress)?;
+        }
+    } else if t.num_switches() == 0 {
+        // Through switches every npu is one hop from every other: the layered trees would be
+        // stars, each root's uplink carrying every copy (hundreds of steps on the reference
+        // fat trees); route-and-step is built for those networks.
+        layered_trees(inst, deadline, found, progress)?;
+    }
+    // At pod scale the layered trees leave the gathering and reducing kinds nothing to gain.
+    let large = !a2a && found.best.is_some() && tree_piece_hops(c, 1) > SECONDARY_PIECE_HOPS;
+    if whole && ((!found.good_enough() && !large && flat) || found.best.is_none()) {
+        hand_written(t, c, found, progress)?;
+    }
+    if !a2a && !found.good_enough() && !large {
+        spreading_trees(t, c, counts, deadline, found, progress)?;
+    }
+    if t.num_switches() > 0 && !(inst.pieces_given && c.pieces > 1) && !found.good_enough() {
+        route_and_step(t, c, found, progress)?;
     }
     Ok(())
 }
