@@ -154,6 +154,19 @@ fn cost_prints_time_and_utilization() {
 }
 
 #[test]
+fn cost_sums_a_groups_bytes_exactly() {
+    // A ring all_gather of 3 npus at 2^64 - 1 bytes: each of the 6 links carries one block of
+    // (2^64 - 1) / 3 bytes; a float sum printed 36893488147419103232.
+    let out = tmp("cost_exact.json");
+    let o = run(&["generate", "--torus", "3", "--collective", "all_gather", "--algorithm", "ring", "--bytes", "18446744073709551615", "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&["cost", s(&out)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let expected = (u128::from(u64::MAX) / 3 * 6).to_string();
+    assert!(text(&o).lines().any(|l| l.starts_with("dim0") && l.split_whitespace().nth(2) == Some(&expected)), "{}", text(&o));
+}
+
+#[test]
 fn help_has_examples() {
     for sub in ["verify", "cost"] {
         let o = run(&[sub, "--help"]);

@@ -586,19 +586,20 @@ fn cost(schedule: PathBuf, model: &str, fifo: bool, svg: Option<&std::path::Path
     let t = &header.topology;
     let total = ns(&c.time_ns());
     // Per link group, over its links that are up (a failed link carries nothing and offers no
-    // capacity).
-    let mut groups: std::collections::BTreeMap<String, (f64, f64, usize)> = Default::default();
+    // capacity); its bytes summed exactly (a float sum rounds past 2^53 bytes).
+    let mut groups: std::collections::BTreeMap<String, (f64, collsched_checker::Q, usize)> = Default::default();
     for (id, l) in t.links().filter(|(_, l)| l.up) {
         let g = groups.entry(l.class.group_label()).or_default();
         g.0 += ns(&c.link_bytes[id.index()]) / l.bandwidth_gbps;
-        g.1 += ns(&c.link_bytes[id.index()]);
+        g.1 += crate::units::to_checker(&c.link_bytes[id.index()]);
         g.2 += 1;
     }
     if json {
         let per_group: serde_json::Map<String, serde_json::Value> = groups
             .iter()
-            .map(|(k, &(busy, bytes, n))| {
-                (k.clone(), json!({"links": n, "bytes": bytes, "utilization": if total > 0.0 { busy / (n as f64 * total) } else { 0.0 }}))
+            .map(|(k, (busy, bytes, n))| {
+                let bytes = crate::bounds::certified::q_to_f64(bytes).unwrap_or(f64::MAX);
+                (k.clone(), json!({"links": n, "bytes": bytes, "utilization": if total > 0.0 { busy / (*n as f64 * total) } else { 0.0 }}))
             })
             .collect();
         let per_step: Vec<_> = c.step_bandwidth_ns.iter().zip(&c.step_latency_ns).map(|(b, l)| json!({"bandwidth_ns": ns(b), "latency_ns": ns(l)})).collect();
@@ -622,7 +623,7 @@ fn cost(schedule: PathBuf, model: &str, fifo: bool, svg: Option<&std::path::Path
         println!("{:<10} {:>6} {:>16} {:>12}", "links", "count", "bytes", "utilization");
         for (k, (busy, bytes, n)) in &groups {
             let u = if total > 0.0 { busy / (*n as f64 * total) } else { 0.0 };
-            println!("{k:<10} {n:>6} {bytes:>16.0} {:>11.1}%", 100.0 * u);
+            println!("{k:<10} {n:>6} {:>16} {:>11.1}%", collsched_checker::show_q(bytes), 100.0 * u);
         }
     }
     Ok(ExitCode::Ok)
