@@ -117,14 +117,22 @@ pub fn to_f64(r: &Rational) -> f64 {
 }
 
 /// Parses a byte size: a plain integer or a number with a unit (`B`, `KB`, `KiB`, `MB`, `MiB`,
-/// `GB`, `GiB`, `TB`, `TiB`; decimal units are powers of 1000, binary ones of 1024).
+/// `GB`, `GiB`, `TB`, `TiB`, `PB`, `PiB`, `EB`, `EiB`; decimal units are powers of 1000, binary
+/// ones of 1024).
 ///
 /// Exact: integer arithmetic throughout (`1.5KiB` is 1536 bytes); a size that is not a whole
 /// number of bytes, or is 0, or exceeds 2^64-1 bytes is refused, never rounded or clamped.
 pub fn parse_bytes(text: &str) -> Result<u64, String> {
     let t = text.trim();
+    if t.starts_with('-') {
+        return Err(format!("`{text}` is negative: a size is a whole number of bytes, at least 1"));
+    }
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
+    let exponent = unit.strip_prefix(['e', 'E']).is_some_and(|e| e.trim_start_matches(['+', '-']).starts_with(|c: char| c.is_ascii_digit()));
+    if exponent && !num.is_empty() {
+        return Err(format!("`{text}` has an exponent: write the bytes out or with a unit (1e3 is 1000 or 1KB)"));
+    }
     let factor: u128 = match unit.trim() {
         "" | "B" => 1,
         "KB" | "kB" => 1_000,
@@ -135,7 +143,12 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
         "GiB" | "G" => 1 << 30,
         "TB" => 1_000_000_000_000,
         "TiB" | "T" => 1 << 40,
-        other => return Err(format!("unknown size unit `{other}` in `{text}`")),
+        "PB" => 1_000_000_000_000_000,
+        "PiB" | "P" => 1 << 50,
+        "EB" => 1_000_000_000_000_000_000,
+        "EiB" | "E" => 1 << 60,
+        _ if num.is_empty() => return Err(format!("`{text}` is not a size (examples: 4096, 8KiB, 4MiB, 1GB)")),
+        other => return Err(format!("unknown size unit `{other}` in `{text}` (B, KB, KiB, MB, MiB, GB, GiB, TB, TiB, PB, PiB, EB, EiB)")),
     };
     let not_a_size = || format!("`{text}` is not a size (examples: 4096, 8KiB, 4MiB, 1GB)");
     let too_big = || format!("`{text}` is more than 2^64-1 = {} bytes", u64::MAX);
@@ -239,6 +252,14 @@ mod tests {
         assert!(parse_bytes("0.0").is_err());
         assert!(parse_bytes(".").is_err());
         assert!(parse_bytes("1.2.3").is_err());
+        // Each refusal says what is wrong with the text, not that its tail is an unknown unit.
+        assert!(parse_bytes("-4KiB").unwrap_err().contains("negative"));
+        assert!(parse_bytes("1e3").unwrap_err().contains("exponent"));
+        assert!(parse_bytes("99999999999EiB").unwrap_err().contains("2^64-1"));
+        assert!(parse_bytes("KiB").unwrap_err().contains("is not a size"));
+        assert!(parse_bytes("4 parsecs").unwrap_err().contains("unknown size unit `parsecs`"));
+        assert_eq!(parse_bytes("1EiB"), Ok(1 << 60));
+        assert_eq!(parse_bytes("2PB"), Ok(2_000_000_000_000_000));
         assert_eq!(format_bytes(4 << 20), "4MiB");
         assert_eq!(format_bytes(1000), "1000B");
     }

@@ -120,6 +120,16 @@ fn bad_input_exits_2_with_the_file_named() {
     let o = run(&["verify", s(&path), "--spec", s(&spec)]);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).contains("faults.cables[0]") && text(&o).contains("(0)-(2) does not exist"), "{}", text(&o));
+
+    // A byte-order mark is named as such, in a schedule and in a spec.
+    let bom = tmp("bom.json");
+    std::fs::write(&bom, [b"\xEF\xBB\xBF".as_slice(), &std::fs::read(&path).unwrap()].concat()).unwrap();
+    std::fs::write(&spec, format!("\u{feff}{RING_SPEC}")).unwrap();
+    for args in [vec!["verify", s(&bom)], vec!["bound", s(&spec)]] {
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains("byte-order mark") && text(&o).contains(args[1]), "{}", text(&o));
+    }
 }
 
 #[test]

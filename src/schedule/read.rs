@@ -279,6 +279,9 @@ impl<R: BufRead> TopLevel<'_, R> {
     /// The whole document; returns the header.
     fn document(&mut self, sink: &mut dyn StepSink) -> Result<ScheduleHeader> {
         let nowhere = || String::new();
+        if self.peek()? == Some(0xEF) {
+            return Err(self.syntax(self.scan.pos(), "a UTF-8 byte-order mark, which JSON text does not start with (RFC 8259): save the file without it"));
+        }
         self.expect(b'{', "`{` (a collsched schedule object)")?;
         let mut parts = Parts::default();
         let mut header: Option<ScheduleHeader> = None;

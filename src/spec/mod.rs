@@ -371,6 +371,11 @@ pub struct Instance {
 impl Spec {
     /// Parses a spec from text; `source` names it in messages.
     pub fn parse(text: &str, source: &str) -> Result<Spec> {
+        if text.starts_with('\u{feff}') {
+            return Err(Error::bad(format!(
+                "{source}: line 1: a UTF-8 byte-order mark, which JSON text does not start with (RFC 8259): save the file without it"
+            )));
+        }
         let mut de = serde_json::Deserializer::from_str(text);
         let spec: Spec = serde_path_to_error::deserialize(&mut de).map_err(|e| {
             let path = e.path().to_string();

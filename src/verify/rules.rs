@@ -515,7 +515,7 @@ impl CoreRules {
                 out.fail(diag(
                     Rule::Reduction,
                     None,
-                    format!("reduce in a {} collective, whose pieces have no contributions to combine", self.collective.kind),
+                    format!("reduce in an {} collective, whose pieces have no contributions to combine", self.collective.kind),
                 ));
             }
             let endpoints = match (src, last) {
