@@ -543,3 +543,41 @@ fn bad_sccl_files_get_clear_errors_and_exit_codes() {
     assert!(text(&o).contains("all_reduce over 4 ranks cannot be written"), "{}", text(&o));
     assert!(!dir.join("ar4.msccl.json").exists());
 }
+
+#[test]
+fn parallel_links_are_summed_on_export_and_shared_on_import() {
+    // Three npus in a ring, 0 <-> 1 over two parallel 16 GB/s links each way, the rest 32 GB/s:
+    // the export writes one unit per pair; the import onto the same spec spreads a pair's sends
+    // over its parallel links, and the file costs what the schedule does.
+    let link = |id: usize, src: u32, dst: u32, bw: f64| serde_json::json!({"id": id, "src": src, "dst": dst, "bandwidth_gbps": bw, "latency_ns": 100.0});
+    let pairs = [(0, 1, 16.0), (0, 1, 16.0), (1, 0, 16.0), (1, 0, 16.0), (1, 2, 32.0), (2, 1, 32.0), (2, 0, 32.0), (0, 2, 32.0)];
+    let links: Vec<Value> = pairs.iter().enumerate().map(|(i, &(a, b, bw))| link(i, a, b, bw)).collect();
+    let nodes: Vec<Value> = (0..3).map(|i| serde_json::json!({"id": i, "kind": "npu", "name": format!("n{i}")})).collect();
+    let spec_of = |links: &[Value]| {
+        serde_json::json!({"topology": {"custom": {"nodes": nodes, "links": links}}, "collective": {"kind": "all_gather", "bytes_per_rank": "3KiB", "pieces": 4}})
+            .to_string()
+    };
+    let spec = tmp("parallel.spec.json");
+    std::fs::write(&spec, spec_of(&links)).unwrap();
+    let sched = tmp("parallel.json");
+    let o = run(&["synthesize", s(&spec), "-o", s(&sched)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let dir = tmp("parallel-sccl");
+    let o = run(&["export", s(&sched), "--to", "sccl-json", "-o", s(&dir)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let written = dir.join("parallel.msccl.json");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&written).unwrap()).unwrap();
+    assert_eq!(v["topology"]["links"], serde_json::json!([[0, 1, 1], [1, 0, 1], [1, 1, 0]]));
+    let mine = run(&["cost", s(&sched), "--json"]);
+    let theirs = run(&["verify", s(&written), "--spec", s(&spec), "--json"]);
+    assert_eq!(theirs.status.code(), Some(0), "{}", text(&theirs));
+    let (a, b): (Value, Value) = (serde_json::from_slice(&mine.stdout).unwrap(), serde_json::from_slice(&theirs.stdout).unwrap());
+    assert_eq!(a["time_ns"], b["cost"]["time_ns"]);
+    // Parallel links whose sum is out of proportion are named with their count.
+    let mut uneven = links.clone();
+    uneven[1]["bandwidth_gbps"] = 8.0.into();
+    std::fs::write(&spec, spec_of(&uneven)).unwrap();
+    let o = run(&["verify", s(&written), "--spec", s(&spec)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("has 2 parallel links of 24 GB/s") && text(&o).contains("must be proportional"), "{}", text(&o));
+}

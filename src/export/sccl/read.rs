@@ -10,12 +10,14 @@
 //! **Topology.** Without an instance, the ranks are npus `0..n` and every nonzero
 //! `links[dst][src] = m` is one link src -> dst of `m` x [`DEFAULT_UNIT_GBPS`] GB/s and
 //! [`DEFAULT_LATENCY_NS`] ns, and every piece is one byte. Onto a spec's instance, rank g is the
-//! spec's rank g; every SCCL link must be exactly one link of the spec's topology (up or down:
-//! a down one then fails rule 1 in `verify`), and the spec's bandwidths must be proportional to
-//! SCCL's multiplicities.
+//! spec's rank g; every SCCL link must be links of the spec's topology: one (up or down: a down
+//! one then fails rule 1 in `verify`) or several parallel ones, whose up links' bandwidths are
+//! summed, as the export sums them; the spec's bandwidths must be proportional to SCCL's
+//! multiplicities.
 //!
 //! **Steps.** A step's sends from rank a to rank b become one transfer over that link carrying
-//! their pieces: `copy` for Alltoall and Allgather, `reduce` for the reducing collectives (where
+//! their pieces, or over parallel links one transfer per link, each piece on the link that carries
+//! it soonest: `copy` for Alltoall and Allgather, `reduce` for the reducing collectives (where
 //! `ncclize` lowers every receive to a reduction, since every rank's buffer starts initialized).
 
 use super::{base_chunks, chunk_up, rules::structure_problems, sccl_names, Addressing, ScclAlgorithm, ScclChunk};
@@ -191,31 +193,25 @@ fn onto_instance(alg: &ScclAlgorithm, addressing: Addressing, inst: &Instance) -
         return Err(Error::bad(format!("the spec cuts blocks into {} pieces, the SCCL file into {}", c.pieces, addressing.pieces)));
     }
     let t = &inst.topology;
+    let links = rank_links(t, c);
     // Bandwidth per unit of multiplicity, from the first SCCL link, which every other must match.
     let mut unit: Option<(Rational, (usize, usize))> = None;
     for (d, row) in alg.topology.links.iter().enumerate() {
         for (s, &m) in row.iter().enumerate().filter(|(_, &m)| m > 0) {
             let (a, b) = (c.ranks[s], c.ranks[d]);
-            let between: Vec<LinkId> = t.out_links(a).filter(|&l| t.link(l).dst == b).collect();
             let at = format!("topology.links[{d}][{s}] = {m}");
-            let link = match between[..] {
-                [l] => l,
-                [] => return Err(Error::bad(format!("{at}: the spec's topology has no link from node {a} to node {b} (ranks {s} and {d})"))),
-                _ => {
-                    return Err(Error::bad(format!(
-                        "{at}: the spec's topology has {} links from node {a} to node {b}; an SCCL send cannot say which",
-                        between.len()
-                    )))
-                }
+            let Some(between) = links.get(&(s as u32, d as u32)) else {
+                return Err(Error::bad(format!("{at}: the spec's topology has no link from node {a} to node {b} (ranks {s} and {d})")));
             };
-            let bw = rational_from_decimal(t.link(link).bandwidth_gbps).ok_or_else(|| Error::bad(format!("link {link}: bandwidth not a decimal")))?;
+            let bw: Rational = between.iter().map(|(_, bw)| bw).sum();
             let per_unit = bw / Rational::from_integer(m as i128);
             match &unit {
                 None => unit = Some((per_unit, (s, d))),
                 Some((u, (s0, d0))) if *u != per_unit => {
+                    let what = if between.len() == 1 { "has".to_string() } else { format!("has {} parallel links of", between.len()) };
                     return Err(Error::bad(format!(
-                        "{at}: the spec's link from rank {s} to rank {d} has {} GB/s, not {m} x the {} GB/s per unit that links[{d0}][{s0}] implies: SCCL's multiplicities must be proportional to the bandwidths",
-                        t.link(link).bandwidth_gbps,
+                        "{at}: the spec's link from rank {s} to rank {d} {what} {} GB/s, not {m} x the {} GB/s per unit that links[{d0}][{s0}] implies: SCCL's multiplicities must be proportional to the bandwidths",
+                        crate::units::to_f64(&bw),
                         crate::units::to_f64(u)
                     )));
                 }
@@ -227,23 +223,31 @@ fn onto_instance(alg: &ScclAlgorithm, addressing: Addressing, inst: &Instance) -
     Ok((t.clone(), collective))
 }
 
-/// Per (sender rank, receiver rank): the link a send between them takes (the lowest id that is
-/// up, else the lowest id, so that `verify` names a down link under rule 1).
-fn rank_links(t: &Topology, c: &Collective) -> HashMap<(u32, u32), LinkId> {
-    let mut out: HashMap<(u32, u32), LinkId> = HashMap::new();
+/// Per (sender rank, receiver rank): the links a send between them may take, with their
+/// bandwidths: the parallel links that are up, else the lowest id (so that `verify` names a down
+/// link under rule 1).
+fn rank_links(t: &Topology, c: &Collective) -> HashMap<(u32, u32), Vec<(LinkId, Rational)>> {
+    let mut all: BTreeMap<(u32, u32), Vec<LinkId>> = BTreeMap::new();
     for (id, l) in t.links() {
-        let (Some(s), Some(d)) = (c.rank_index(l.src), c.rank_index(l.dst)) else { continue };
-        let slot = out.entry((s as u32, d as u32)).or_insert(id);
-        let better = |a: LinkId, b: LinkId| (!t.link(a).up, a) < (!t.link(b).up, b);
-        if better(id, *slot) {
-            *slot = id;
+        if let (Some(s), Some(d)) = (c.rank_index(l.src), c.rank_index(l.dst)) {
+            all.entry((s as u32, d as u32)).or_default().push(id);
         }
     }
-    out
+    // A topology's bandwidths are exact decimals (docs/design/MODEL.md section 2).
+    let bandwidth = |l: LinkId| rational_from_decimal(t.link(l).bandwidth_gbps).unwrap_or_else(|| Rational::from_integer(1));
+    all.into_iter()
+        .map(|(pair, ids)| {
+            let up: Vec<LinkId> = ids.iter().copied().filter(|&l| t.link(l).up).collect();
+            let chosen = if up.is_empty() { vec![ids[0]] } else { up };
+            (pair, chosen.into_iter().map(|l| (l, bandwidth(l))).collect())
+        })
+        .collect()
 }
 
-/// One step: the sends from rank a to rank b become one transfer over the link a -> b.
-fn import_step(t: usize, sends: &[[u64; 3]], addressing: Addressing, links: &HashMap<(u32, u32), LinkId>) -> Result<Step> {
+/// One step: the sends from rank a to rank b become one transfer over the link a -> b, or where
+/// the ranks have parallel links, one per link, each piece on the link that carries its pieces
+/// soonest with it (the fewest pieces over the bandwidth, then the lowest id).
+fn import_step(t: usize, sends: &[[u64; 3]], addressing: Addressing, links: &HashMap<(u32, u32), Vec<(LinkId, Rational)>>) -> Result<Step> {
     let n = addressing.ranks as u64;
     let mut by_pair: BTreeMap<(u32, u32), Vec<PieceId>> = BTreeMap::new();
     for (i, &[addr, src, dst]) in sends.iter().enumerate() {
@@ -259,7 +263,22 @@ fn import_step(t: usize, sends: &[[u64; 3]], addressing: Addressing, links: &Has
         by_pair.entry(pair).or_default().push(piece);
     }
     let op = if addressing.kind.is_reducing() { Op::Reduce } else { Op::Copy };
-    Ok(Step { transfers: by_pair.into_iter().map(|(pair, pieces)| Transfer::hop(links[&pair], op, pieces)).collect() })
+    let mut transfers = Vec::new();
+    for (pair, pieces) in by_pair {
+        let parallel = &links[&pair];
+        let mut carried: Vec<Vec<PieceId>> = vec![Vec::new(); parallel.len()];
+        for piece in pieces {
+            let soonest = (0..parallel.len())
+                .min_by(|&i, &j| {
+                    let after = |k: usize| Rational::from_integer(carried[k].len() as i128 + 1) / parallel[k].1;
+                    after(i).cmp(&after(j)).then(parallel[i].0.cmp(&parallel[j].0))
+                })
+                .expect("a pair with a send has a link");
+            carried[soonest].push(piece);
+        }
+        transfers.extend(parallel.iter().zip(carried).filter(|(_, p)| !p.is_empty()).map(|(&(l, _), p)| Transfer::hop(l, op, p)));
+    }
+    Ok(Step { transfers })
 }
 
 #[cfg(test)]
