@@ -82,4 +82,64 @@ impl Schedule {
     pub fn piece_hops(&self) -> usize {
         self.steps.iter().flat_map(|s| &s.transfers).map(|t| t.pieces.len() * t.path.len()).sum()
     }
+
+    /// The same schedule with every block cut into `pieces` (a multiple of its own P): piece
+    /// `[.., k]` becomes the pieces `[.., k m]` to `[.., k m + m - 1]`, m = `pieces` / P, carried
+    /// by the same transfers. Every block's pieces have one size (docs/design/MODEL.md section 2),
+    /// so each transfer moves the same bytes: validity and cost carry over exactly. `None` when
+    /// `pieces` is not a multiple of P.
+    pub fn refined(&self, pieces: u32) -> Option<Schedule> {
+        let p = self.header.collective.pieces;
+        if p == 0 || pieces % p != 0 {
+            return None;
+        }
+        let m = pieces / p;
+        let cut = |q: &PieceId| {
+            let mut parts = q.parts().to_vec();
+            let last = parts.len() - 1;
+            let k = parts[last];
+            (k * m..(k + 1) * m).map(move |k| {
+                parts[last] = k;
+                PieceId::from_parts(&parts).expect("a piece id has two or three numbers")
+            })
+        };
+        let steps = self
+            .steps
+            .iter()
+            .map(|st| Step {
+                transfers: st.transfers.iter().map(|t| Transfer { path: t.path.clone(), op: t.op, pieces: t.pieces.iter().flat_map(cut).collect() }).collect(),
+            })
+            .collect();
+        let mut header = self.header.clone();
+        header.collective.pieces = pieces;
+        Some(Schedule { header, steps })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::algorithms::{torus_all_to_all, RingAlgorithm, Scheduler};
+    use crate::collective::{Collective, CollectiveKind};
+    use crate::cost::SyncMeter;
+    use crate::topology::{torus, TorusParams};
+    use crate::verify::{verify_schedule, VerifyOptions};
+
+    #[test]
+    fn a_refined_schedule_moves_the_same_bytes_in_finer_pieces() {
+        let t = torus(&TorusParams::uniform(&[4, 4], 32.0, 100.0)).unwrap();
+        let c = Collective::new(CollectiveKind::AllToAll, t.node_ids().collect(), 1 << 20, 1, None, &t).unwrap();
+        let s = torus_all_to_all(&t, &c, RingAlgorithm::HalfRing, Scheduler::DimRotation).unwrap();
+        let p = s.header.collective.pieces;
+        let cost = |s: &super::Schedule| {
+            let mut m = SyncMeter::new(&s.header).unwrap();
+            s.steps.iter().for_each(|st| m.step(st));
+            m.finish().unwrap().time_ns()
+        };
+        let fine = s.refined(3 * p).unwrap();
+        assert_eq!(fine.header.collective.pieces, 3 * p);
+        assert_eq!(fine.piece_hops(), 3 * s.piece_hops());
+        assert!(verify_schedule(&fine, &VerifyOptions::default()).unwrap().is_valid());
+        assert_eq!(cost(&fine), cost(&s));
+        assert!(s.refined(p + 1).is_none());
+    }
 }

@@ -320,6 +320,11 @@ pub const MAX_TREE_PIECE_HOPS: u64 = 120_000_000;
 /// candidates took over 18 GB; 8x8x8 (0.26M) is well within.
 pub const SECONDARY_PIECE_HOPS: u64 = 10_000_000;
 
+/// The piece-hops up to which a candidate is cut into the finer pieces a spec fixes
+/// ([`Schedule::refined`]): the 16x16x16 all_to_all's 200 million are verified and written in
+/// about 1.2 GB.
+const MAX_REFINED_PIECE_HOPS: u64 = 1 << 29;
+
 /// A gap to the certified bound at which the search stops: nothing measurable is left to find.
 pub const GOOD_ENOUGH_GAP: f64 = 0.001;
 
@@ -394,9 +399,15 @@ impl Gathered<'_> {
             return Ok(());
         }
         // A spec that fixes `pieces` is answered in those pieces (hand-written generators choose
-        // their own).
-        if inst.pieces_given && s.header.collective.pieces != inst.collective.pieces {
-            return Ok(());
+        // their own): a schedule of coarser pieces whose count divides them is cut into them
+        // (the same transfers and bytes), unless that would outgrow [`MAX_REFINED_PIECE_HOPS`].
+        let (given, own) = (inst.collective.pieces, s.header.collective.pieces);
+        if inst.pieces_given && own != given {
+            let grows = u64::from(given / own.max(1));
+            match s.refined(given) {
+                Some(r) if piece_hops(&s).saturating_mul(grows) <= MAX_REFINED_PIECE_HOPS => s = r,
+                _ => return Ok(()),
+            }
         }
         if self.cannot_win_past_deadline(&s) {
             self.limit_reached = true;
@@ -659,7 +670,7 @@ pub const DEFERRED_PIECE_HOPS: u64 = 1 << 24;
 
 /// The piece-hops of a schedule: every transfer's pieces times the links of its path.
 fn piece_hops(s: &Schedule) -> u64 {
-    s.steps.iter().flat_map(|st| &st.transfers).map(|x| (x.pieces.len() * x.path.len()) as u64).sum()
+    s.piece_hops() as u64
 }
 
 /// The error of a synthesized schedule that fails verification (a bug of the synthesis).
@@ -765,8 +776,9 @@ const GATHER_FINISH_NS_PER_PIECE_HOP: f64 = 100.0;
 /// The least time the plane routing is given (a 16x16 plane's first horizon takes a few seconds).
 const MIN_PLANE_ROUTING: Duration = Duration::from_secs(5);
 
-/// Piece-hops of a torus all_to_all at one piece per block on shortest paths (`None` off a
-/// torus): R(R-1) times the mean distance, the sum over dimensions of a ring's (or line's).
+/// Piece-hops of a torus all_to_all at the collective's pieces per block (one where the spec
+/// leaves them open) on shortest paths (`None` off a torus): R(R-1)P times the mean distance, the
+/// sum over dimensions of a ring's (or line's).
 fn a2a_piece_hops(t: &Topology, c: &Collective) -> Option<u64> {
     let s = t.torus_shape()?;
     let mean: f64 = (0..s.ndims())
@@ -777,7 +789,7 @@ fn a2a_piece_hops(t: &Topology, c: &Collective) -> Option<u64> {
         })
         .sum();
     let r = c.num_ranks() as f64;
-    Some((r * (r - 1.0) * mean) as u64)
+    Some((r * (r - 1.0) * f64::from(c.pieces) * mean) as u64)
 }
 
 /// Above this many piece-hops ([`a2a_piece_hops`]) an all_to_all is not searched flat. With a
@@ -963,7 +975,6 @@ fn sync_time_floor_ns(t: &Topology, c: &Collective, per_transfer: usize, steps_b
     (latency.is_finite() && bandwidth > 0.0).then(|| steps as f64 * (latency + piece / bandwidth) * (1.0 - 1e-9))
 }
 
-/// The route-and-step candidates of a switched network.
 /// The pieces per block the searches try.
 fn counts_of(inst: &Instance) -> Vec<u32> {
     if inst.pieces_given {
@@ -1028,12 +1039,20 @@ fn searches_by_kind(
 ) -> Result<()> {
     let (t, c) = (&inst.topology, &inst.collective);
     let a2a = c.kind == CollectiveKind::AllToAll;
+    // An all_to_all's piece-hops at one piece per block: flat at some piece count.
+    let per_piece = a2a_piece_hops(t, c).map_or(0, |h| h / u64::from(c.pieces.max(1)));
     if a2a && flat {
         time_expanded_routing(t, c, counts, deadline, found, progress)?;
     } else if a2a {
         // Planes and lines route pieces through the planes' ranks: never the steps model.
         if found.objective != Objective::Steps {
             planes_and_lines(t, c, deadline, found, progress)?;
+        }
+        // Pieces a spec fixes too fine to route flat (65,536 per block on a 2x2x2 torus): coarser
+        // ones that divide them are routed, and `offer` cuts the schedules into the spec's.
+        let coarse: Vec<u32> = PIECE_COUNTS.into_iter().filter(|&d| c.pieces % d == 0 && per_piece * u64::from(d) <= MAX_FLAT_PIECE_HOPS).collect();
+        if inst.pieces_given && !coarse.is_empty() {
+            time_expanded_routing(t, c, &coarse, deadline, found, progress)?;
         }
     } else if t.num_switches() == 0 {
         // Through switches every npu is one hop from every other: the layered trees would be
@@ -1043,7 +1062,7 @@ fn searches_by_kind(
     }
     // At pod scale the layered trees leave the gathering and reducing kinds nothing to gain.
     let large = !a2a && found.best.is_some() && tree_piece_hops(c, 1) > SECONDARY_PIECE_HOPS;
-    if whole && ((!found.good_enough() && !large && flat) || found.best.is_none()) {
+    if whole && ((!found.good_enough() && !large && (flat || per_piece <= MAX_FLAT_PIECE_HOPS)) || found.best.is_none()) {
         hand_written(t, c, found, progress)?;
     }
     if !a2a && !found.good_enough() && !large {
@@ -1055,6 +1074,7 @@ fn searches_by_kind(
     Ok(())
 }
 
+/// The route-and-step candidates of a switched network.
 fn route_and_step(t: &Topology, c: &Collective, found: &mut Gathered, progress: &mut dyn FnMut(&Progress)) -> Result<()> {
     progress(&Progress::Trying("fat-tree route-and-step candidates".into()));
     match switched::route_and_step_candidates(t, c) {
@@ -1167,6 +1187,16 @@ mod tests {
                 let a = synthesize(&inst, &opts(), Objective::Time, &mut |_| {}).unwrap();
                 assert_eq!(a.schedule.header.collective.pieces, 3, "{kind} on {dims}: {}", a.chosen);
             }
+        }
+        // Too many to route flat (2x2x2 at 65,536 pieces per block: 5.5 million piece-hops), or
+        // a hand-written schedule's own pieces divide them (4x4): coarser schedules are cut into
+        // them, near the bound; before, the fewest-steps search alone answered, with 262,144 and
+        // 524,288 steps.
+        for dims in ["[2, 2, 2]", "[4, 4]"] {
+            let inst = instance(dims, "{}", ", \"pieces\": 65536");
+            let a = synthesize(&inst, &opts(), Objective::Time, &mut |_| {}).unwrap();
+            assert_eq!(a.schedule.header.collective.pieces, 65536, "{dims}: {}", a.chosen);
+            assert!(a.gap.unwrap() < 0.05 && a.schedule.steps.len() < 100, "{dims}: {} {:?} in {} steps", a.chosen, a.gap, a.schedule.steps.len());
         }
     }
 

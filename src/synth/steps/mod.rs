@@ -245,7 +245,7 @@ fn incumbent(
             break;
         }
         let steps = match method {
-            Incumbent::TranslationInvariant if c.kind == CollectiveKind::AllToAll => symmetric::translation_invariant(t, c),
+            Incumbent::TranslationInvariant if c.kind == CollectiveKind::AllToAll => symmetric::translation_invariant(t, c, deadline),
             Incumbent::TranslationInvariant => symmetric::translation_invariant_blocks(t, c, hops, opts.solver, (lower, below), deadline)?,
             Incumbent::ListHeuristic => {
                 let demand = Demand::all_to_all(c, t.num_npus());

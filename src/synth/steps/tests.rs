@@ -407,7 +407,7 @@ fn translation_invariant_all_to_all_meets_the_bound_on_even_tori() {
     for (dims, pieces, steps) in [(vec![4, 4], 1, 8), (vec![4, 4, 4], 1, 32), (vec![4], 2, 4), (vec![2, 4], 1, 4), (vec![3, 3], 1, 3)] {
         let t = torus_of(&dims, false);
         let c = kind_on(&t, CollectiveKind::AllToAll, all_ranks(&t), pieces);
-        let found = symmetric::translation_invariant(&t, &c).unwrap();
+        let found = symmetric::translation_invariant(&t, &c, Instant::now() + TEST_LIMIT).unwrap();
         let s = checked(&t, &c, found, "translation-invariant", 0).unwrap();
         assert_eq!(s.steps.len() as u32, steps, "{dims:?}");
         let r = synthesized(&t, &c, TEST_LIMIT);
@@ -431,15 +431,25 @@ fn translation_invariant_all_to_all_meets_the_bound_on_even_tori() {
         // One step fewer is infeasible for translation-invariant schedules too.
         assert!(symmetric::translation_invariant_blocks(&t, &c, &hops, Solver::Ilp, (steps - 1, steps), deadline).unwrap().is_none());
     }
+    // Many pieces on few npus: a 2-npu torus at 65,536 pieces per block needs 65,536 steps (the
+    // colouring's rows of every colour per job took 68 GB there), and a deadline already past
+    // gives none.
+    let t = torus_of(&[2], false);
+    let c = kind_on(&t, CollectiveKind::AllToAll, all_ranks(&t), 1 << 16);
+    let found = symmetric::translation_invariant(&t, &c, Instant::now() + TEST_LIMIT).unwrap();
+    assert_eq!(checked(&t, &c, found, "translation-invariant", 0).unwrap().steps.len(), 1 << 16);
+    assert!(symmetric::translation_invariant(&t, &c, Instant::now()).is_none());
     // Not for a faulty torus, a group, or a mesh.
     let t = torus_of(&[4, 4], true);
-    assert!(symmetric::translation_invariant(&t, &a2a(&t, 1)).is_none());
+    assert!(symmetric::translation_invariant(&t, &a2a(&t, 1), Instant::now() + TEST_LIMIT).is_none());
     let t = torus_of(&[4, 4], false);
-    assert!(symmetric::translation_invariant(&t, &kind_on(&t, CollectiveKind::AllToAll, (0..8).map(NodeId).collect(), 1)).is_none());
+    assert!(
+        symmetric::translation_invariant(&t, &kind_on(&t, CollectiveKind::AllToAll, (0..8).map(NodeId).collect(), 1), Instant::now() + TEST_LIMIT).is_none()
+    );
     let mut p = TorusParams::uniform(&[4, 4], 32.0, 100.0);
     p.wrap = vec![false, true];
     let t = torus(&p).unwrap();
-    assert!(symmetric::translation_invariant(&t, &a2a(&t, 1)).is_none());
+    assert!(symmetric::translation_invariant(&t, &a2a(&t, 1), Instant::now() + TEST_LIMIT).is_none());
 }
 
 #[test]
