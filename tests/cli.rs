@@ -1339,11 +1339,19 @@ fn export_writes_the_channels_asked_for_or_refuses_them() {
         let o = run(&["verify", s(&dir.join("xmlchan.xml")), "--rendezvous"]);
         assert_eq!(o.status.code(), Some(0), "{c}: {}", text(&o));
     }
-    for c in ["0", "33", "40"] {
-        let o = run(&["export", s(&out), "--to", "msccl-xml", "--channels", c, "-o", s(&tmp("xmlchan-bad"))]);
-        assert_eq!(o.status.code(), Some(2), "{c}: {}", text(&o));
-        assert!(text(&o).contains(&format!("--channels {c}")) && !text(&o).contains("wrote"), "{c}: {}", text(&o));
+    // The same range for every format that takes the flag, refused before anything is lowered.
+    for to in ["msccl-xml", "chakra-et"] {
+        for c in ["0", "33", "40", "2147483648"] {
+            let dir = tmp(&format!("xmlchan-bad-{to}-{c}"));
+            let o = run(&["export", s(&out), "--to", to, "--channels", c, "-o", s(&dir)]);
+            assert_eq!(o.status.code(), Some(2), "{to} {c}: {}", text(&o));
+            assert!(text(&o).contains(&format!("--channels {c}: expected 1 to 32")) && !text(&o).contains("wrote"), "{to} {c}: {}", text(&o));
+            assert!(!dir.exists(), "{to} {c}: nothing is written");
+        }
     }
+    let dir = tmp("xmlchan-chakra32");
+    let o = run(&["export", s(&out), "--to", "chakra-et", "--channels", "32", "-o", s(&dir)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
 
 /// A fresh, empty folder of its own for one test.

@@ -28,7 +28,6 @@ pub fn export(schedule: &Path, to: &str, dir: &Path, channels: Option<usize>, le
     if !["msccl-xml", "chakra-et", "sccl-json"].contains(&to) {
         return Err(Error::bad(format!("--to {to}: expected msccl-xml, chakra-et or sccl-json")));
     }
-    check_channels(to, channels)?;
     // `--legacy` picks the MSCCL XML dialect; `--channels` the lowering's channels, which the
     // MSCCL XML and the Chakra traces (their tags) carry and SCCL's algorithm file has no room for.
     if legacy && to != "msccl-xml" {
@@ -39,6 +38,7 @@ pub fn export(schedule: &Path, to: &str, dir: &Path, channels: Option<usize>, le
             "--channels {c}: applies to --to msccl-xml and chakra-et, not to --to sccl-json (msccl-tools' ncclize picks the channels)"
         )));
     }
+    check_channels(channels)?;
     let s = crate::schedule::read_schedule_file(schedule)?;
     let report = crate::verify::verify_schedule(&s, &Default::default())?;
     if !report.is_valid() {
@@ -101,14 +101,14 @@ pub fn export(schedule: &Path, to: &str, dir: &Path, channels: Option<usize>, le
     )))
 }
 
-/// Refuses a `--channels` that the format cannot carry: 0 for every format, and for MSCCL XML more
-/// than the runtime's reader accepts (`nchannels` in 1..=32).
-fn check_channels(to: &str, channels: Option<usize>) -> Result<()> {
+/// Refuses a `--channels` outside 1..=32, before the schedule is read, for every format that takes
+/// it: the MSCCL runtimes' readers accept `nchannels` in 1..=32, and the Chakra traces are the
+/// same lowering onto the same channels (their tags carry them), for the runtimes they model.
+fn check_channels(channels: Option<usize>) -> Result<()> {
     match channels {
-        Some(0) => Err(Error::bad("--channels 0: at least one channel is needed")),
-        Some(c) if to == "msccl-xml" && c > MAX_CHANNELS as usize => {
-            Err(Error::bad(format!("--channels {c}: the MSCCL runtimes' readers accept nchannels 1..={MAX_CHANNELS}")))
-        }
+        Some(c) if c == 0 || c > MAX_CHANNELS as usize => Err(Error::bad(format!(
+            "--channels {c}: expected 1 to {MAX_CHANNELS} (the MSCCL runtimes' readers accept nchannels 1..={MAX_CHANNELS}; msccl-xml and chakra-et lower onto them alike)"
+        ))),
         _ => Ok(()),
     }
 }

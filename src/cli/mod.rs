@@ -150,8 +150,9 @@ pub enum Command {
         /// The folder to write into.
         #[arg(short, long, default_value = "out")]
         output: PathBuf,
-        /// Channels of the lowering, at least 1, at most 32 for msccl-xml (`nchannels`; default:
-        /// the fewest, from 1, whose XML the reader accepts).
+        /// Channels of the lowering, 1 to 32 (the MSCCL readers' `nchannels`), for msccl-xml and
+        /// chakra-et (default: for msccl-xml the fewest, from 1, whose XML the reader accepts; for
+        /// chakra-et 1).
         #[arg(long)]
         channels: Option<usize>,
         /// Write the older MSCCL runtime's dialect (what msccl-tools 2.3 writes: no outofplace,
