@@ -2239,6 +2239,30 @@ fn verify_json_has_no_cost_when_rule_1_fails() {
     assert_eq!(run(&["cost", s(&path)]).status.code(), Some(2));
 }
 
+/// A valid schedule exports to MSCCL XML whatever its file is called: `<algo name>` is its stem
+/// without the characters the readers would not unescape, cut to the 255 bytes they hold.
+#[test]
+fn msccl_xml_export_takes_any_file_name() {
+    let (path, _) = ring_schedule("export-names");
+    let dir = tmp("export-names-out");
+    let long = "&".repeat(100);
+    let body = std::fs::read(&path).unwrap();
+    for (stem, name) in [(long.as_str(), "_".repeat(100)), ("a\"b&<x", "a_b__x".to_string()), (&"x".repeat(200), "x".repeat(200))] {
+        let file = path.with_file_name(format!("{stem}.json"));
+        std::fs::write(&file, &body).unwrap();
+        for legacy in [&[][..], &["--legacy"][..]] {
+            let o = run(&[&["export", s(&file), "--to", "msccl-xml", "-o", s(&dir)], legacy].concat());
+            assert_eq!(o.status.code(), Some(0), "{stem} {legacy:?}: {}", text(&o));
+            let xml_path = dir.join(format!("{stem}.xml"));
+            let xml = std::fs::read_to_string(&xml_path).unwrap();
+            assert!(xml.starts_with(&format!("<algo name=\"{name}\" ")), "{stem}: {}", &xml[..300.min(xml.len())]);
+            let o = run(&["verify", s(&xml_path)]);
+            assert_eq!(o.status.code(), Some(0), "{stem} {legacy:?}: {}", text(&o));
+            assert!(!text(&o).contains("warning"), "{stem} {legacy:?}: {}", text(&o));
+        }
+    }
+}
+
 /// `--legacy` and `--channels` are refused where they do not apply.
 #[test]
 fn export_refuses_flags_its_format_does_not_take() {
