@@ -1962,6 +1962,7 @@ fn chakra_export_of_sizes_near_2_64() {
             assert_eq!(std::fs::read_dir(&dir).unwrap().count(), ranks + 1);
         } else {
             assert!(text(&o).contains("9223372036854775808 bytes cannot be represented as comm_size (int64"), "{}", text(&o));
+            assert_eq!(text(&o).matches(s(&sched)).count(), 1, "the file is named once: {}", text(&o));
             assert!(!dir.exists(), "{}", text(&o));
         }
     }
@@ -2260,6 +2261,36 @@ fn msccl_xml_export_takes_any_file_name() {
             assert_eq!(o.status.code(), Some(0), "{stem} {legacy:?}: {}", text(&o));
             assert!(!text(&o).contains("warning"), "{stem} {legacy:?}: {}", text(&o));
         }
+    }
+}
+
+/// Every export refusal (exit 2) names the input file, once: non-uniform `block_bytes`, which
+/// MSCCL XML's equal chunks cannot express (the message named no file), for every format.
+#[test]
+fn export_refusals_name_the_file() {
+    let (path, _) = ring_schedule("export-refusals-src");
+    let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let n = v["collective"]["ranks"].as_array().unwrap().len();
+    let mut blocks: Vec<Vec<u64>> = (0..n).map(|i| (0..n).map(|j| if i == j { 0 } else { 1000 }).collect()).collect();
+    blocks[0][1] = 2000;
+    v["collective"]["block_bytes"] = serde_json::json!(blocks);
+    let file = tmp("export-refusals.json");
+    std::fs::write(&file, serde_json::to_string(&v).unwrap()).unwrap();
+    let o = run(&["verify", s(&file)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&["export", s(&file), "--to", "msccl-xml", "-o", s(&tmp("export-refusals-out"))]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains(&format!("{}: --to msccl-xml: ", s(&file))) && text(&o).contains("different sizes (block_bytes)"), "{}", text(&o));
+    assert_eq!(text(&o).matches(s(&file)).count(), 1, "{}", text(&o));
+    // A schedule that fails verification: named once, as before.
+    let mut broken = v.clone();
+    broken["steps"].as_array_mut().unwrap().truncate(1);
+    std::fs::write(&file, serde_json::to_string(&broken).unwrap()).unwrap();
+    for to in ["msccl-xml", "chakra-et", "sccl-json"] {
+        let o = run(&["export", s(&file), "--to", to, "-o", s(&tmp("export-refusals-out"))]);
+        assert_eq!(o.status.code(), Some(2), "{to}: {}", text(&o));
+        assert!(text(&o).contains("nothing to export"), "{to}: {}", text(&o));
+        assert_eq!(text(&o).matches(s(&file)).count(), 1, "{to}: {}", text(&o));
     }
 }
 
