@@ -80,7 +80,7 @@ pub use cli::{run as run_cli, Cli};
 pub use collective::{Collective, CollectiveKind, PieceId};
 pub use cost::{event_cost, EventCost, SyncCost, SyncMeter};
 pub use error::{Error, ExitCode, Result};
-pub use export::sccl::{import_sccl, parse_sccl, sccl_algorithm, sccl_coordinates, sccl_json, sccl_problems, ScclAlgorithm};
+pub use export::sccl::{import_sccl, parse_sccl, sccl_algorithm, sccl_coordinates, sccl_json, sccl_problems, ScclAlgorithm, ScclProblem};
 pub use export::{chakra_traces, check_reader_rules, check_xml, decode_chakra, import_msccl, msccl_xml, write_chakra, Buffering, MscclOptions, XmlReport};
 pub use generate::from_spec as generate_from_spec;
 pub use io::write_atomic_encoded;

@@ -1349,11 +1349,19 @@ fn export_writes_the_channels_asked_for_or_refuses_them() {
         let o = run(&["verify", s(&dir.join("xmlchan.xml")), "--rendezvous"]);
         assert_eq!(o.status.code(), Some(0), "{c}: {}", text(&o));
     }
-    for c in ["0", "33", "40"] {
-        let o = run(&["export", s(&out), "--to", "msccl-xml", "--channels", c, "-o", s(&tmp("xmlchan-bad"))]);
-        assert_eq!(o.status.code(), Some(2), "{c}: {}", text(&o));
-        assert!(text(&o).contains(&format!("--channels {c}")) && !text(&o).contains("wrote"), "{c}: {}", text(&o));
+    // The same range for every format that takes the flag, refused before anything is lowered.
+    for to in ["msccl-xml", "chakra-et"] {
+        for c in ["0", "33", "40", "2147483648"] {
+            let dir = tmp(&format!("xmlchan-bad-{to}-{c}"));
+            let o = run(&["export", s(&out), "--to", to, "--channels", c, "-o", s(&dir)]);
+            assert_eq!(o.status.code(), Some(2), "{to} {c}: {}", text(&o));
+            assert!(text(&o).contains(&format!("--channels {c}: expected 1 to 32")) && !text(&o).contains("wrote"), "{to} {c}: {}", text(&o));
+            assert!(!dir.exists(), "{to} {c}: nothing is written");
+        }
     }
+    let dir = tmp("xmlchan-chakra32");
+    let o = run(&["export", s(&out), "--to", "chakra-et", "--channels", "32", "-o", s(&dir)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
 
 /// A fresh, empty folder of its own for one test.
@@ -1964,6 +1972,7 @@ fn chakra_export_of_sizes_near_2_64() {
             assert_eq!(std::fs::read_dir(&dir).unwrap().count(), ranks + 1);
         } else {
             assert!(text(&o).contains("9223372036854775808 bytes cannot be represented as comm_size (int64"), "{}", text(&o));
+            assert_eq!(text(&o).matches(s(&sched)).count(), 1, "the file is named once: {}", text(&o));
             assert!(!dir.exists(), "{}", text(&o));
         }
     }
@@ -2239,6 +2248,60 @@ fn verify_json_has_no_cost_when_rule_1_fails() {
     let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(r["failure_counts"]["rule1"].as_u64().unwrap() > 0 && r["cost"].is_null(), "{r}");
     assert_eq!(run(&["cost", s(&path)]).status.code(), Some(2));
+}
+
+/// A valid schedule exports to MSCCL XML whatever its file is called: `<algo name>` is its stem
+/// without the characters the readers would not unescape, cut to the 255 bytes they hold.
+#[test]
+fn msccl_xml_export_takes_any_file_name() {
+    let (path, _) = ring_schedule("export-names");
+    let dir = tmp("export-names-out");
+    let long = "&".repeat(100);
+    let body = std::fs::read(&path).unwrap();
+    for (stem, name) in [(long.as_str(), "_".repeat(100)), ("a\"b&<x", "a_b__x".to_string()), (&"x".repeat(200), "x".repeat(200))] {
+        let file = path.with_file_name(format!("{stem}.json"));
+        std::fs::write(&file, &body).unwrap();
+        for legacy in [&[][..], &["--legacy"][..]] {
+            let o = run(&[&["export", s(&file), "--to", "msccl-xml", "-o", s(&dir)], legacy].concat());
+            assert_eq!(o.status.code(), Some(0), "{stem} {legacy:?}: {}", text(&o));
+            let xml_path = dir.join(format!("{stem}.xml"));
+            let xml = std::fs::read_to_string(&xml_path).unwrap();
+            assert!(xml.starts_with(&format!("<algo name=\"{name}\" ")), "{stem}: {}", &xml[..300.min(xml.len())]);
+            let o = run(&["verify", s(&xml_path)]);
+            assert_eq!(o.status.code(), Some(0), "{stem} {legacy:?}: {}", text(&o));
+            assert!(!text(&o).contains("warning"), "{stem} {legacy:?}: {}", text(&o));
+        }
+    }
+}
+
+/// Every export refusal (exit 2) names the input file, once: non-uniform `block_bytes`, which
+/// MSCCL XML's equal chunks cannot express (the message named no file), for every format.
+#[test]
+fn export_refusals_name_the_file() {
+    let (path, _) = ring_schedule("export-refusals-src");
+    let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let n = v["collective"]["ranks"].as_array().unwrap().len();
+    let mut blocks: Vec<Vec<u64>> = (0..n).map(|i| (0..n).map(|j| if i == j { 0 } else { 1000 }).collect()).collect();
+    blocks[0][1] = 2000;
+    v["collective"]["block_bytes"] = serde_json::json!(blocks);
+    let file = tmp("export-refusals.json");
+    std::fs::write(&file, serde_json::to_string(&v).unwrap()).unwrap();
+    let o = run(&["verify", s(&file)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&["export", s(&file), "--to", "msccl-xml", "-o", s(&tmp("export-refusals-out"))]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains(&format!("{}: --to msccl-xml: ", s(&file))) && text(&o).contains("different sizes (block_bytes)"), "{}", text(&o));
+    assert_eq!(text(&o).matches(s(&file)).count(), 1, "{}", text(&o));
+    // A schedule that fails verification: named once, as before.
+    let mut broken = v.clone();
+    broken["steps"].as_array_mut().unwrap().truncate(1);
+    std::fs::write(&file, serde_json::to_string(&broken).unwrap()).unwrap();
+    for to in ["msccl-xml", "chakra-et", "sccl-json"] {
+        let o = run(&["export", s(&file), "--to", to, "-o", s(&tmp("export-refusals-out"))]);
+        assert_eq!(o.status.code(), Some(2), "{to}: {}", text(&o));
+        assert!(text(&o).contains("nothing to export"), "{to}: {}", text(&o));
+        assert_eq!(text(&o).matches(s(&file)).count(), 1, "{to}: {}", text(&o));
+    }
 }
 
 /// `--legacy` and `--channels` are refused where they do not apply.

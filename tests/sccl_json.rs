@@ -355,7 +355,7 @@ fn every_rule_catches_its_injected_defect() {
         let mut a = good.clone();
         mutate(&mut a);
         let ours = sccl_problems(&a);
-        assert!(ours.iter().any(|p| p.starts_with(&format!("rule {rule}:"))), "mutation {i}: rule {rule} not among {ours:?}");
+        assert!(ours.iter().any(|p| u32::from(p.rule) == *rule), "mutation {i}: rule {rule} not among {ours:?}");
         let theirs = violations(&serde_json::to_string(&a).unwrap());
         assert!(!theirs.is_empty(), "mutation {i} (rule {rule}) passes the independent checker");
     }
@@ -517,6 +517,26 @@ fn bad_sccl_files_get_clear_errors_and_exit_codes() {
         let j: Value = serde_json::from_slice(&o.stdout).unwrap();
         assert_eq!(j["valid"], Value::Bool(false));
     }
+    // A step of no rounds: rule 4 once, rule 6 at every pair the step sends over. The summary
+    // counts the distinct rules and the failures apart (it said "breaks 9 rules" for 2), and the
+    // rounds it prints are the file's steps' (its `name` is echoed as written).
+    let mut v = good.clone();
+    v["steps"][0]["rounds"] = 0.into();
+    let rounds: u64 = v["steps"].as_array().unwrap().iter().map(|st| st["rounds"].as_u64().unwrap()).sum();
+    let o = run(&["verify", s(&write("rounds0.json", &v))]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let failures: Vec<&str> = out.lines().filter(|l| l.starts_with("SCCL rule ")).collect();
+    let rules: BTreeSet<&str> = failures.iter().map(|l| l.split(':').next().unwrap()).collect();
+    assert_eq!(rules, BTreeSet::from(["SCCL rule 4", "SCCL rule 6"]), "{out}");
+    assert!(failures.len() > 2, "{out}");
+    let summary =
+        format!("2 steps, {rounds} rounds, 1 chunks; INVALID as SCCL: breaks 2 rules of the format (4, 6; {} failures, listed above)", failures.len());
+    assert!(out.lines().any(|l| l.ends_with(&summary)), "{summary}: {out}");
+    let o = run(&["verify", s(&write("rounds0.json", &v)), "--json"]);
+    let j: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["sccl"]["rules_broken"], serde_json::json!([4, 6]), "{j}");
+    assert_eq!(j["sccl"]["problems"].as_array().unwrap().len(), failures.len(), "{j}");
     // The tester's files: a send over a missing link (rule 5) and an input map that is not the
     // derived one (rule 3); neither is called valid before it is called invalid.
     for (file, rule) in [("rule5_nolink.msccl.json", "SCCL rule 5: "), ("rule3_inmap.msccl.json", "SCCL rule 3: ")] {

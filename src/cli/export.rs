@@ -28,7 +28,6 @@ pub fn export(schedule: &Path, to: &str, dir: &Path, channels: Option<usize>, le
     if !["msccl-xml", "chakra-et", "sccl-json"].contains(&to) {
         return Err(Error::bad(format!("--to {to}: expected msccl-xml, chakra-et or sccl-json")));
     }
-    check_channels(to, channels)?;
     // `--legacy` picks the MSCCL XML dialect; `--channels` the lowering's channels, which the
     // MSCCL XML and the Chakra traces (their tags) carry and SCCL's algorithm file has no room for.
     if legacy && to != "msccl-xml" {
@@ -39,28 +38,42 @@ pub fn export(schedule: &Path, to: &str, dir: &Path, channels: Option<usize>, le
             "--channels {c}: applies to --to msccl-xml and chakra-et, not to --to sccl-json (msccl-tools' ncclize picks the channels)"
         )));
     }
+    check_channels(channels)?;
+    // The reader names the file in its own messages; every refusal after it is about the file
+    // too and is named here, once (a failed write names the path it could not write).
     let s = crate::schedule::read_schedule_file(schedule)?;
-    let report = crate::verify::verify_schedule(&s, &Default::default())?;
+    export_schedule(&s, schedule, to, dir, channels, legacy).map_err(|e| {
+        if matches!(e, Error::Io(_)) {
+            e
+        } else {
+            e.context(format!("{}: --to {to}", schedule.display()))
+        }
+    })
+}
+
+/// The export of the schedule read from the file `schedule`, once the flags are checked.
+fn export_schedule(s: &crate::schedule::Schedule, schedule: &Path, to: &str, dir: &Path, channels: Option<usize>, legacy: bool) -> Result<ExitCode> {
+    let report = crate::verify::verify_schedule(s, &Default::default())?;
     if !report.is_valid() {
-        return Err(Error::bad(format!("{}: the schedule fails verification, nothing to export: {}", schedule.display(), report.findings.failures()[0])));
+        return Err(Error::bad(format!("the schedule fails verification, nothing to export: {}", report.findings.failures()[0])));
     }
     // `x.json` and `x.json.zst` both export as `x`.
     let plain = if crate::io::is_zstd(schedule) { schedule.with_extension("") } else { schedule.to_path_buf() };
     let stem = plain.file_stem().map(|x| x.to_string_lossy().into_owned()).unwrap_or_else(|| "schedule".into());
     if to == "chakra-et" {
-        return chakra(&s, dir, &stem, channels);
+        return chakra(s, dir, &stem, channels);
     }
     if to == "sccl-json" {
-        return sccl_json(&s, schedule, dir, &stem);
+        return sccl_json(s, dir, &stem);
     }
     let runtime = if legacy { Runtime::Legacy } else { Runtime::Executor };
     let opts = MscclOptions { name: stem.clone(), runtime, ..Default::default() };
     let mut last_problems = Vec::new();
     for lower_opts in candidates(channels) {
-        let programs = lower(&s, &lower_opts)?;
+        let programs = lower(s, &lower_opts)?;
         let deadlocks = check_deadlock(&programs);
         if let Some(d) = deadlocks.first() {
-            return Err(Error::bad(format!("{}: the lowered programs fail rule 6: {d}", schedule.display())));
+            return Err(Error::bad(format!("the lowered programs fail rule 6: {d}")));
         }
         let xml = msccl_xml(&programs, &opts)?;
         let report = check_xml(&xml, Buffering::Rendezvous);
@@ -101,14 +114,14 @@ pub fn export(schedule: &Path, to: &str, dir: &Path, channels: Option<usize>, le
     )))
 }
 
-/// Refuses a `--channels` that the format cannot carry: 0 for every format, and for MSCCL XML more
-/// than the runtime's reader accepts (`nchannels` in 1..=32).
-fn check_channels(to: &str, channels: Option<usize>) -> Result<()> {
+/// Refuses a `--channels` outside 1..=32, before the schedule is read, for every format that takes
+/// it: the MSCCL runtimes' readers accept `nchannels` in 1..=32, and the Chakra traces are the
+/// same lowering onto the same channels (their tags carry them), for the runtimes they model.
+fn check_channels(channels: Option<usize>) -> Result<()> {
     match channels {
-        Some(0) => Err(Error::bad("--channels 0: at least one channel is needed")),
-        Some(c) if to == "msccl-xml" && c > MAX_CHANNELS as usize => {
-            Err(Error::bad(format!("--channels {c}: the MSCCL runtimes' readers accept nchannels 1..={MAX_CHANNELS}")))
-        }
+        Some(c) if c == 0 || c > MAX_CHANNELS as usize => Err(Error::bad(format!(
+            "--channels {c}: expected 1 to {MAX_CHANNELS} (the MSCCL runtimes' readers accept nchannels 1..={MAX_CHANNELS}; msccl-xml and chakra-et lower onto them alike)"
+        ))),
         _ => Ok(()),
     }
 }
@@ -174,8 +187,8 @@ fn exact_bytes(r: &crate::units::Rational) -> String {
 
 /// SCCL's algorithm JSON, `DIR/STEM.msccl.json` (msccl-tools' own ending for algorithms): what
 /// its `ncclize` lowers. The algorithm meets every rule of the format before it is written.
-fn sccl_json(s: &crate::schedule::Schedule, schedule: &Path, dir: &Path, stem: &str) -> Result<ExitCode> {
-    let export = crate::export::sccl::sccl_algorithm(s).map_err(|e| e.context(format!("{}: --to sccl-json", schedule.display())))?;
+fn sccl_json(s: &crate::schedule::Schedule, dir: &Path, stem: &str) -> Result<ExitCode> {
+    let export = crate::export::sccl::sccl_algorithm(s)?;
     let text = crate::export::sccl::sccl_json(&export.algorithm);
     let out = dir.join(format!("{stem}.msccl.json"));
     crate::io::write_atomic(&out, |w| std::io::Write::write_all(w, text.as_bytes()).map_err(crate::io::write_error(&out)))?;

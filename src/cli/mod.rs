@@ -150,8 +150,9 @@ pub enum Command {
         /// The folder to write into.
         #[arg(short, long, default_value = "out")]
         output: PathBuf,
-        /// Channels of the lowering, at least 1, at most 32 for msccl-xml (`nchannels`; default:
-        /// the fewest, from 1, whose XML the reader accepts).
+        /// Channels of the lowering, 1 to 32 (the MSCCL readers' `nchannels`), for msccl-xml and
+        /// chakra-et (default: for msccl-xml the fewest, from 1, whose XML the reader accepts; for
+        /// chakra-et 1).
         #[arg(long)]
         channels: Option<usize>,
         /// Write the older MSCCL runtime's dialect (what msccl-tools 2.3 writes: no outofplace,
@@ -349,21 +350,16 @@ fn verify(schedule: PathBuf, spec_path: Option<PathBuf>, json: bool, max_diagnos
         let mut out = report_json(&report, &header);
         if let Some(v) = &sccl {
             out["valid"] = json!(valid);
-            out["sccl"] = json!({"problems": v.problems, "algorithm": v.summary});
+            out["sccl"] = json!({"problems": v.lines(), "rules_broken": crate::export::sccl::rules_broken(&v.problems), "algorithm": v.summary});
         }
         println!("{}", serde_json::to_string_pretty(&out).expect("json"));
     } else {
-        for p in sccl.iter().flat_map(|v| &v.problems) {
+        for p in sccl.iter().flat_map(|v| v.lines()) {
             println!("{p}");
         }
         print_report(&report, &header, valid);
         if let Some(v) = &sccl {
-            let verdict = if v.problems.is_empty() {
-                "meets every rule of the format".to_string()
-            } else {
-                format!("INVALID as SCCL: breaks {} rules of the format (listed above)", v.problems.len())
-            };
-            println!("{}; {verdict}", v.line());
+            println!("{}; {}", v.line(), v.verdict());
         }
     }
     Ok(if valid { ExitCode::Ok } else { ExitCode::RuleFailed })

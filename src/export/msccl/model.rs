@@ -25,7 +25,7 @@ use std::fmt;
 /// The reader keeps at most this many attributes of an element.
 const MAX_ATTRS: usize = 16;
 /// The longest attribute value the reader's buffers hold (`MAX_STR_LEN`).
-const MAX_VALUE_LEN: usize = 255;
+pub(super) const MAX_VALUE_LEN: usize = 255;
 
 /// The runtime a file is judged for, told apart by its `<algo>` attributes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

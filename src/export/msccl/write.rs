@@ -24,7 +24,7 @@
 //! writes them; every gpu declares the largest scratch size of all gpus, so those offsets are
 //! within bounds on both ends. `nop` steps have `cnt="0"` and offsets -1.
 
-use super::model::{Coll, Proto, Runtime};
+use super::model::{Coll, Proto, Runtime, MAX_VALUE_LEN};
 use super::rules::MAX_CNT;
 use crate::collective::CollectiveKind;
 use crate::error::{Error, Result};
@@ -75,8 +75,24 @@ fn selection(opts: &MscclOptions) -> String {
     }
 }
 
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;").replace('\'', "&apos;")
+/// `<algo name>` as the readers take it: they do not unescape values, so the characters XML
+/// would escape (and control characters, which break their tokenizer) become `_`, and the name is
+/// cut at a character boundary to the [`MAX_VALUE_LEN`] bytes their buffers hold. Any schedule
+/// exports whatever its file is called (the current runtime does not even read `name`).
+fn algo_name(name: &str) -> String {
+    let mut out = String::new();
+    for c in name.chars() {
+        let c = if matches!(c, '&' | '<' | '>' | '"' | '\'') || c.is_control() { '_' } else { c };
+        if out.len() + c.len_utf8() > MAX_VALUE_LEN {
+            break;
+        }
+        out.push(c);
+    }
+    if out.is_empty() {
+        "collsched".into()
+    } else {
+        out
+    }
 }
 
 /// One `<step>` before numbering.
@@ -111,7 +127,7 @@ pub fn msccl_xml(programs: &Programs, opts: &MscclOptions) -> Result<String> {
     let _ = writeln!(
         x,
         r#"<algo name="{}" proto="{}" nchannels="{nchannels}" nchunksperloop="{per_loop}" ngpus="{}" coll="{}" {}>"#,
-        escape(&opts.name),
+        algo_name(&opts.name),
         opts.proto.as_str(),
         p.ranks.len(),
         coll_name(p.kind, opts.runtime),
@@ -295,6 +311,16 @@ pub(crate) mod tests {
                 r#"<algo name="collsched" proto="Simple" nchannels="1" nchunksperloop="{per_loop}" ngpus="16" coll="alltoall" inplace="0" minBytes="0" maxBytes="9223372036854775807">"#
             )
         );
+        // Names the readers take as written: no escapes, at most 255 bytes, cut between
+        // characters.
+        assert_eq!(algo_name(r#"a"b&<x>'y"#), "a_b__x__y");
+        assert_eq!(algo_name("tab\there"), "tab_here");
+        assert_eq!(algo_name(&"&".repeat(100)), "_".repeat(100));
+        assert_eq!(algo_name(&"x".repeat(300)), "x".repeat(255));
+        assert_eq!(algo_name(&format!("{}\u{e9}", "x".repeat(254))), "x".repeat(254));
+        assert_eq!(algo_name(""), "collsched");
+        let odd = msccl_xml(&programs, &MscclOptions { name: format!("{}\"{}", "&".repeat(100), "\u{e9}".repeat(200)), ..MscclOptions::default() }).unwrap();
+        assert!(check_reader_rules(&odd).is_empty(), "{:?}", check_reader_rules(&odd));
         // A per-rank threadblock cannot be written.
         let single = lower(s, &LowerOptions { threadblocks: ThreadblockLayout::PerRank, ..LowerOptions::default() }).unwrap();
         assert!(msccl_xml(&single, &MscclOptions::default()).is_err());

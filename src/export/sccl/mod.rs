@@ -15,7 +15,7 @@ pub mod rules;
 pub mod write;
 
 pub use read::{import_sccl, is_sccl_json, parse_sccl, read_sccl_file};
-pub use rules::{sccl_problems, without_unsendable};
+pub use rules::{rules_broken, sccl_problems, without_unsendable, ScclProblem};
 pub use write::{sccl_algorithm, sccl_coordinates, sccl_json, ScclCoordinates};
 
 use crate::collective::{CollectiveKind, PieceId};

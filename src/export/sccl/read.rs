@@ -76,7 +76,7 @@ pub fn read_sccl_file(path: &Path, onto: Option<&Instance>) -> Result<(ScclAlgor
 pub fn import_sccl(alg: &ScclAlgorithm, onto: Option<&Instance>) -> Result<Schedule> {
     let problems = structure_problems(alg);
     if !problems.is_empty() {
-        return Err(Error::bad(format!("SCCL algorithm: {}", problems.join("; "))));
+        return Err(Error::bad(format!("SCCL algorithm: {}", problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))));
     }
     let n = alg.topology.links.len() as u32;
     let addressing = identify(alg, n)?;

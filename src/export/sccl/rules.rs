@@ -7,8 +7,33 @@ use super::{buffer_maps, chunk_up, ScclAlgorithm, ScclChunk};
 use crate::collective::MAX_PIECES;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+/// A rule of the format (1-10) that the file breaks, and where: the field and its value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScclProblem {
+    /// The rule's number in docs/design/FORMATS.md "SCCL algorithm JSON".
+    pub rule: u8,
+    /// What breaks it.
+    pub what: String,
+}
+
+impl std::fmt::Display for ScclProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "rule {}: {}", self.rule, self.what)
+    }
+}
+
+fn broken(rule: u8, what: impl Into<String>) -> ScclProblem {
+    ScclProblem { rule, what: what.into() }
+}
+
+/// The distinct rules among `problems`, ascending.
+pub fn rules_broken(problems: &[ScclProblem]) -> Vec<u8> {
+    let rules: std::collections::BTreeSet<u8> = problems.iter().map(|p| p.rule).collect();
+    rules.into_iter().collect()
+}
+
 /// Every rule the file breaks, one message each, naming the field and value (empty: none).
-pub fn sccl_problems(alg: &ScclAlgorithm) -> Vec<String> {
+pub fn sccl_problems(alg: &ScclAlgorithm) -> Vec<ScclProblem> {
     let mut out = structure_problems(alg);
     if !out.is_empty() {
         return out;
@@ -63,7 +88,7 @@ pub fn without_unsendable(alg: &ScclAlgorithm) -> ScclAlgorithm {
 /// Rules 1 and 2: the objects, the shapes of the matrix and the collective, and what `ncclize`
 /// and collsched do not take (pipelining, triggers, switches). Later rules index by rank, so a
 /// failure here stops the check (and the import: these are the file's header).
-pub fn structure_problems(alg: &ScclAlgorithm) -> Vec<String> {
+pub fn structure_problems(alg: &ScclAlgorithm) -> Vec<ScclProblem> {
     let mut out = Vec::new();
     let tags = [("msccl_type", &alg.msccl_type, "algorithm"), ("instance.msccl_type", &alg.instance.msccl_type, "instance")];
     let tags = tags
@@ -71,50 +96,50 @@ pub fn structure_problems(alg: &ScclAlgorithm) -> Vec<String> {
         .chain([("collective.msccl_type", &alg.collective.msccl_type, "collective"), ("topology.msccl_type", &alg.topology.msccl_type, "topology")]);
     for (field, value, want) in tags {
         if value != want {
-            out.push(format!("rule 1: {field} = \"{value}\": expected \"{want}\""));
+            out.push(broken(1, format!("{field} = \"{value}\": expected \"{want}\"")));
         }
     }
     for (t, s) in alg.steps.iter().enumerate().filter(|(_, s)| s.msccl_type != "step") {
-        out.push(format!("rule 1: steps[{t}].msccl_type = \"{}\": expected \"step\"", s.msccl_type));
+        out.push(broken(1, format!("steps[{t}].msccl_type = \"{}\": expected \"step\"", s.msccl_type)));
     }
     for (c, ch) in alg.collective.chunks.iter().enumerate().filter(|(_, c)| c.msccl_type != "chunk") {
-        out.push(format!("rule 1: collective.chunks[{c}].msccl_type = \"{}\": expected \"chunk\"", ch.msccl_type));
+        out.push(broken(1, format!("collective.chunks[{c}].msccl_type = \"{}\": expected \"chunk\"", ch.msccl_type)));
     }
     let n = alg.topology.links.len();
     if alg.collective.nodes != n as u64 {
-        out.push(format!("rule 1: collective.nodes = {}, but topology.links has {n} rows (one per rank)", alg.collective.nodes));
+        out.push(broken(1, format!("collective.nodes = {}, but topology.links has {n} rows (one per rank)", alg.collective.nodes)));
     }
     for (dst, row) in alg.topology.links.iter().enumerate() {
         if row.len() != n {
-            out.push(format!("rule 1: topology.links[{dst}] has {} entries: expected {n} (links[dst][src])", row.len()));
+            out.push(broken(1, format!("topology.links[{dst}] has {} entries: expected {n} (links[dst][src])", row.len())));
         } else if row[dst] != 0 {
-            out.push(format!("rule 1: topology.links[{dst}][{dst}] = {}: a rank has no link to itself", row[dst]));
+            out.push(broken(1, format!("topology.links[{dst}][{dst}] = {}: a rank has no link to itself", row[dst])));
         }
     }
     for (c, ch) in alg.collective.chunks.iter().enumerate() {
         if let Some(r) = ch.pre.iter().chain(&ch.post).find(|&&r| r as usize >= n) {
-            out.push(format!("rule 1: collective.chunks[{c}] names rank {r}, but there are {n} ranks"));
+            out.push(broken(1, format!("collective.chunks[{c}] names rank {r}, but there are {n} ranks")));
         }
     }
     if alg.instance.chunks == 0 {
-        out.push("rule 2: instance.chunks = 0: must be at least 1".into());
+        out.push(broken(2, "instance.chunks = 0: must be at least 1"));
     } else if let Some(limit) = chunk_count_problem(alg, n) {
         out.push(limit);
     }
     if let Some(p) = alg.instance.pipeline {
-        out.push(format!("rule 2: instance.pipeline = {p}: ncclize refuses pipelined algorithms (write null)"));
+        out.push(broken(2, format!("instance.pipeline = {p}: ncclize refuses pipelined algorithms (write null)")));
     }
     if !alg.collective.triggers.is_empty() {
-        out.push(format!(
-            "rule 2: collective.triggers has {} ranks: triggered sends (distributed sub-problems) are not supported",
-            alg.collective.triggers.len()
+        out.push(broken(
+            2,
+            format!("collective.triggers has {} ranks: triggered sends (distributed sub-problems) are not supported", alg.collective.triggers.len()),
         ));
     }
     if !alg.topology.switches.is_empty() {
-        out.push(format!("rule 2: topology.switches has {} groups: shared-bandwidth groups are not supported (write [])", alg.topology.switches.len()));
+        out.push(broken(2, format!("topology.switches has {} groups: shared-bandwidth groups are not supported (write [])", alg.topology.switches.len())));
     }
     if n == 0 {
-        out.push("rule 1: topology.links is empty: an algorithm needs at least one rank".into());
+        out.push(broken(1, "topology.links is empty: an algorithm needs at least one rank"));
     }
     out
 }
@@ -126,29 +151,29 @@ pub const MAX_RANK_CHUNKS: u64 = 1 << 26;
 /// judged before anything is sized by it: every one of our collectives over n ranks has at most
 /// n^2 x [`MAX_PIECES`] chunks once cut (P = chunks / n^2 for all of them but all_gather's n x P),
 /// and the rules keep a flag per (rank, chunk).
-fn chunk_count_problem(alg: &ScclAlgorithm, n: usize) -> Option<String> {
+fn chunk_count_problem(alg: &ScclAlgorithm, n: usize) -> Option<ScclProblem> {
     let (c, base, n) = (alg.instance.chunks, alg.collective.chunks.len() as u64, n as u64);
     let chunked = base.checked_mul(c);
     let most = n.saturating_mul(n).saturating_mul(MAX_PIECES as u64);
     let shown = || chunked.map_or_else(|| format!("{base} x {c}"), |t| t.to_string());
     if chunked.is_none_or(|t| t > most) {
-        return Some(format!(
-            "rule 2: instance.chunks = {c}: the collective's {base} chunks cut into {c} each are {} chunks, more than {n}^2 x {MAX_PIECES} = {most} ({MAX_PIECES} pieces per block over {n} ranks, collsched's most)",
+        return Some(broken(2, format!(
+            "instance.chunks = {c}: the collective's {base} chunks cut into {c} each are {} chunks, more than {n}^2 x {MAX_PIECES} = {most} ({MAX_PIECES} pieces per block over {n} ranks, collsched's most)",
             shown()
-        ));
+        )));
     }
     if chunked.is_none_or(|t| t.saturating_mul(n) > MAX_RANK_CHUNKS) {
-        return Some(format!(
-            "rule 2: instance.chunks = {c}: the collective's {base} chunks cut into {c} each are {} chunks over {n} ranks, more than the {MAX_RANK_CHUNKS} (rank, chunk) pairs collsched checks",
+        return Some(broken(2, format!(
+            "instance.chunks = {c}: the collective's {base} chunks cut into {c} each are {} chunks over {n} ranks, more than the {MAX_RANK_CHUNKS} (rank, chunk) pairs collsched checks",
             shown()
-        ));
+        )));
     }
     None
 }
 
 /// Rule 3: the buffer maps are the ones msccl-tools derives from the chunked collective
 /// (`ncclize` lays out the input and output buffers by them).
-fn buffers(alg: &ScclAlgorithm, chunked: &[ScclChunk], out: &mut Vec<String>) {
+fn buffers(alg: &ScclAlgorithm, chunked: &[ScclChunk], out: &mut Vec<ScclProblem>) {
     let (input, output) = buffer_maps(chunked);
     for (field, file, derived) in [("input_map", &alg.input_map, input), ("output_map", &alg.output_map, output)] {
         let sorted: BTreeMap<u32, Vec<u64>> = file
@@ -161,30 +186,33 @@ fn buffers(alg: &ScclAlgorithm, chunked: &[ScclChunk], out: &mut Vec<String>) {
             .collect();
         if sorted != derived {
             let rank = sorted.keys().chain(derived.keys()).find(|r| sorted.get(r) != derived.get(r)).copied().unwrap_or(0);
-            out.push(format!(
-                "rule 3: {field}[\"{rank}\"] = {:?}, but the collective chunked {} times puts addresses {:?} there",
-                sorted.get(&rank).cloned().unwrap_or_default(),
-                alg.instance.chunks,
-                derived.get(&rank).cloned().unwrap_or_default()
+            out.push(broken(
+                3,
+                format!(
+                    "{field}[\"{rank}\"] = {:?}, but the collective chunked {} times puts addresses {:?} there",
+                    sorted.get(&rank).cloned().unwrap_or_default(),
+                    alg.instance.chunks,
+                    derived.get(&rank).cloned().unwrap_or_default()
+                ),
             ));
         }
     }
 }
 
 /// Rule 4: the instance counts the steps and allows the rounds they use.
-fn rounds(alg: &ScclAlgorithm, out: &mut Vec<String>) {
+fn rounds(alg: &ScclAlgorithm, out: &mut Vec<ScclProblem>) {
     if alg.instance.steps != alg.steps.len() as u64 {
-        out.push(format!("rule 4: instance.steps = {}, but the file has {} steps", alg.instance.steps, alg.steps.len()));
+        out.push(broken(4, format!("instance.steps = {}, but the file has {} steps", alg.instance.steps, alg.steps.len())));
     }
     for (t, s) in alg.steps.iter().enumerate().filter(|(_, s)| s.rounds == 0) {
-        out.push(format!("rule 4: steps[{t}].rounds = {}: every step takes at least one round", s.rounds));
+        out.push(broken(4, format!("steps[{t}].rounds = {}: every step takes at least one round", s.rounds)));
     }
     let used: u64 = alg.steps.iter().map(|s| s.rounds).sum();
     let allowed = alg.instance.steps.saturating_add(alg.instance.extra_rounds);
     if used > allowed {
-        out.push(format!(
-            "rule 4: the steps take {used} rounds, more than instance.steps + instance.extra_rounds = {} + {}",
-            alg.instance.steps, alg.instance.extra_rounds
+        out.push(broken(
+            4,
+            format!("the steps take {used} rounds, more than instance.steps + instance.extra_rounds = {} + {}", alg.instance.steps, alg.instance.extra_rounds),
         ));
     }
 }
@@ -219,7 +247,7 @@ impl<'a> Run<'a> {
     }
 
     /// Rules 5-10 over every step, then the postcondition.
-    fn steps(mut self, alg: &ScclAlgorithm, out: &mut Vec<String>) {
+    fn steps(mut self, alg: &ScclAlgorithm, out: &mut Vec<ScclProblem>) {
         for (t, step) in alg.steps.iter().enumerate() {
             self.step(t, step, out);
         }
@@ -229,11 +257,11 @@ impl<'a> Run<'a> {
             .map(|(r, c)| format!("rank {r} lacks chunk {c} (address {})", self.chunks[c].addr))
             .collect();
         if let Some(first) = missing.first() {
-            out.push(format!("rule 10: the postcondition fails for {} (rank, chunk) pairs, first: {first}", missing.len()));
+            out.push(broken(10, format!("the postcondition fails for {} (rank, chunk) pairs, first: {first}", missing.len())));
         }
     }
 
-    fn step(&mut self, t: usize, step: &super::ScclStep, out: &mut Vec<String>) {
+    fn step(&mut self, t: usize, step: &super::ScclStep, out: &mut Vec<ScclProblem>) {
         let mut listed = HashSet::new();
         let mut util: BTreeMap<(usize, usize), u64> = BTreeMap::new();
         // Chunks each (receiver, address) holds or is given so far in this step.
@@ -245,30 +273,30 @@ impl<'a> Run<'a> {
             let (s, d) = (src as usize, dst as usize);
             match unsendable([addr, src, dst], self.links, |a| self.at_address.contains_key(&a)) {
                 Some(Unsendable::Address) => {
-                    out.push(format!("rule 5: {at}: no chunk of the collective has address {addr}"));
+                    out.push(broken(5, format!("{at}: no chunk of the collective has address {addr}")));
                     continue;
                 }
                 Some(Unsendable::Ranks) => {
-                    out.push(format!("rule 5: {at}: needs two different ranks below {}", self.n));
+                    out.push(broken(5, format!("{at}: needs two different ranks below {}", self.n)));
                     continue;
                 }
-                Some(Unsendable::Link) => out.push(format!("rule 5: {at}: topology.links[{d}][{s}] = 0, there is no link from rank {s} to rank {d}")),
+                Some(Unsendable::Link) => out.push(broken(5, format!("{at}: topology.links[{d}][{s}] = 0, there is no link from rank {s} to rank {d}"))),
                 None => {}
             }
             if !listed.insert((addr, s, d)) {
-                out.push(format!("rule 5: {at}: listed twice in the step"));
+                out.push(broken(5, format!("{at}: listed twice in the step")));
                 continue;
             }
             *util.entry((s, d)).or_default() += 1;
             let carried = self.held(s, addr);
             if carried.is_empty() {
-                out.push(format!("rule 7: {at}: rank {s} holds no chunk at address {addr} at the start of step {t}"));
+                out.push(broken(7, format!("{at}: rank {s} holds no chunk at address {addr} at the start of step {t}")));
             }
             let have = arriving.entry((d, addr)).or_insert_with(|| self.held(d, addr).into_iter().collect());
             if let Some(c) = carried.iter().find(|c| have.contains(c)) {
-                out.push(format!(
-                    "rule 8: {at}: rank {d} already holds (or is given in this step) chunk {c} at address {addr}; ncclize makes this receive a reduction (rrc), so the chunk would count twice"
-                ));
+                out.push(broken(8, format!(
+                    "{at}: rank {d} already holds (or is given in this step) chunk {c} at address {addr}; ncclize makes this receive a reduction (rrc), so the chunk would count twice"
+                )));
             }
             have.extend(carried.iter().copied());
             senders.insert((s, addr));
@@ -278,16 +306,22 @@ impl<'a> Run<'a> {
         let mut both: Vec<&(usize, u64)> = senders.intersection(&receivers).collect();
         both.sort_unstable();
         for &(rank, addr) in both {
-            out.push(format!(
-                "rule 9: step {t}: rank {rank} both sends and receives address {addr}; ncclize refuses a receive and a send on the same buffer index in one step"
+            out.push(broken(
+                9,
+                format!(
+                    "step {t}: rank {rank} both sends and receives address {addr}; ncclize refuses a receive and a send on the same buffer index in one step"
+                ),
             ));
         }
         for (&(s, d), &u) in &util {
             let cap = self.links[d][s].saturating_mul(step.rounds);
             if u > cap && self.links[d][s] > 0 {
-                out.push(format!(
-                    "rule 6: step {t}: {u} sends from rank {s} to rank {d}, but links[{d}][{s}] x rounds = {} x {} = {cap}; msccl-tools refuses the file",
-                    self.links[d][s], step.rounds
+                out.push(broken(
+                    6,
+                    format!(
+                        "step {t}: {u} sends from rank {s} to rank {d}, but links[{d}][{s}] x rounds = {} x {} = {cap}; msccl-tools refuses the file",
+                        self.links[d][s], step.rounds
+                    ),
                 ));
             }
         }
