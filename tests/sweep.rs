@@ -320,3 +320,38 @@ fn a_shard_folder_hands_out_its_faults_by_class_number() {
         std::fs::write(dir.join("index.json"), original).unwrap();
     }
 }
+
+/// The three shards of a 4x4 torus's pairs of cables (496 faults in 11 classes): shard 0 holds
+/// classes 0, 3, 6, 9, shard 1 classes 1, 4, 7, 10.
+fn pair_shards(name: &str) -> Vec<PathBuf> {
+    (0..3)
+        .map(|k| {
+            let dir = tmp(&format!("{name}-{k}"));
+            let shard = format!("{k}/3");
+            let o = run(&["sweep", "--torus", "4x4", "--faults", "pairs", "--time-limit", "20", "--shard", &shard, "-o", s(&dir)]);
+            assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+            dir
+        })
+        .collect()
+}
+
+/// `sweep merge` of the shards into a fresh folder of the shards' name: its output, and whether
+/// the folder was made.
+fn merge_shards(shards: &[PathBuf]) -> (Output, bool) {
+    let merged = tmp(&format!("{}-merged", shards[0].file_name().unwrap().to_str().unwrap()));
+    let o = run(&[&["sweep", "merge"][..], &shards.iter().map(|d| s(d)).collect::<Vec<_>>(), &["-o", s(&merged)]].concat());
+    (o, merged.exists())
+}
+
+#[test]
+fn merge_of_different_sweeps_names_the_fields_that_differ() {
+    let shards = pair_shards("sweeps");
+    let cables = tmp("sweeps-cables-2");
+    let o = run(&["sweep", "--torus", "4x4", "--faults", "cables", "--time-limit", "20", "--shard", "2/3", "-o", s(&cables)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let (o, written) = merge_shards(&[shards[0].clone(), shards[1].clone(), cables.clone()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let named = format!("`faults`: \"cables\" in {}, \"pairs\" in {}", cables.display(), shards[0].display());
+    assert!(text(&o).contains(&named), "{}", text(&o));
+    assert!(!written, "{}", text(&o));
+}

@@ -6,22 +6,23 @@
 //! options, classes) and all present, each once. Every class file is copied, and every schedule
 //! checked against the SHA-256 its shard recorded.
 
-use super::index::{Index, ShardInfo};
+use super::index::{Index, ShardInfo, SweepHeader};
 use super::lookup::member_symmetry;
 use super::run::{file_sha256, ClassFiles};
 use crate::error::{Error, Result};
 use crate::io::{write_error, OutputSet};
 use crate::spec::Spec;
 use crate::topology::LinkId;
+use serde_json::Value;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// Merges the shard folders `dirs` into `out` and returns the merged index.
 ///
-/// Errors (bad input): an unreadable index, shards of different sweeps, a shard missing or
-/// given twice, a fault entry that is not its class's (another time, bound, gap or schedule, a
-/// symmetry that does not carry the class's faults onto its own), a class file missing or
-/// changed since its shard wrote it.
+/// Errors (bad input): an unreadable index, shards of different sweeps (the fields that differ
+/// named), a shard missing or given twice, a fault entry that is not its class's (another time,
+/// bound, gap or schedule, a symmetry that does not carry the class's faults onto its own), a
+/// class file missing or changed since its shard wrote it.
 pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Index> {
     if dirs.is_empty() {
         return Err(Error::bad("sweep merge: give the shard folders to merge"));
@@ -32,7 +33,12 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Index> {
     let mut seen = vec![None; count];
     for (dir, ix) in dirs.iter().zip(&shards) {
         if ix.sweep != first.sweep {
-            return Err(Error::bad(format!("{}: a shard of another sweep than {} (the `sweep` headers differ)", dir.display(), dirs[0].display())));
+            return Err(Error::bad(format!(
+                "{}: a shard of another sweep than {} (the `sweep` headers differ: {})",
+                dir.display(),
+                dirs[0].display(),
+                header_difference(&ix.sweep, dir, &first.sweep, &dirs[0])
+            )));
         }
         let s = ix.shard.unwrap_or(ShardInfo { index: 0, count: 1 });
         if s.count != count || s.index >= count {
@@ -133,6 +139,27 @@ fn check_faults(dir: &Path, ix: &Index) -> Result<()> {
         member_symmetry(spec, down, f, &index_path)?;
     }
     Ok(())
+}
+
+/// The fields of two JSON objects whose values differ (by name), with both values as JSON
+/// (`absent` where an object lacks the field).
+fn differences(a: &Value, b: &Value) -> Vec<(String, String, String)> {
+    let empty = serde_json::Map::new();
+    let (a, b) = (a.as_object().unwrap_or(&empty), b.as_object().unwrap_or(&empty));
+    let show = |v: Option<&Value>| v.map_or("absent".to_string(), Value::to_string);
+    let mut fields: Vec<&String> = a.keys().chain(b.keys()).collect();
+    fields.sort();
+    fields.dedup();
+    fields.into_iter().filter(|k| a.get(*k) != b.get(*k)).map(|k| (k.clone(), show(a.get(k)), show(b.get(k)))).collect()
+}
+
+/// Which fields of two shards' `sweep` headers differ, and how: `` `faults`: "cables" in A,
+/// "pairs" in B ``.
+fn header_difference(a: &SweepHeader, a_dir: &Path, b: &SweepHeader, b_dir: &Path) -> String {
+    let (a, b) = (serde_json::to_value(a).expect("json"), serde_json::to_value(b).expect("json"));
+    let each: Vec<String> =
+        differences(&a, &b).into_iter().map(|(field, x, y)| format!("`{field}`: {x} in {}, {y} in {}", a_dir.display(), b_dir.display())).collect();
+    each.join("; ")
 }
 
 /// Copies a file as a file of `set` (a target that is one of the inputs is refused by `io`).
