@@ -344,6 +344,19 @@ fn merge_shards(shards: &[PathBuf]) -> (Output, bool) {
 }
 
 #[test]
+fn merge_refuses_a_shard_holding_classes_of_another_label() {
+    let shards = pair_shards("labels");
+    let (a, b) = (shards[0].join("index.json"), shards[1].join("index.json"));
+    let (text_a, text_b) = (std::fs::read_to_string(&a).unwrap(), std::fs::read_to_string(&b).unwrap());
+    std::fs::write(&a, text_a.replace("\"shard\": {\"index\":0,\"count\":3}", "\"shard\": {\"index\":1,\"count\":3}")).unwrap();
+    std::fs::write(&b, text_b.replace("\"shard\": {\"index\":1,\"count\":3}", "\"shard\": {\"index\":0,\"count\":3}")).unwrap();
+    let (o, written) = merge_shards(&shards);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains(&format!("{}: class 0: not of shard 1/3", a.display())), "{}", text(&o));
+    assert!(!written, "{}", text(&o));
+}
+
+#[test]
 fn merge_of_different_sweeps_names_the_fields_that_differ() {
     let shards = pair_shards("sweeps");
     let cables = tmp("sweeps-cables-2");

@@ -3,7 +3,8 @@
 //! writes.
 //!
 //! The shards must be of one sweep (the same `sweep` header: topology, collective, faults,
-//! options, classes) and all present, each once. Every class file is copied, and every schedule
+//! options, classes) and all present, each once, each holding only the classes of its label.
+//! Every class file is copied, and every schedule
 //! checked against the SHA-256 its shard recorded.
 
 use super::index::{Index, ShardInfo, SweepHeader};
@@ -20,9 +21,10 @@ use std::path::{Path, PathBuf};
 /// Merges the shard folders `dirs` into `out` and returns the merged index.
 ///
 /// Errors (bad input): an unreadable index, shards of different sweeps (the fields that differ
-/// named), a shard missing or given twice, a fault entry that is not its class's (another time,
-/// bound, gap or schedule, a symmetry that does not carry the class's faults onto its own), a
-/// class file missing or changed since its shard wrote it.
+/// named), a shard missing or given twice, a class in a shard whose label does not take it, a
+/// fault entry that is not its class's (another time, bound, gap or schedule, a symmetry that
+/// does not carry the class's faults onto its own), a class file missing or changed since its
+/// shard wrote it.
 pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Index> {
     if dirs.is_empty() {
         return Err(Error::bad("sweep merge: give the shard folders to merge"));
@@ -43,6 +45,16 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Index> {
         let s = ix.shard.unwrap_or(ShardInfo { index: 0, count: 1 });
         if s.count != count || s.index >= count {
             return Err(Error::bad(format!("{}: shard {}/{} of a sweep that {} splits into {count}", dir.display(), s.index, s.count, dirs[0].display())));
+        }
+        if let Some(c) = ix.classes.iter().find(|c| c.class % s.count != s.index) {
+            return Err(Error::bad(format!(
+                "{}: class {}: not of shard {}/{count}, as the index labels it (shard {}/{count} holds the classes c with c % {count} = {})",
+                dir.join("index.json").display(),
+                c.class,
+                s.index,
+                c.class % count,
+                c.class % count
+            )));
         }
         if let Some(other) = seen[s.index].replace(dir) {
             return Err(Error::bad(format!("{} and {}: both are shard {}/{count}", other.display(), dir.display(), s.index)));
