@@ -344,6 +344,33 @@ fn merge_shards(shards: &[PathBuf]) -> (Output, bool) {
 }
 
 #[test]
+fn merge_refuses_a_class_certificate_that_does_not_check() {
+    let shards = pair_shards("certs");
+    let cert = shards[1].join("certificates/c00004.cert.json");
+    let original = std::fs::read_to_string(&cert).unwrap();
+    let mut raised: serde_json::Value = serde_json::from_str(&original).unwrap();
+    let steps = raised["claims"].as_array_mut().unwrap().iter_mut().find(|c| c["bound"] == "steps").unwrap();
+    steps["value"] = serde_json::json!((steps["value"].as_str().unwrap().parse::<u64>().unwrap() + 5).to_string());
+    // Class 1's certificate holds, but for class 1's spec and schedule, not class 4's.
+    let other = std::fs::read_to_string(shards[1].join("certificates/c00001.cert.json")).unwrap();
+    for (body, message) in [
+        ("not json".to_string(), "not a readable certificate"),
+        (serde_json::to_string_pretty(&raised).unwrap(), "does not check: claim 0 (steps)"),
+        (other, "field `spec`: names \"../specs/c00001.spec.json\", not the class's ../specs/c00004.spec.json"),
+    ] {
+        std::fs::write(&cert, body).unwrap();
+        let (o, written) = merge_shards(&shards);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        let named = format!("{}: class 4 (", shards[1].display());
+        assert!(text(&o).contains(&named) && text(&o).contains("certificates/c00004.cert.json: ") && text(&o).contains(message), "{}", text(&o));
+        assert!(!written, "{}", text(&o));
+    }
+    std::fs::write(&cert, original).unwrap();
+    let (o, written) = merge_shards(&shards);
+    assert!(o.status.code() == Some(0) && written, "{}", text(&o));
+}
+
+#[test]
 fn merge_refuses_a_shard_holding_classes_of_another_label() {
     let shards = pair_shards("labels");
     let (a, b) = (shards[0].join("index.json"), shards[1].join("index.json"));

@@ -4,14 +4,15 @@
 //!
 //! The shards must be of one sweep (the same `sweep` header: topology, collective, faults,
 //! options, classes) and all present, each once, each holding only the classes of its label.
-//! Every class file is copied, and every schedule
-//! checked against the SHA-256 its shard recorded.
+//! Every class file is copied, and checked first: every schedule against the SHA-256 its shard
+//! recorded, every certificate as `proof check` checks it (with the class's spec and schedule).
 
-use super::index::{Index, ShardInfo, SweepHeader};
+use super::index::{ClassEntry, Index, ShardInfo, SweepHeader};
 use super::lookup::member_symmetry;
 use super::run::{file_sha256, ClassFiles};
 use crate::error::{Error, Result};
 use crate::io::{write_error, OutputSet};
+use crate::proof::{check_certificate, NotChecked};
 use crate::spec::Spec;
 use crate::topology::LinkId;
 use serde_json::Value;
@@ -24,7 +25,8 @@ use std::path::{Path, PathBuf};
 /// named), a shard missing or given twice, a class in a shard whose label does not take it, a
 /// fault entry that is not its class's (another time, bound, gap or schedule, a symmetry that
 /// does not carry the class's faults onto its own), a class file missing or changed since its
-/// shard wrote it.
+/// shard wrote it, a class certificate that does not check (or not for the class's spec and
+/// schedule).
 pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Index> {
     if dirs.is_empty() {
         return Err(Error::bad("sweep merge: give the shard folders to merge"));
@@ -77,11 +79,9 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Index> {
             first.sweep.fault_count
         )));
     }
-    // Every input is checked before anything is written: every fault entry is its class's, the
-    // class files are there and each schedule still has the SHA-256 its shard recorded.
-    for (dir, ix) in dirs.iter().zip(&shards) {
-        check_faults(dir, ix)?;
-    }
+    // Every input is checked before anything is written: the class files are there, each
+    // schedule still has the SHA-256 its shard recorded, each certificate checks, and every
+    // fault entry is its class's.
     let mut copies = Vec::new();
     for (dir, ix) in dirs.iter().zip(&shards) {
         for c in &ix.classes {
@@ -104,7 +104,13 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Index> {
                 }
                 copies.push((from, out.join(name)));
             }
+            if c.schedule.is_some() {
+                check_class(dir, c)?;
+            }
         }
+    }
+    for (dir, ix) in dirs.iter().zip(&shards) {
+        check_faults(dir, ix)?;
     }
     // All the files appear together, or none.
     let set = OutputSet::new();
@@ -149,6 +155,36 @@ fn check_faults(dir: &Path, ix: &Index) -> Result<()> {
             }
         };
         member_symmetry(spec, down, f, &index_path)?;
+    }
+    Ok(())
+}
+
+/// Checks a class that has a schedule: its certificate holds as `proof check` checks it (the
+/// checker re-derives every claim; the spec and schedule it names still hash the same, describe
+/// its instance, verify and cost what is claimed), and it names the class's own spec and
+/// schedule.
+fn check_class(dir: &Path, c: &ClassEntry) -> Result<()> {
+    let files = ClassFiles::of(c.class);
+    let cert_path = dir.join(&files.certificate);
+    let refused = |why: String| Error::bad(format!("{}: class {} ({}): {}: {why}", dir.display(), c.class, c.name, files.certificate));
+    // The checker's messages start with the certificate's path, which `refused` already names.
+    let own = |why: String| why.strip_prefix(&format!("{}: ", cert_path.display())).map(str::to_string).unwrap_or(why);
+    let checked = check_certificate(&cert_path, false).map_err(|e| match e {
+        NotChecked::Unreadable(why) => refused(format!("not a readable certificate: {}", own(why))),
+        NotChecked::Fails(why) => refused(format!("does not check: {}", own(why))),
+    })?;
+    let report = &checked.report;
+    for (field, named, own) in
+        [("spec", report.spec.as_deref(), &files.spec), ("schedule.file", report.schedule.as_ref().and_then(|s| s.file.as_deref()), &files.schedule)]
+    {
+        let own = format!("../{own}");
+        if named != Some(own.as_str()) {
+            let named = named.map_or("nothing".to_string(), |n| format!("\"{n}\""));
+            return Err(refused(format!("field `{field}`: names {named}, not the class's {own}")));
+        }
+    }
+    if checked.schedule.is_none() {
+        return Err(refused("field `schedule.file`: no schedule attached".into()));
     }
     Ok(())
 }
