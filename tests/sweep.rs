@@ -371,6 +371,29 @@ fn merge_refuses_a_class_certificate_that_does_not_check() {
 }
 
 #[test]
+fn merge_refuses_a_class_entry_its_schedule_and_certificate_do_not_give() {
+    // A class's time (or bound) edited together with its faults', so that every fault is still
+    // its class's: the class's own numbers are recomputed from its schedule and certificate.
+    let shards = pair_shards("numbers");
+    let path = shards[1].join("index.json");
+    let original = std::fs::read_to_string(&path).unwrap();
+    for field in ["time_ns", "bound_ns", "gap"] {
+        let mut v: serde_json::Value = serde_json::from_str(&original).unwrap();
+        v["classes"][0]["schedule"][field] = serde_json::json!(1.0);
+        for f in v["faults"].as_array_mut().unwrap().iter_mut().filter(|f| f["class"] == 1) {
+            f[field] = serde_json::json!(1.0);
+        }
+        std::fs::write(&path, serde_json::to_string(&v).unwrap()).unwrap();
+        let (o, written) = merge_shards(&shards);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        let named = format!("{}: class 1 (", path.display());
+        assert!(text(&o).contains(&named) && text(&o).contains(&format!("field `schedule.{field}`: 1.0, where")), "{}", text(&o));
+        assert!(!written, "{}", text(&o));
+    }
+    std::fs::write(&path, original).unwrap();
+}
+
+#[test]
 fn merge_refuses_a_shard_holding_classes_of_another_label() {
     let shards = pair_shards("labels");
     let (a, b) = (shards[0].join("index.json"), shards[1].join("index.json"));

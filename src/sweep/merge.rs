@@ -5,11 +5,12 @@
 //! The shards must be of one sweep (the same `sweep` header: topology, collective, faults,
 //! options, classes) and all present, each once, each holding only the classes of its label.
 //! Every class file is copied, and checked first: every schedule against the SHA-256 its shard
-//! recorded, every certificate as `proof check` checks it (with the class's spec and schedule).
+//! recorded, every certificate as `proof check` checks it (with the class's spec and schedule),
+//! and the class's entry against the numbers its schedule and certificate give.
 
 use super::index::{ClassEntry, Index, ShardInfo, SweepHeader};
 use super::lookup::member_symmetry;
-use super::run::{file_sha256, ClassFiles};
+use super::run::{file_sha256, Certified, ClassFiles};
 use crate::error::{Error, Result};
 use crate::io::{write_error, OutputSet};
 use crate::proof::{check_certificate, NotChecked};
@@ -26,7 +27,7 @@ use std::path::{Path, PathBuf};
 /// fault entry that is not its class's (another time, bound, gap or schedule, a symmetry that
 /// does not carry the class's faults onto its own), a class file missing or changed since its
 /// shard wrote it, a class certificate that does not check (or not for the class's spec and
-/// schedule).
+/// schedule), a class entry whose numbers are not those its schedule and certificate give.
 pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Index> {
     if dirs.is_empty() {
         return Err(Error::bad("sweep merge: give the shard folders to merge"));
@@ -80,8 +81,8 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Index> {
         )));
     }
     // Every input is checked before anything is written: the class files are there, each
-    // schedule still has the SHA-256 its shard recorded, each certificate checks, and every
-    // fault entry is its class's.
+    // schedule still has the SHA-256 its shard recorded, each certificate checks, each class
+    // entry is what its schedule and certificate give, and every fault entry is its class's.
     let mut copies = Vec::new();
     for (dir, ix) in dirs.iter().zip(&shards) {
         for c in &ix.classes {
@@ -161,8 +162,9 @@ fn check_faults(dir: &Path, ix: &Index) -> Result<()> {
 
 /// Checks a class that has a schedule: its certificate holds as `proof check` checks it (the
 /// checker re-derives every claim; the spec and schedule it names still hash the same, describe
-/// its instance, verify and cost what is claimed), and it names the class's own spec and
-/// schedule.
+/// its instance, verify and cost what is claimed), it names the class's own spec and schedule,
+/// and the class's entry is what the sweep writes from them (cost, bounds, gap, steps, pieces),
+/// compared as the index stores them.
 fn check_class(dir: &Path, c: &ClassEntry) -> Result<()> {
     let files = ClassFiles::of(c.class);
     let cert_path = dir.join(&files.certificate);
@@ -183,8 +185,18 @@ fn check_class(dir: &Path, c: &ClassEntry) -> Result<()> {
             return Err(refused(format!("field `{field}`: names {named}, not the class's {own}")));
         }
     }
-    if checked.schedule.is_none() {
-        return Err(refused("field `schedule.file`: no schedule attached".into()));
+    let (schedule, cost) = checked.schedule.ok_or_else(|| refused("field `schedule.file`: no schedule attached".into()))?;
+    let entry = c.schedule.as_ref().expect("a class with a schedule");
+    let sha256 = report.schedule.as_ref().and_then(|s| s.sha256.clone()).unwrap_or_default();
+    let expected = Certified::of(report, cost).class_schedule(&files, sha256, entry.chosen.clone(), &schedule);
+    let (theirs, ours) = (serde_json::to_value(entry).expect("json"), serde_json::to_value(&expected).expect("json"));
+    if let Some((field, theirs, ours)) = differences(&theirs, &ours).into_iter().next() {
+        return Err(Error::bad(format!(
+            "{}: class {} ({}): field `schedule.{field}`: {theirs}, where its schedule and certificate give {ours}",
+            dir.join("index.json").display(),
+            c.class,
+            c.name
+        )));
     }
     Ok(())
 }
