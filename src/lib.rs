@@ -60,6 +60,7 @@ mod generate;
 mod io;
 mod lower;
 mod pictures;
+mod proof;
 mod schedule;
 mod spec;
 mod sweep;

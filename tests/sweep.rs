@@ -320,3 +320,101 @@ fn a_shard_folder_hands_out_its_faults_by_class_number() {
         std::fs::write(dir.join("index.json"), original).unwrap();
     }
 }
+
+/// The three shards of a 4x4 torus's pairs of cables (496 faults in 11 classes): shard 0 holds
+/// classes 0, 3, 6, 9, shard 1 classes 1, 4, 7, 10.
+fn pair_shards(name: &str) -> Vec<PathBuf> {
+    (0..3)
+        .map(|k| {
+            let dir = tmp(&format!("{name}-{k}"));
+            let shard = format!("{k}/3");
+            let o = run(&["sweep", "--torus", "4x4", "--faults", "pairs", "--time-limit", "20", "--shard", &shard, "-o", s(&dir)]);
+            assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+            dir
+        })
+        .collect()
+}
+
+/// `sweep merge` of the shards into a fresh folder of the shards' name: its output, and whether
+/// the folder was made.
+fn merge_shards(shards: &[PathBuf]) -> (Output, bool) {
+    let merged = tmp(&format!("{}-merged", shards[0].file_name().unwrap().to_str().unwrap()));
+    let o = run(&[&["sweep", "merge"][..], &shards.iter().map(|d| s(d)).collect::<Vec<_>>(), &["-o", s(&merged)]].concat());
+    (o, merged.exists())
+}
+
+#[test]
+fn merge_refuses_a_class_certificate_that_does_not_check() {
+    let shards = pair_shards("certs");
+    let cert = shards[1].join("certificates/c00004.cert.json");
+    let original = std::fs::read_to_string(&cert).unwrap();
+    let mut raised: serde_json::Value = serde_json::from_str(&original).unwrap();
+    let steps = raised["claims"].as_array_mut().unwrap().iter_mut().find(|c| c["bound"] == "steps").unwrap();
+    steps["value"] = serde_json::json!((steps["value"].as_str().unwrap().parse::<u64>().unwrap() + 5).to_string());
+    // Class 1's certificate holds, but for class 1's spec and schedule, not class 4's.
+    let other = std::fs::read_to_string(shards[1].join("certificates/c00001.cert.json")).unwrap();
+    for (body, message) in [
+        ("not json".to_string(), "not a readable certificate"),
+        (serde_json::to_string_pretty(&raised).unwrap(), "does not check: claim 0 (steps)"),
+        (other, "field `spec`: names \"../specs/c00001.spec.json\", not the class's ../specs/c00004.spec.json"),
+    ] {
+        std::fs::write(&cert, body).unwrap();
+        let (o, written) = merge_shards(&shards);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        let named = format!("{}: class 4 (", shards[1].display());
+        assert!(text(&o).contains(&named) && text(&o).contains("certificates/c00004.cert.json: ") && text(&o).contains(message), "{}", text(&o));
+        assert!(!written, "{}", text(&o));
+    }
+    std::fs::write(&cert, original).unwrap();
+    let (o, written) = merge_shards(&shards);
+    assert!(o.status.code() == Some(0) && written, "{}", text(&o));
+}
+
+#[test]
+fn merge_refuses_a_class_entry_its_schedule_and_certificate_do_not_give() {
+    // A class's time (or bound) edited together with its faults', so that every fault is still
+    // its class's: the class's own numbers are recomputed from its schedule and certificate.
+    let shards = pair_shards("numbers");
+    let path = shards[1].join("index.json");
+    let original = std::fs::read_to_string(&path).unwrap();
+    for field in ["time_ns", "bound_ns", "gap"] {
+        let mut v: serde_json::Value = serde_json::from_str(&original).unwrap();
+        v["classes"][0]["schedule"][field] = serde_json::json!(1.0);
+        for f in v["faults"].as_array_mut().unwrap().iter_mut().filter(|f| f["class"] == 1) {
+            f[field] = serde_json::json!(1.0);
+        }
+        std::fs::write(&path, serde_json::to_string(&v).unwrap()).unwrap();
+        let (o, written) = merge_shards(&shards);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        let named = format!("{}: class 1 (", path.display());
+        assert!(text(&o).contains(&named) && text(&o).contains(&format!("field `schedule.{field}`: 1.0, where")), "{}", text(&o));
+        assert!(!written, "{}", text(&o));
+    }
+    std::fs::write(&path, original).unwrap();
+}
+
+#[test]
+fn merge_refuses_a_shard_holding_classes_of_another_label() {
+    let shards = pair_shards("labels");
+    let (a, b) = (shards[0].join("index.json"), shards[1].join("index.json"));
+    let (text_a, text_b) = (std::fs::read_to_string(&a).unwrap(), std::fs::read_to_string(&b).unwrap());
+    std::fs::write(&a, text_a.replace("\"shard\": {\"index\":0,\"count\":3}", "\"shard\": {\"index\":1,\"count\":3}")).unwrap();
+    std::fs::write(&b, text_b.replace("\"shard\": {\"index\":1,\"count\":3}", "\"shard\": {\"index\":0,\"count\":3}")).unwrap();
+    let (o, written) = merge_shards(&shards);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains(&format!("{}: class 0: not of shard 1/3", a.display())), "{}", text(&o));
+    assert!(!written, "{}", text(&o));
+}
+
+#[test]
+fn merge_of_different_sweeps_names_the_fields_that_differ() {
+    let shards = pair_shards("sweeps");
+    let cables = tmp("sweeps-cables-2");
+    let o = run(&["sweep", "--torus", "4x4", "--faults", "cables", "--time-limit", "20", "--shard", "2/3", "-o", s(&cables)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let (o, written) = merge_shards(&[shards[0].clone(), shards[1].clone(), cables.clone()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let named = format!("`faults`: \"cables\" in {}, \"pairs\" in {}", cables.display(), shards[0].display());
+    assert!(text(&o).contains(&named), "{}", text(&o));
+    assert!(!written, "{}", text(&o));
+}

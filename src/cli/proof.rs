@@ -3,13 +3,11 @@
 //! still hashes the same and describes the same instance; an attached schedule still costs what
 //! the certificate says).
 
-use crate::bounds::certificate::{certificate_for, instance_json, schedule_json};
+use crate::bounds::certificate::{certificate_for, schedule_json};
 use crate::error::{Error, ExitCode, Result};
-use crate::io::sha256_hex;
+use crate::proof::{check_certificate, read_attached, verify_attached, NotChecked};
 use crate::spec::Spec;
-use crate::units::{to_checker, to_f64};
-use crate::verify::{verify_schedule, verify_schedule_against, Report, VerifyOptions};
-use collsched_checker::ScheduleClaim;
+use crate::units::to_checker;
 use serde_json::{json, Value};
 use std::path::{Component, Path, PathBuf};
 
@@ -113,31 +111,6 @@ pub fn bound(spec: &Spec, certificate: Option<&Path>, schedule: Option<&Path>, j
     Ok(ExitCode::Ok)
 }
 
-/// An attached schedule and its SHA-256: a schedule file, or an SCCL algorithm (by its keys)
-/// imported onto the spec's instance, which gives it bandwidths, latencies and sizes.
-fn read_attached(path: &Path, instance: impl FnOnce() -> Result<Option<crate::spec::Instance>>) -> Result<(crate::schedule::Schedule, String)> {
-    if crate::export::sccl::is_sccl_json(path)? {
-        let inst = instance()?.ok_or_else(|| Error::bad(format!("{}: an SCCL algorithm needs a spec for its bandwidths and sizes", path.display())))?;
-        let bytes = crate::io::read_bytes(path)?;
-        let (_, s) = crate::export::sccl::read_sccl_file(path, Some(&inst))?;
-        return Ok((s, sha256_hex(&bytes)));
-    }
-    crate::schedule::read_schedule_file_hashed(path)
-}
-
-/// An attached schedule verified on its certificate's instance as `verify --spec` verifies a
-/// schedule (the same network and collective, the instance's down links down), and made for the
-/// same faults: a schedule for other faults is another instance's, even where it avoids these.
-fn verify_attached(s: &crate::schedule::Schedule, inst: &crate::spec::Instance) -> Result<Report> {
-    let report = verify_schedule_against(s, &VerifyOptions::default(), inst.clone())?;
-    let (theirs, ours) = (s.header.topology.down_links(), inst.topology.down_links());
-    if let Some(&l) = theirs.iter().chain(&ours).find(|l| theirs.contains(l) != ours.contains(l)) {
-        let (sched, spec) = if theirs.contains(&l) { ("down", "up") } else { ("up", "down") };
-        return Err(Error::bad(format!("{}: the schedule has it {sched}, the spec {spec} (a schedule for other faults)", inst.topology.describe_link(l))));
-    }
-    Ok(report)
-}
-
 /// Whether a file in a folder is a certificate to check: named `*.cert.json` (so that a corrupt
 /// one fails rather than disappears), or a JSON object whose `format` is the certificate's.
 fn is_certificate(path: &Path) -> bool {
@@ -189,125 +162,6 @@ fn certificate_files(paths: &[PathBuf]) -> Result<(Vec<PathBuf>, usize)> {
     Ok((out, passed_over))
 }
 
-/// Why a certificate did not check.
-enum NotChecked {
-    /// It is a certificate, and a claim or a tie to its files fails (exit 1).
-    Fails(String),
-    /// It cannot be read as a certificate (exit 2).
-    Unreadable(String),
-}
-
-impl From<String> for NotChecked {
-    fn from(why: String) -> Self {
-        NotChecked::Fails(why)
-    }
-}
-
-/// Checks one certificate and the files it names; returns a one-line summary.
-fn check_one(path: &Path) -> std::result::Result<String, NotChecked> {
-    let report =
-        collsched_checker::check_file(path).map_err(|e| if e.unreadable { NotChecked::Unreadable(e.message) } else { NotChecked::Fails(e.message) })?;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    // Files are named relative to the certificate's folder, so that a copied folder checks its
-    // own files; an absolute name would check the originals.
-    for (field, name) in [("spec", report.spec.as_ref()), ("schedule.file", report.schedule.as_ref().and_then(|c| c.file.as_ref()))] {
-        if let Some(name) = name.filter(|n| Path::new(n).is_absolute()) {
-            return Err(format!("{}: {field} = \"{name}\": an absolute path; a certificate names its files relative to its own folder", path.display()).into());
-        }
-    }
-    let mut notes = Vec::new();
-    if let Some(rel) = &report.spec {
-        let spec_path = dir.join(rel);
-        let bytes = std::fs::read(&spec_path).map_err(|e| format!("{}: spec {}: cannot read: {e}", path.display(), spec_path.display()))?;
-        if sha256_hex(&bytes) != report.spec_sha256 {
-            return Err(format!("{}: the spec {} changed since the certificate was made (its SHA-256 differs)", path.display(), spec_path.display()).into());
-        }
-        let inst = Spec::load(&spec_path).and_then(|s| s.instance()).map_err(|e| format!("{}: {e}", path.display()))?;
-        if instance_json(&inst) != report.instance {
-            return Err(format!("{}: the certificate's instance is not the one {} describes", path.display(), spec_path.display()).into());
-        }
-        notes.push(format!("spec {rel}"));
-    }
-    if let Some(claim) = &report.schedule {
-        if let Some(rel) = &claim.file {
-            let note = check_attached_schedule(path, &dir.join(rel), claim, report.spec.as_ref().map(|s| dir.join(s)).as_deref(), &report.instance)?;
-            notes.push(format!("schedule {rel}{note}"));
-        }
-    }
-    let mut best = report.bandwidth_bound.as_ref().map(|b| format!(", bandwidth bound {}", collsched_checker::show_q(b))).unwrap_or_default();
-    if let Some(steps) = &report.steps_bound {
-        best += &format!(", steps bound {}", collsched_checker::show_q(steps));
-    }
-    Ok(format!(
-        "{}: {} claims hold{best}{}",
-        path.display(),
-        report.claims.len(),
-        if notes.is_empty() { String::new() } else { format!(" ({})", notes.join(", ")) }
-    ))
-}
-
-/// Checks the schedule a certificate attaches: the file's SHA-256 is the one recorded, it verifies,
-/// it is for the certificate's instance (its spec's, checked as `verify --spec` checks a schedule;
-/// without a spec, the instance the certificate states), and it costs what the certificate claims. A missing file is regenerated first from the spec
-/// that generates it (`generate` is deterministic: the same spec gives the same bytes), so that a
-/// fresh clone checks every certificate without running anything before. Returns what it did,
-/// for the summary line.
-fn check_attached_schedule(
-    cert: &Path,
-    sched_path: &Path,
-    claim: &ScheduleClaim,
-    spec: Option<&Path>,
-    instance: &Value,
-) -> std::result::Result<String, String> {
-    let at = |msg: String| format!("{}: {msg}", cert.display());
-    let mut note = String::new();
-    if !sched_path.exists() {
-        let spec = spec.ok_or_else(|| at(format!("the attached schedule {} is missing and no spec names how to generate it", sched_path.display())))?;
-        let spec = Spec::load(spec).map_err(|e| at(e.to_string()))?;
-        if !matches!(spec.method, Some(crate::spec::MethodSpec::Generate(_))) {
-            return Err(at(format!(
-                "the attached schedule {} is missing, and its spec synthesizes (a timed search) rather than generates it",
-                sched_path.display()
-            )));
-        }
-        let schedule = crate::generate::from_spec(&spec).map_err(|e| at(e.to_string()))?;
-        crate::schedule::write_schedule_file(sched_path, &schedule).map_err(|e| at(e.to_string()))?;
-        note.push_str(" (regenerated from its spec)");
-    }
-    let inst = spec.map(|p| Spec::load(p).and_then(|s| s.instance())).transpose().map_err(|e| at(e.to_string()))?;
-    let (s, sha256) = read_attached(sched_path, || Ok(inst.clone())).map_err(|e| at(e.to_string()))?;
-    if let Some(expected) = &claim.sha256 {
-        if sha256 != *expected {
-            return Err(at(format!("the attached schedule {} is not the file the certificate was made with (its SHA-256 differs)", sched_path.display())));
-        }
-        note.push_str(", SHA-256 matches");
-    }
-    let not_for = |why: String| at(format!("the attached schedule {} is not for the certificate's instance: {why}", sched_path.display()));
-    let r = match &inst {
-        Some(inst) => verify_attached(&s, inst).map_err(|e| not_for(e.to_string()))?,
-        None => {
-            let own = crate::spec::Instance { topology: s.header.topology.clone(), collective: s.header.collective.clone(), pieces_given: true };
-            if instance_json(&own) != *instance {
-                return Err(not_for("its network, faults or collective differ from the certificate's `instance`".into()));
-            }
-            verify_schedule(&s, &VerifyOptions::default()).map_err(|e| at(e.to_string()))?
-        }
-    };
-    if !r.is_valid() {
-        return Err(at(format!("the attached schedule {} fails verification: {}", sched_path.display(), r.findings.failures()[0])));
-    }
-    let c = r.cost.expect("verification computes the cost");
-    if to_checker(&c.bandwidth_ns()) != claim.bandwidth_ns || to_checker(&c.time_ns()) != claim.time_ns {
-        return Err(at(format!(
-            "the attached schedule {} no longer costs what the certificate claims (bandwidth term {} ns, time {} ns)",
-            sched_path.display(),
-            to_f64(&c.bandwidth_ns()),
-            to_f64(&c.time_ns())
-        )));
-    }
-    Ok(note)
-}
-
 /// `proof check PATH...`.
 pub fn proof_check(paths: &[PathBuf]) -> Result<ExitCode> {
     let (files, passed_over) = certificate_files(paths)?;
@@ -324,8 +178,8 @@ pub fn proof_check(paths: &[PathBuf]) -> Result<ExitCode> {
     // over one that fails (1), since it was not checked at all.
     let (mut failed, mut unreadable) = (0, 0);
     for f in &files {
-        match check_one(f) {
-            Ok(line) => println!("ok   {line}"),
+        match check_certificate(f, true) {
+            Ok(checked) => println!("ok   {}", checked.summary(f)),
             Err(NotChecked::Fails(why)) => {
                 failed += 1;
                 println!("FAIL {why}");

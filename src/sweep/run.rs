@@ -271,22 +271,7 @@ impl Plan {
         let sha256 = file_sha256(&set.staged_path(&path))?;
         let certified = self.certify(&inst, &schedule, &spec_text, &files, &sha256, out, set)?;
         let status = if answer.limit_reached { ClassStatus::LimitReached } else { ClassStatus::Ok };
-        let class_schedule = ClassSchedule {
-            file: files.schedule.clone(),
-            sha256,
-            certificate: files.certificate.clone(),
-            spec: files.spec.clone(),
-            chosen: answer.chosen.to_string(),
-            steps: schedule.steps.len(),
-            pieces: schedule.header.collective.pieces,
-            time_ns: to_f64(&certified.cost.time_ns()),
-            bandwidth_ns: to_f64(&certified.cost.bandwidth_ns()),
-            bandwidth_bound_ns: certified.bandwidth.as_ref().and_then(q_to_f64),
-            latency_bound_ns: q_to_f64(&certified.latency).unwrap_or(0.0),
-            bound_ns: certified.bound().as_ref().and_then(q_to_f64),
-            gap: certified.gap(),
-            bandwidth_optimal: certified.bandwidth_optimal,
-        };
+        let class_schedule = certified.class_schedule(&files, sha256, answer.chosen.to_string(), &schedule);
         say("checking members");
         let maps = self.member_maps(class)?;
         let verified = self.verify_members(class, &maps, &schedule, &certified.cost)?;
@@ -346,10 +331,8 @@ impl Plan {
         let mut cert = certificate_of_instance(inst, &sha256_hex(spec_text.as_bytes()), &flow);
         let checked = collsched_checker::check_str(&cert.to_string())
             .map_err(|e| Error::internal(format!("{}: the bound certificate does not check: {e}", files.certificate)))?;
-        let latency = checked.claims.iter().find(|c| c.bound == "latency").map(|c| c.derived.clone()).unwrap_or_default();
-        let bandwidth = checked.bandwidth_bound.clone();
-        let bandwidth_optimal = bandwidth.as_ref().is_some_and(|b| *b == to_checker(&cost.bandwidth_ns()));
-        let mut attached = schedule_json(cost.bandwidth_ns(), cost.time_ns(), bandwidth_optimal);
+        let certified = Certified::of(&checked, cost);
+        let mut attached = schedule_json(certified.cost.bandwidth_ns(), certified.cost.time_ns(), certified.bandwidth_optimal);
         attached["file"] = json!(format!("../{}", files.schedule));
         attached["sha256"] = json!(sha256);
         cert["spec"] = json!(format!("../{}", files.spec));
@@ -357,7 +340,7 @@ impl Plan {
         collsched_checker::check_str(&cert.to_string())
             .map_err(|e| Error::internal(format!("{}: the class schedule does not meet its certified bounds: {e}", files.certificate)))?;
         set.write_bytes(&out.join(&files.certificate), (serde_json::to_string_pretty(&cert).expect("json") + "\n").as_bytes())?;
-        Ok(Certified { cost, bandwidth, latency, bandwidth_optimal })
+        Ok(certified)
     }
 
     /// Where each member's symmetry sends every node, checked to map the representative's
@@ -469,7 +452,7 @@ impl Plan {
 }
 
 /// A verified class schedule's exact cost and its certified bounds (ns).
-struct Certified {
+pub(super) struct Certified {
     cost: SyncCost,
     bandwidth: Option<collsched_checker::Q>,
     latency: collsched_checker::Q,
@@ -477,6 +460,37 @@ struct Certified {
 }
 
 impl Certified {
+    /// The bounds the checker re-derived from a class's certificate (its best bandwidth bound,
+    /// its latency claim) with the schedule's cost.
+    pub(super) fn of(checked: &collsched_checker::CheckReport, cost: SyncCost) -> Certified {
+        let latency = checked.claims.iter().find(|c| c.bound == "latency").map(|c| c.derived.clone()).unwrap_or_default();
+        let bandwidth = checked.bandwidth_bound.clone();
+        let bandwidth_optimal = bandwidth.as_ref().is_some_and(|b| *b == to_checker(&cost.bandwidth_ns()));
+        Certified { cost, bandwidth, latency, bandwidth_optimal }
+    }
+
+    /// The class's schedule entry of the index: its files, the candidate chosen, and the
+    /// numbers the schedule and its bounds give (`sweep merge` recomputes them to check a
+    /// shard's entry).
+    pub(super) fn class_schedule(&self, files: &ClassFiles, sha256: String, chosen: String, schedule: &Schedule) -> ClassSchedule {
+        ClassSchedule {
+            file: files.schedule.clone(),
+            sha256,
+            certificate: files.certificate.clone(),
+            spec: files.spec.clone(),
+            chosen,
+            steps: schedule.steps.len(),
+            pieces: schedule.header.collective.pieces,
+            time_ns: to_f64(&self.cost.time_ns()),
+            bandwidth_ns: to_f64(&self.cost.bandwidth_ns()),
+            bandwidth_bound_ns: self.bandwidth.as_ref().and_then(q_to_f64),
+            latency_bound_ns: q_to_f64(&self.latency).unwrap_or(0.0),
+            bound_ns: self.bound().as_ref().and_then(q_to_f64),
+            gap: self.gap(),
+            bandwidth_optimal: self.bandwidth_optimal,
+        }
+    }
+
     /// Bandwidth bound plus latency bound.
     fn bound(&self) -> Option<collsched_checker::Q> {
         self.bandwidth.as_ref().map(|b| b + &self.latency)
