@@ -214,7 +214,7 @@ fn generate_from_flags_then_verify_and_cost() {
     let o = run(&["cost", s(&out), "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!((v["per_group"]["dim0"]["links"].as_u64(), v["per_group"]["dim1"]["links"].as_u64()), (Some(30), Some(32)), "{v}");
-    let o = run(&["generate", "--torus", "4x4x4", "--fail", "(0,0,0)-(1,0,0)", "--collective", "all_to_all", "--bytes", "4MiB", "--print-spec"]);
+    let o = run(&["bound", "--torus", "4x4x4", "--fail", "(0,0,0)-(1,0,0)", "--collective", "all_to_all", "--bytes", "4MiB", "--print-spec"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let spec: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(spec["faults"]["cables"][0][1], serde_json::json!([1, 0, 0]));
@@ -2263,7 +2263,7 @@ fn print_spec_refuses_what_reading_it_back_refuses() {
     let spec = tmp("print-bad-rank.spec.json");
     std::fs::write(&spec, r#"{"topology": {"torus": {"dims": [4], "bandwidth_gbps": 32, "latency_ns": 100}}, "collective": {"kind": "all_to_all", "bytes_per_rank": 1024, "ranks": [9]}}"#)
         .unwrap();
-    let printed = run(&["generate", s(&spec), "--print-spec"]);
+    let printed = run(&["bound", s(&spec), "--print-spec"]);
     let read = run(&["bound", s(&spec)]);
     assert_eq!(printed.status.code(), Some(2), "{}", text(&printed));
     assert!(
@@ -2272,11 +2272,63 @@ fn print_spec_refuses_what_reading_it_back_refuses() {
         text(&printed),
         text(&read)
     );
-    let o = run(&["generate", "--torus", "4", "--fail", "0-9", "--print-spec"]);
+    let o = run(&["generate", "--torus", "4", "--fail", "0-9", "--algorithm", "foldedring", "--print-spec"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(o.stdout.is_empty() && text(&o).contains("faults.cables[0]"), "{}", text(&o));
-    let o = run(&["generate", "--torus", "4", "--fail", "0-1", "--print-spec"]);
+    let o = run(&["generate", "--torus", "4", "--fail", "0-1", "--algorithm", "foldedring", "--print-spec"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // The faults cutting a rank off is the instance's, not the spec's: printed (the command exits 3).
+    let o = run(&["generate", "--torus", "4", "--fail", "0-1", "--fail", "2-3", "--algorithm", "foldedring", "--print-spec"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+/// `--print-spec` runs the command's own checks of its input (method, algorithm, scheduler,
+/// chunks, pieces, solver, time limit), not only the topology's, faults' and collective's: what
+/// the command refuses with exit 2 is refused with its message and nothing printed. It printed
+/// each of these and exited 0.
+#[test]
+fn print_spec_runs_the_commands_own_checks() {
+    let subset = tmp("print-subset.spec.json");
+    std::fs::write(
+        &subset,
+        r#"{"topology": {"torus": {"dims": [4, 4], "bandwidth_gbps": 32, "latency_ns": 100}},
+            "collective": {"kind": "all_to_all", "bytes_per_rank": 1024, "ranks": [0, 1, 2]},
+            "method": {"generate": {"algorithm": "halfring", "scheduler": "dimrotation"}}}"#,
+    )
+    .unwrap();
+    let smt = tmp("print-smt.spec.json");
+    std::fs::write(
+        &smt,
+        r#"{"topology": {"torus": {"dims": [4, 4], "bandwidth_gbps": 32, "latency_ns": 100}},
+            "collective": {"kind": "all_to_all", "bytes_per_rank": 1024}, "method": {"synthesize": {"solver": "smt"}}}"#,
+    )
+    .unwrap();
+    let out = tmp("print-checks.json");
+    let mut cases: Vec<Vec<&str>> = vec![
+        vec!["generate", "--torus", "4x4", "--algorithm", "pairwise"],
+        vec!["generate", "--torus", "4x4", "--algorithm", "halfring"],
+        vec!["generate", "--torus", "4x4", "--algorithm", "halfring", "--scheduler", "dimrotation", "--chunks", "3"],
+        vec!["generate", "--torus", "4x4", "--algorithm", "halfring", "--scheduler", "dimrotation", "--pieces", "7"],
+        vec!["generate", "--torus", "4", "--algorithm", "halfring", "--pieces", "7"],
+        vec!["generate", "--torus", "4x4", "--algorithm", "dor", "--collective", "all_gather"],
+        vec!["generate", "--torus", "4x4"],
+        vec!["generate", s(&subset)],
+        vec!["synthesize", "--torus", "4x4", "--time-limit", "0"],
+        vec!["sweep", "--torus", "4x4", "--faults", "cables", "--time-limit", "0"],
+    ];
+    // A solver this build lacks (the smt feature is off in the test build unless asked for).
+    if !cfg!(feature = "smt") {
+        cases.push(vec!["synthesize", "--torus", "4x4", "--solver", "smt"]);
+        cases.push(vec!["synthesize", s(&smt)]);
+    }
+    for args in cases {
+        let command = run(&[&args[..], &["-o", s(&out)]].concat());
+        assert_eq!(command.status.code(), Some(2), "{args:?}: {}", text(&command));
+        let printed = run(&[&args[..], &["--print-spec"]].concat());
+        assert_eq!(printed.status.code(), Some(2), "{args:?}: {}", text(&printed));
+        assert!(printed.stdout.is_empty(), "{args:?}: {}", text(&printed));
+        assert_eq!(String::from_utf8_lossy(&printed.stderr), String::from_utf8_lossy(&command.stderr), "{args:?}");
+    }
 }
 
 /// A cable (undirected) or node listed twice among the faults is refused, naming both entries.

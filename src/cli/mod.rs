@@ -275,17 +275,19 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Cost { schedule, model, fifo, svg, json } => cost(schedule, &model, fifo, svg.as_deref(), json),
         Command::Generate { spec, flags, output, topology_svg, json } => generate(spec, flags, output, topology_svg, json),
         Command::Eval { tori, out, fat_trees } => eval(&tori, &out, fat_trees),
-        Command::Bound { spec, flags, certificate, schedule, json } => match load_spec(spec.as_deref(), &flags) {
+        Command::Bound { spec, flags, certificate, schedule, json } => match load_spec(spec.as_deref(), &flags, |_| Ok(())) {
             Ok(Some(spec)) => proof::bound(&spec, certificate.as_deref(), schedule.as_deref(), json),
             Ok(None) => Ok(ExitCode::Ok),
             Err(e) => Err(e),
         },
         Command::Proof(ProofCommand::Check { paths }) => proof::proof_check(&paths),
-        Command::Synthesize { spec, flags, output, objective, solver, time_limit, pareto, json } => match load_spec(spec.as_deref(), &flags) {
-            Ok(Some(spec)) => synth::synthesize(&spec, &output, objective, solver, time_limit, pareto, json),
-            Ok(None) => Ok(ExitCode::Ok),
-            Err(e) => Err(e),
-        },
+        Command::Synthesize { spec, flags, output, objective, solver, time_limit, pareto, json } => {
+            match load_spec(spec.as_deref(), &flags, |spec| synth::options(spec, solver, time_limit).map(drop)) {
+                Ok(Some(spec)) => synth::synthesize(&spec, &output, objective, solver, time_limit, pareto, json),
+                Ok(None) => Ok(ExitCode::Ok),
+                Err(e) => Err(e),
+            }
+        }
         Command::Export { schedule, to, output, channels, legacy } => export::export(&schedule, &to, &output, channels, legacy),
         Command::Sweep(args) => sweep::run(args),
     };
@@ -629,17 +631,20 @@ fn cost(schedule: PathBuf, model: &str, fifo: bool, svg: Option<&std::path::Path
     Ok(ExitCode::Ok)
 }
 
-/// The spec from a file or from shorthand flags (not both); prints it with `--print-spec`.
-fn load_spec(path: Option<&std::path::Path>, flags: &SpecFlags) -> Result<Option<Spec>> {
+/// The spec from a file or from shorthand flags (not both). With `--print-spec` it is printed
+/// and `None` returned, once `check`, the
+/// command's own check of its input before it does any work, and the instance accept it: a spec
+/// the command would refuse as bad input is refused here with the command's message, and nothing
+/// is printed (a rank the faults cut off, or a method that cannot run on them, is the instance's,
+/// not the spec's: the spec is printed).
+fn load_spec(path: Option<&std::path::Path>, flags: &SpecFlags, check: impl FnOnce(&Spec) -> Result<()>) -> Result<Option<Spec>> {
     let spec = match (path, flags.any()) {
         (Some(_), true) => return Err(Error::bad("give a spec file or shorthand flags, not both")),
         (Some(p), false) => Spec::load(p)?,
         (None, _) => flags.build()?,
     };
     if flags.print_spec {
-        // Only a spec that reads back: what a command would refuse as bad input is refused here
-        // too, with the same message (a rank the faults cut off is the instance's, not the spec's).
-        if let Err(e @ Error::BadInput(_)) = spec.instance() {
+        if let Err(e @ Error::BadInput(_)) = check(&spec).and_then(|()| spec.instance().map(drop)) {
             return Err(e);
         }
         println!("{}", spec.to_json_string());
@@ -649,7 +654,10 @@ fn load_spec(path: Option<&std::path::Path>, flags: &SpecFlags) -> Result<Option
 }
 
 fn generate(spec_path: Option<PathBuf>, flags: SpecFlags, output: Option<PathBuf>, topology_svg: Option<PathBuf>, json: bool) -> Result<ExitCode> {
-    let Some(spec) = load_spec(spec_path.as_deref(), &flags)? else { return Ok(ExitCode::Ok) };
+    // The command's checks of a spec are made as it generates (the pieces an algorithm cuts a
+    // block into are known once it ran): `--print-spec` generates, and prints what generates.
+    let check = |spec: &Spec| crate::generate::from_spec(spec).map(drop);
+    let Some(spec) = load_spec(spec_path.as_deref(), &flags, check)? else { return Ok(ExitCode::Ok) };
     let schedule = crate::generate::from_spec(&spec)?;
     if let Some(out) = &topology_svg {
         let title = spec.description.clone().unwrap_or_else(|| "topology".into());
