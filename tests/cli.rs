@@ -2455,3 +2455,39 @@ fn proof_check_calls_a_collective_it_cannot_read_bad() {
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).starts_with("FAIL ") && text(&o).contains("claim 0 (steps): the witness supports 2 steps, the claim is 3 steps"), "{}", text(&o));
 }
+
+/// `--print-spec` writes every flag that maps to a spec field, `--solver` and `--time-limit`
+/// (`method.synthesize`) among them: the printed spec run again gives the same schedule file as
+/// the flags. It left out `method`, so a spec printed with `--time-limit 0.001` ran with 60 s.
+#[test]
+fn a_printed_spec_runs_as_its_flags_do() {
+    let runs: [(&str, &[&str]); 3] = [
+        ("synthesize", &["--torus", "5", "--fail", "0-1", "--bytes", "64KiB", "--time-limit", "30", "--solver", "ilp"]),
+        ("generate", &["--torus", "4x4", "--algorithm", "halfring", "--scheduler", "pipeline", "--chunks", "3", "--bytes", "96KiB"]),
+        ("generate", &["--torus", "4x4", "--algorithm", "halfring", "--scheduler", "dimrotation", "--pieces", "4"]),
+    ];
+    for (i, (command, flags)) in runs.iter().enumerate() {
+        let (a, b, spec) = (tmp(&format!("round-{i}-flags.json")), tmp(&format!("round-{i}-spec.json")), tmp(&format!("round-{i}.spec.json")));
+        let o = run(&[&[*command][..], flags, &["--print-spec"]].concat());
+        assert_eq!(o.status.code(), Some(0), "{flags:?}: {}", text(&o));
+        std::fs::write(&spec, &o.stdout).unwrap();
+        let by_flags = run(&[&[*command][..], flags, &["-o", s(&a)]].concat());
+        let by_spec = run(&[*command, s(&spec), "-o", s(&b)]);
+        assert_eq!(by_flags.status.code(), Some(0), "{flags:?}: {}", text(&by_flags));
+        assert_eq!(by_spec.status.code(), Some(0), "{flags:?}: {}", text(&by_spec));
+        assert!(std::fs::read(&a).unwrap() == std::fs::read(&b).unwrap(), "{flags:?}: the schedule files differ");
+        if *command == "synthesize" {
+            let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+            assert_eq!(v["method"], serde_json::json!({"synthesize": {"solver": "ilp", "time_limit_s": 30.0}}), "{v}");
+        }
+    }
+    // A time limit that cuts the search short: the printed spec stops at the same limit (exit 4).
+    let spec = tmp("round-limit.spec.json");
+    let flags = ["--torus", "4x4", "--bytes", "1MiB", "--time-limit", "0.001"];
+    let o = run(&[&["synthesize"][..], &flags, &["--print-spec"]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    std::fs::write(&spec, &o.stdout).unwrap();
+    let by_flags = run(&[&["synthesize"][..], &flags, &["-o", s(&tmp("round-limit-a.json"))]].concat());
+    let by_spec = run(&["synthesize", s(&spec), "-o", s(&tmp("round-limit-b.json"))]);
+    assert_eq!(by_flags.status.code(), by_spec.status.code(), "{}\n{}", text(&by_flags), text(&by_spec));
+}

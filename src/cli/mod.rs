@@ -275,14 +275,14 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Cost { schedule, model, fifo, svg, json } => cost(schedule, &model, fifo, svg.as_deref(), json),
         Command::Generate { spec, flags, output, topology_svg, json } => generate(spec, flags, output, topology_svg, json),
         Command::Eval { tori, out, fat_trees } => eval(&tori, &out, fat_trees),
-        Command::Bound { spec, flags, certificate, schedule, json } => match load_spec(spec.as_deref(), &flags, |_| Ok(())) {
+        Command::Bound { spec, flags, certificate, schedule, json } => match load_spec(spec.as_deref(), &flags, SynthFlags::default(), |_| Ok(())) {
             Ok(Some(spec)) => proof::bound(&spec, certificate.as_deref(), schedule.as_deref(), json),
             Ok(None) => Ok(ExitCode::Ok),
             Err(e) => Err(e),
         },
         Command::Proof(ProofCommand::Check { paths }) => proof::proof_check(&paths),
         Command::Synthesize { spec, flags, output, objective, solver, time_limit, pareto, json } => {
-            match load_spec(spec.as_deref(), &flags, |spec| synth::options(spec, solver, time_limit).map(drop)) {
+            match load_spec(spec.as_deref(), &flags, SynthFlags { solver, time_limit }, |spec| synth::options(spec, solver, time_limit).map(drop)) {
                 Ok(Some(spec)) => synth::synthesize(&spec, &output, objective, solver, time_limit, pareto, json),
                 Ok(None) => Ok(ExitCode::Ok),
                 Err(e) => Err(e),
@@ -631,13 +631,40 @@ fn cost(schedule: PathBuf, model: &str, fifo: bool, svg: Option<&std::path::Path
     Ok(ExitCode::Ok)
 }
 
+/// The flags of a command that map to `method.synthesize` (`--solver`, `--time-limit`), which
+/// `--print-spec` writes into the spec it prints.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct SynthFlags {
+    /// `--solver`.
+    pub solver: Option<crate::synth::Solver>,
+    /// `--time-limit`.
+    pub time_limit: Option<f64>,
+}
+
+impl SynthFlags {
+    /// `spec` with these flags written into its `method.synthesize` (over the spec's own values;
+    /// unchanged when neither flag was given).
+    fn apply(&self, spec: &Spec) -> Spec {
+        let mut spec = spec.clone();
+        if self.solver.is_some() || self.time_limit.is_some() {
+            let (solver, secs) = match &spec.method {
+                Some(MethodSpec::Synthesize(s)) => (s.solver, s.time_limit_s),
+                _ => (crate::synth::Solver::Auto, None),
+            };
+            spec.method =
+                Some(MethodSpec::Synthesize(crate::spec::SynthesizeSpec { solver: self.solver.unwrap_or(solver), time_limit_s: self.time_limit.or(secs) }));
+        }
+        spec
+    }
+}
+
 /// The spec from a file or from shorthand flags (not both). With `--print-spec` it is printed
-/// and `None` returned, once `check`, the
+/// (with the command's `synth` flags written into it) and `None` returned, once `check`, the
 /// command's own check of its input before it does any work, and the instance accept it: a spec
 /// the command would refuse as bad input is refused here with the command's message, and nothing
 /// is printed (a rank the faults cut off, or a method that cannot run on them, is the instance's,
 /// not the spec's: the spec is printed).
-fn load_spec(path: Option<&std::path::Path>, flags: &SpecFlags, check: impl FnOnce(&Spec) -> Result<()>) -> Result<Option<Spec>> {
+fn load_spec(path: Option<&std::path::Path>, flags: &SpecFlags, synth: SynthFlags, check: impl FnOnce(&Spec) -> Result<()>) -> Result<Option<Spec>> {
     let spec = match (path, flags.any()) {
         (Some(_), true) => return Err(Error::bad("give a spec file or shorthand flags, not both")),
         (Some(p), false) => Spec::load(p)?,
@@ -647,7 +674,7 @@ fn load_spec(path: Option<&std::path::Path>, flags: &SpecFlags, check: impl FnOn
         if let Err(e @ Error::BadInput(_)) = check(&spec).and_then(|()| spec.instance().map(drop)) {
             return Err(e);
         }
-        println!("{}", spec.to_json_string());
+        println!("{}", synth.apply(&spec).to_json_string());
         return Ok(None);
     }
     Ok(Some(spec))
@@ -657,7 +684,7 @@ fn generate(spec_path: Option<PathBuf>, flags: SpecFlags, output: Option<PathBuf
     // The command's checks of a spec are made as it generates (the pieces an algorithm cuts a
     // block into are known once it ran): `--print-spec` generates, and prints what generates.
     let check = |spec: &Spec| crate::generate::from_spec(spec).map(drop);
-    let Some(spec) = load_spec(spec_path.as_deref(), &flags, check)? else { return Ok(ExitCode::Ok) };
+    let Some(spec) = load_spec(spec_path.as_deref(), &flags, SynthFlags::default(), check)? else { return Ok(ExitCode::Ok) };
     let schedule = crate::generate::from_spec(&spec)?;
     if let Some(out) = &topology_svg {
         let title = spec.description.clone().unwrap_or_else(|| "topology".into());

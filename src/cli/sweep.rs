@@ -141,8 +141,9 @@ fn sweep(args: &SweepArgs) -> Result<ExitCode> {
     }
     let shard = args.shard.as_deref().map(parse_shard).transpose()?;
     let members = parse_member_check(&args.verify_members)?;
+    let synth_flags = super::SynthFlags { solver: args.solver, time_limit: args.time_limit };
     let check = |spec: &crate::spec::Spec| super::synth::options(spec, args.solver, args.time_limit).map(drop);
-    let Some(base) = super::load_spec(args.spec.as_deref(), &args.flags, check)? else { return Ok(ExitCode::Ok) };
+    let Some(base) = super::load_spec(args.spec.as_deref(), &args.flags, synth_flags, check)? else { return Ok(ExitCode::Ok) };
     if !base.faults.is_empty() {
         eprintln!("note: the spec's faults are ignored: the sweep enumerates its own");
     }
