@@ -2491,3 +2491,25 @@ fn a_printed_spec_runs_as_its_flags_do() {
     let by_spec = run(&["synthesize", s(&spec), "-o", s(&tmp("round-limit-b.json"))]);
     assert_eq!(by_flags.status.code(), by_spec.status.code(), "{}\n{}", text(&by_flags), text(&by_spec));
 }
+
+/// A printed spec names its ASTRA-sim network file by an absolute path, so that it reads the file
+/// wherever the printed spec is saved. It copied the path as written, relative to the folder of
+/// the spec it read: saved elsewhere, it failed with exit 2 "cannot read".
+#[test]
+fn a_printed_spec_finds_its_astra_network_from_anywhere() {
+    let dir = tmp("astra-print");
+    std::fs::create_dir_all(dir.join("elsewhere")).unwrap();
+    std::fs::write(dir.join("net.yml"), "topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n").unwrap();
+    let spec = dir.join("net.spec.json");
+    std::fs::write(&spec, r#"{"topology": {"astra_network": "net.yml"}, "collective": {"kind": "all_gather", "bytes_per_rank": 1024}}"#).unwrap();
+    let o = run(&["bound", s(&spec), "--print-spec"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let named = v["topology"]["astra_network"].as_str().unwrap();
+    assert!(Path::new(named).is_absolute() && Path::new(named) == dir.join("net.yml").canonicalize().unwrap(), "{v}");
+    let printed = dir.join("elsewhere/printed.spec.json");
+    std::fs::write(&printed, &o.stdout).unwrap();
+    let (from_printed, from_spec) = (run(&["bound", s(&printed)]), run(&["bound", s(&spec)]));
+    assert_eq!(from_printed.status.code(), Some(0), "{}", text(&from_printed));
+    assert_eq!(from_printed.stdout, from_spec.stdout);
+}

@@ -112,7 +112,7 @@ pub enum TopologySpec {
     FatTree(FatTreeSpec),
     /// Explicit lists.
     Custom(CustomSpec),
-    /// An ASTRA-sim analytical network file, relative to the spec.
+    /// An ASTRA-sim analytical network file, relative to the spec's folder (or absolute).
     AstraNetwork(String),
 }
 
@@ -408,9 +408,25 @@ impl Spec {
         self.path.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "spec".into())
     }
 
-    /// The spec as pretty JSON (what `--print-spec` shows).
+    /// The spec as pretty JSON (what `--print-spec` shows). An ASTRA-sim network file is named
+    /// by its absolute path (canonicalized, links resolved), so that the printed spec reads it
+    /// wherever the spec is saved; the path as written is relative to the folder of the spec it
+    /// was read from, which the printed one need not share.
     pub fn to_json_string(&self) -> String {
-        serde_json::to_string_pretty(self).expect("a spec serializes")
+        let mut spec = self.clone();
+        if let TopologySpec::AstraNetwork(rel) = &mut spec.topology {
+            let path = self.astra_network_path(rel);
+            let abs = path.canonicalize().or_else(|_| std::path::absolute(&path)).unwrap_or(path);
+            *rel = abs.to_string_lossy().into_owned();
+        }
+        serde_json::to_string_pretty(&spec).expect("a spec serializes")
+    }
+
+    /// Where an ASTRA-sim network file named `rel` in this spec is: relative to the spec's folder
+    /// (to the working folder for a spec built on the command line); an absolute path as it is.
+    fn astra_network_path(&self, rel: &str) -> PathBuf {
+        let base = self.path.as_ref().and_then(|p| p.parent()).unwrap_or(Path::new(""));
+        base.join(rel)
     }
 
     /// Builds the topology with the faults applied.
@@ -440,8 +456,7 @@ impl Spec {
             .map_err(|e| e.context(format!("{src}: topology.fat_tree")))?,
             TopologySpec::Custom(c) => custom(&c.nodes, &c.links, c.switch_latency_ns).map_err(|e| e.context(format!("{src}: topology.custom")))?,
             TopologySpec::AstraNetwork(rel) => {
-                let base = self.path.as_ref().and_then(|p| p.parent()).unwrap_or(Path::new(""));
-                crate::topology::astra::load(&base.join(rel)).map_err(|e| e.context(format!("{src}: topology.astra_network")))?
+                crate::topology::astra::load(&self.astra_network_path(rel)).map_err(|e| e.context(format!("{src}: topology.astra_network")))?
             }
         };
         self.fault_pattern(&t)?.apply(&mut t).map_err(|e| e.context(&src))?;
