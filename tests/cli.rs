@@ -2513,3 +2513,36 @@ fn a_printed_spec_finds_its_astra_network_from_anywhere() {
     assert_eq!(from_printed.status.code(), Some(0), "{}", text(&from_printed));
     assert_eq!(from_printed.stdout, from_spec.stdout);
 }
+
+/// A command of several outputs that fails to write one leaves none of them: the spec written
+/// beside a certificate, or the topology picture written before the schedule, was left behind
+/// (exit 5 with `dd.spec.json` or `t.svg` in place). Files that were there before stay.
+#[test]
+fn a_failed_write_leaves_no_companion_file() {
+    let dir = tmp("companions");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("dd.cert.json")).unwrap();
+    let o = run(&["bound", "--torus", "4x4", "--certificate", s(&dir.join("dd.cert.json"))]);
+    assert_eq!(o.status.code(), Some(5), "{}", text(&o));
+    assert!(!dir.join("dd.spec.json").exists(), "{}", text(&o));
+    std::fs::write(dir.join("afile"), "a file").unwrap();
+    let svg = dir.join("t.svg");
+    let o = run(&["generate", "--torus", "4", "--algorithm", "ring", "-o", s(&dir.join("afile/o.json")), "--topology-svg", s(&svg)]);
+    assert_eq!(o.status.code(), Some(5), "{}", text(&o));
+    assert!(!svg.exists(), "{}", text(&o));
+    // A picture that was there before stays as it was.
+    std::fs::write(&svg, "before").unwrap();
+    let o = run(&["generate", "--torus", "4", "--algorithm", "ring", "-o", s(&dir.join("afile/o.json")), "--topology-svg", s(&svg)]);
+    assert_eq!(o.status.code(), Some(5), "{}", text(&o));
+    assert_eq!(std::fs::read_to_string(&svg).unwrap(), "before");
+    let mut names: Vec<String> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    assert_eq!(names, ["afile", "dd.cert.json", "t.svg"]);
+    // Both written when both can be.
+    let o = run(&["generate", "--torus", "4", "--algorithm", "ring", "-o", s(&dir.join("o.json")), "--topology-svg", s(&svg)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(dir.join("o.json").exists() && std::fs::read_to_string(&svg).unwrap().contains("<svg"));
+    let o = run(&["bound", "--torus", "4x4", "--certificate", s(&dir.join("ok.cert.json"))]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(dir.join("ok.spec.json").exists() && dir.join("ok.cert.json").exists());
+}

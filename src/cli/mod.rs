@@ -686,11 +686,13 @@ fn generate(spec_path: Option<PathBuf>, flags: SpecFlags, output: Option<PathBuf
     let check = |spec: &Spec| crate::generate::from_spec(spec).map(drop);
     let Some(spec) = load_spec(spec_path.as_deref(), &flags, SynthFlags::default(), check)? else { return Ok(ExitCode::Ok) };
     let schedule = crate::generate::from_spec(&spec)?;
+    // The picture and the schedule appear together or not at all: a schedule that cannot be
+    // written takes the picture written before it away.
+    let files = crate::io::OutputSet::new();
     if let Some(out) = &topology_svg {
         let title = spec.description.clone().unwrap_or_else(|| "topology".into());
         let picture = crate::pictures::topology_svg(&schedule.header.topology, &title.chars().take(90).collect::<String>());
-        crate::io::write_atomic(out, |w| std::io::Write::write_all(w, picture.as_bytes()).map_err(crate::io::write_error(out)))?;
-        eprintln!("wrote {}", out.display());
+        files.write_bytes(out, picture.as_bytes())?;
     }
     let out = output.unwrap_or_else(|| {
         let stem = spec_path.as_ref().and_then(|p| p.file_stem()).map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "schedule".into());
@@ -709,7 +711,11 @@ fn generate(spec_path: Option<PathBuf>, flags: SpecFlags, output: Option<PathBuf
     if by_design && shared > 0 {
         eprintln!("note: {shared} links shared within a step (rule 2), by design of this routing; `collsched cost --model event` prices the contention");
     }
-    crate::schedule::write_schedule_file(&out, &schedule)?;
+    files.write_encoded(&out, |w| crate::schedule::write_schedule(w, &schedule).map(drop).map_err(crate::io::write_error(&out)))?;
+    files.commit()?;
+    if let Some(svg) = &topology_svg {
+        eprintln!("wrote {}", svg.display());
+    }
     let c = report.cost.as_ref().expect("verification computes the cost");
     if json {
         println!(
