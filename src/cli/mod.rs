@@ -713,9 +713,6 @@ fn generate(spec_path: Option<PathBuf>, flags: SpecFlags, output: Option<PathBuf
     }
     files.write_encoded(&out, |w| crate::schedule::write_schedule(w, &schedule).map(drop).map_err(crate::io::write_error(&out)))?;
     files.commit()?;
-    if let Some(svg) = &topology_svg {
-        eprintln!("wrote {}", svg.display());
-    }
     let c = report.cost.as_ref().expect("verification computes the cost");
     if json {
         println!(
@@ -735,6 +732,9 @@ fn generate(spec_path: Option<PathBuf>, flags: SpecFlags, output: Option<PathBuf
             format_ns(ns(&c.time_ns())),
             format_ns(ns(&c.bandwidth_ns()))
         );
+    }
+    if let Some(svg) = &topology_svg {
+        eprintln!("wrote {}", svg.display());
     }
     if !report.is_valid() {
         eprintln!("error: the generated schedule fails verification (a bug in the generator; the file was written for inspection)");
