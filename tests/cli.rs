@@ -2546,3 +2546,15 @@ fn a_failed_write_leaves_no_companion_file() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(dir.join("ok.spec.json").exists() && dir.join("ok.cert.json").exists());
 }
+
+/// The tutorial quotes the binary's messages: the rank cut off (section 4). It quoted an older
+/// wording, which CI, running only its commands, did not see.
+#[test]
+fn the_tutorial_quotes_the_cut_off_message_as_printed() {
+    let tutorial = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/tutorial.md")).unwrap();
+    let o = run(&["generate", "--torus", "4", "--fail", "0-1", "--fail", "2-3", "--algorithm", "foldedring"]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    let message = String::from_utf8_lossy(&o.stderr);
+    let quoted = format!("$ ./target/release/collsched generate --torus 4 --fail 0-1 --fail 2-3 --algorithm foldedring\n{message}");
+    assert!(tutorial.contains(&quoted), "docs/tutorial.md should quote:\n{quoted}");
+}
