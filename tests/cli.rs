@@ -214,7 +214,7 @@ fn generate_from_flags_then_verify_and_cost() {
     let o = run(&["cost", s(&out), "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!((v["per_group"]["dim0"]["links"].as_u64(), v["per_group"]["dim1"]["links"].as_u64()), (Some(30), Some(32)), "{v}");
-    let o = run(&["generate", "--torus", "4x4x4", "--fail", "(0,0,0)-(1,0,0)", "--collective", "all_to_all", "--bytes", "4MiB", "--print-spec"]);
+    let o = run(&["bound", "--torus", "4x4x4", "--fail", "(0,0,0)-(1,0,0)", "--collective", "all_to_all", "--bytes", "4MiB", "--print-spec"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let spec: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(spec["faults"]["cables"][0][1], serde_json::json!([1, 0, 0]));
@@ -2326,7 +2326,7 @@ fn print_spec_refuses_what_reading_it_back_refuses() {
     let spec = tmp("print-bad-rank.spec.json");
     std::fs::write(&spec, r#"{"topology": {"torus": {"dims": [4], "bandwidth_gbps": 32, "latency_ns": 100}}, "collective": {"kind": "all_to_all", "bytes_per_rank": 1024, "ranks": [9]}}"#)
         .unwrap();
-    let printed = run(&["generate", s(&spec), "--print-spec"]);
+    let printed = run(&["bound", s(&spec), "--print-spec"]);
     let read = run(&["bound", s(&spec)]);
     assert_eq!(printed.status.code(), Some(2), "{}", text(&printed));
     assert!(
@@ -2335,11 +2335,63 @@ fn print_spec_refuses_what_reading_it_back_refuses() {
         text(&printed),
         text(&read)
     );
-    let o = run(&["generate", "--torus", "4", "--fail", "0-9", "--print-spec"]);
+    let o = run(&["generate", "--torus", "4", "--fail", "0-9", "--algorithm", "foldedring", "--print-spec"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(o.stdout.is_empty() && text(&o).contains("faults.cables[0]"), "{}", text(&o));
-    let o = run(&["generate", "--torus", "4", "--fail", "0-1", "--print-spec"]);
+    let o = run(&["generate", "--torus", "4", "--fail", "0-1", "--algorithm", "foldedring", "--print-spec"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // The faults cutting a rank off is the instance's, not the spec's: printed (the command exits 3).
+    let o = run(&["generate", "--torus", "4", "--fail", "0-1", "--fail", "2-3", "--algorithm", "foldedring", "--print-spec"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+/// `--print-spec` runs the command's own checks of its input (method, algorithm, scheduler,
+/// chunks, pieces, solver, time limit), not only the topology's, faults' and collective's: what
+/// the command refuses with exit 2 is refused with its message and nothing printed. It printed
+/// each of these and exited 0.
+#[test]
+fn print_spec_runs_the_commands_own_checks() {
+    let subset = tmp("print-subset.spec.json");
+    std::fs::write(
+        &subset,
+        r#"{"topology": {"torus": {"dims": [4, 4], "bandwidth_gbps": 32, "latency_ns": 100}},
+            "collective": {"kind": "all_to_all", "bytes_per_rank": 1024, "ranks": [0, 1, 2]},
+            "method": {"generate": {"algorithm": "halfring", "scheduler": "dimrotation"}}}"#,
+    )
+    .unwrap();
+    let smt = tmp("print-smt.spec.json");
+    std::fs::write(
+        &smt,
+        r#"{"topology": {"torus": {"dims": [4, 4], "bandwidth_gbps": 32, "latency_ns": 100}},
+            "collective": {"kind": "all_to_all", "bytes_per_rank": 1024}, "method": {"synthesize": {"solver": "smt"}}}"#,
+    )
+    .unwrap();
+    let out = tmp("print-checks.json");
+    let mut cases: Vec<Vec<&str>> = vec![
+        vec!["generate", "--torus", "4x4", "--algorithm", "pairwise"],
+        vec!["generate", "--torus", "4x4", "--algorithm", "halfring"],
+        vec!["generate", "--torus", "4x4", "--algorithm", "halfring", "--scheduler", "dimrotation", "--chunks", "3"],
+        vec!["generate", "--torus", "4x4", "--algorithm", "halfring", "--scheduler", "dimrotation", "--pieces", "7"],
+        vec!["generate", "--torus", "4", "--algorithm", "halfring", "--pieces", "7"],
+        vec!["generate", "--torus", "4x4", "--algorithm", "dor", "--collective", "all_gather"],
+        vec!["generate", "--torus", "4x4"],
+        vec!["generate", s(&subset)],
+        vec!["synthesize", "--torus", "4x4", "--time-limit", "0"],
+        vec!["sweep", "--torus", "4x4", "--faults", "cables", "--time-limit", "0"],
+    ];
+    // A solver this build lacks (the smt feature is off in the test build unless asked for).
+    if !cfg!(feature = "smt") {
+        cases.push(vec!["synthesize", "--torus", "4x4", "--solver", "smt"]);
+        cases.push(vec!["synthesize", s(&smt)]);
+    }
+    for args in cases {
+        let command = run(&[&args[..], &["-o", s(&out)]].concat());
+        assert_eq!(command.status.code(), Some(2), "{args:?}: {}", text(&command));
+        let printed = run(&[&args[..], &["--print-spec"]].concat());
+        assert_eq!(printed.status.code(), Some(2), "{args:?}: {}", text(&printed));
+        assert!(printed.stdout.is_empty(), "{args:?}: {}", text(&printed));
+        assert_eq!(String::from_utf8_lossy(&printed.stderr), String::from_utf8_lossy(&command.stderr), "{args:?}");
+    }
 }
 
 /// A cable (undirected) or node listed twice among the faults is refused, naming both entries.
@@ -2465,4 +2517,107 @@ fn proof_check_calls_a_collective_it_cannot_read_bad() {
     let o = run(&["proof", "check", s(&raised)]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).starts_with("FAIL ") && text(&o).contains("claim 0 (steps): the witness supports 2 steps, the claim is 3 steps"), "{}", text(&o));
+}
+
+/// `--print-spec` writes every flag that maps to a spec field, `--solver` and `--time-limit`
+/// (`method.synthesize`) among them: the printed spec run again gives the same schedule file as
+/// the flags. It left out `method`, so a spec printed with `--time-limit 0.001` ran with 60 s.
+#[test]
+fn a_printed_spec_runs_as_its_flags_do() {
+    let runs: [(&str, &[&str]); 3] = [
+        ("synthesize", &["--torus", "5", "--fail", "0-1", "--bytes", "64KiB", "--time-limit", "30", "--solver", "ilp"]),
+        ("generate", &["--torus", "4x4", "--algorithm", "halfring", "--scheduler", "pipeline", "--chunks", "3", "--bytes", "96KiB"]),
+        ("generate", &["--torus", "4x4", "--algorithm", "halfring", "--scheduler", "dimrotation", "--pieces", "4"]),
+    ];
+    for (i, (command, flags)) in runs.iter().enumerate() {
+        let (a, b, spec) = (tmp(&format!("round-{i}-flags.json")), tmp(&format!("round-{i}-spec.json")), tmp(&format!("round-{i}.spec.json")));
+        let o = run(&[&[*command][..], flags, &["--print-spec"]].concat());
+        assert_eq!(o.status.code(), Some(0), "{flags:?}: {}", text(&o));
+        std::fs::write(&spec, &o.stdout).unwrap();
+        let by_flags = run(&[&[*command][..], flags, &["-o", s(&a)]].concat());
+        let by_spec = run(&[*command, s(&spec), "-o", s(&b)]);
+        assert_eq!(by_flags.status.code(), Some(0), "{flags:?}: {}", text(&by_flags));
+        assert_eq!(by_spec.status.code(), Some(0), "{flags:?}: {}", text(&by_spec));
+        assert!(std::fs::read(&a).unwrap() == std::fs::read(&b).unwrap(), "{flags:?}: the schedule files differ");
+        if *command == "synthesize" {
+            let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+            assert_eq!(v["method"], serde_json::json!({"synthesize": {"solver": "ilp", "time_limit_s": 30.0}}), "{v}");
+        }
+    }
+    // A time limit that cuts the search short: the printed spec stops at the same limit (exit 4).
+    let spec = tmp("round-limit.spec.json");
+    let flags = ["--torus", "4x4", "--bytes", "1MiB", "--time-limit", "0.001"];
+    let o = run(&[&["synthesize"][..], &flags, &["--print-spec"]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    std::fs::write(&spec, &o.stdout).unwrap();
+    let by_flags = run(&[&["synthesize"][..], &flags, &["-o", s(&tmp("round-limit-a.json"))]].concat());
+    let by_spec = run(&["synthesize", s(&spec), "-o", s(&tmp("round-limit-b.json"))]);
+    assert_eq!(by_flags.status.code(), by_spec.status.code(), "{}\n{}", text(&by_flags), text(&by_spec));
+}
+
+/// A printed spec names its ASTRA-sim network file by an absolute path, so that it reads the file
+/// wherever the printed spec is saved. It copied the path as written, relative to the folder of
+/// the spec it read: saved elsewhere, it failed with exit 2 "cannot read".
+#[test]
+fn a_printed_spec_finds_its_astra_network_from_anywhere() {
+    let dir = tmp("astra-print");
+    std::fs::create_dir_all(dir.join("elsewhere")).unwrap();
+    std::fs::write(dir.join("net.yml"), "topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 50.0 ]\nlatency: [ 500.0 ]\n").unwrap();
+    let spec = dir.join("net.spec.json");
+    std::fs::write(&spec, r#"{"topology": {"astra_network": "net.yml"}, "collective": {"kind": "all_gather", "bytes_per_rank": 1024}}"#).unwrap();
+    let o = run(&["bound", s(&spec), "--print-spec"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let named = v["topology"]["astra_network"].as_str().unwrap();
+    assert!(Path::new(named).is_absolute() && Path::new(named) == dir.join("net.yml").canonicalize().unwrap(), "{v}");
+    let printed = dir.join("elsewhere/printed.spec.json");
+    std::fs::write(&printed, &o.stdout).unwrap();
+    let (from_printed, from_spec) = (run(&["bound", s(&printed)]), run(&["bound", s(&spec)]));
+    assert_eq!(from_printed.status.code(), Some(0), "{}", text(&from_printed));
+    assert_eq!(from_printed.stdout, from_spec.stdout);
+}
+
+/// A command of several outputs that fails to write one leaves none of them: the spec written
+/// beside a certificate, or the topology picture written before the schedule, was left behind
+/// (exit 5 with `dd.spec.json` or `t.svg` in place). Files that were there before stay.
+#[test]
+fn a_failed_write_leaves_no_companion_file() {
+    let dir = tmp("companions");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("dd.cert.json")).unwrap();
+    let o = run(&["bound", "--torus", "4x4", "--certificate", s(&dir.join("dd.cert.json"))]);
+    assert_eq!(o.status.code(), Some(5), "{}", text(&o));
+    assert!(!dir.join("dd.spec.json").exists(), "{}", text(&o));
+    std::fs::write(dir.join("afile"), "a file").unwrap();
+    let svg = dir.join("t.svg");
+    let o = run(&["generate", "--torus", "4", "--algorithm", "ring", "-o", s(&dir.join("afile/o.json")), "--topology-svg", s(&svg)]);
+    assert_eq!(o.status.code(), Some(5), "{}", text(&o));
+    assert!(!svg.exists(), "{}", text(&o));
+    // A picture that was there before stays as it was.
+    std::fs::write(&svg, "before").unwrap();
+    let o = run(&["generate", "--torus", "4", "--algorithm", "ring", "-o", s(&dir.join("afile/o.json")), "--topology-svg", s(&svg)]);
+    assert_eq!(o.status.code(), Some(5), "{}", text(&o));
+    assert_eq!(std::fs::read_to_string(&svg).unwrap(), "before");
+    let mut names: Vec<String> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    assert_eq!(names, ["afile", "dd.cert.json", "t.svg"]);
+    // Both written when both can be.
+    let o = run(&["generate", "--torus", "4", "--algorithm", "ring", "-o", s(&dir.join("o.json")), "--topology-svg", s(&svg)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(dir.join("o.json").exists() && std::fs::read_to_string(&svg).unwrap().contains("<svg"));
+    let o = run(&["bound", "--torus", "4x4", "--certificate", s(&dir.join("ok.cert.json"))]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(dir.join("ok.spec.json").exists() && dir.join("ok.cert.json").exists());
+}
+
+/// The tutorial quotes the binary's messages: the rank cut off (section 4). It quoted an older
+/// wording, which CI, running only its commands, did not see.
+#[test]
+fn the_tutorial_quotes_the_cut_off_message_as_printed() {
+    let tutorial = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/tutorial.md")).unwrap();
+    let o = run(&["generate", "--torus", "4", "--fail", "0-1", "--fail", "2-3", "--algorithm", "foldedring"]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    let message = String::from_utf8_lossy(&o.stderr);
+    let quoted = format!("$ ./target/release/collsched generate --torus 4 --fail 0-1 --fail 2-3 --algorithm foldedring\n{message}");
+    assert!(tutorial.contains(&quoted), "docs/tutorial.md should quote:\n{quoted}");
 }

@@ -125,24 +125,29 @@ impl SpecFlags {
     }
 }
 
-/// `(0,0,0)` -> `[0,0,0]`; `7` -> `7`.
+/// `(0,0,0)` -> `[0,0,0]`; `7` -> `7`; the error names the whole value given to `flag`.
 fn parse_node(text: &str, flag: &str) -> Result<Value> {
-    let t = text.trim();
-    if let Some(inner) = t.strip_prefix('(').and_then(|x| x.strip_suffix(')')) {
-        let coord = inner
-            .split(',')
-            .map(|c| c.trim().parse::<u64>().map_err(|_| Error::bad(format!("{flag} {text}: `{c}` is not a coordinate"))))
-            .collect::<Result<Vec<_>>>()?;
-        return Ok(json!(coord));
-    }
-    t.parse::<u64>().map(|id| json!(id)).map_err(|_| Error::bad(format!("{flag} {text}: expected a coordinate like (1,0,2) or a node id")))
+    node(text).map_err(|why| Error::bad(format!("{flag} {text}: {why}")))
 }
 
-/// `(0,0,0)-(1,0,0)` or `3-7`.
+/// A node's coordinate or id, or why `text` is neither.
+fn node(text: &str) -> std::result::Result<Value, String> {
+    let t = text.trim();
+    if let Some(inner) = t.strip_prefix('(').and_then(|x| x.strip_suffix(')')) {
+        let coord =
+            inner.split(',').map(|c| c.trim().parse::<u64>().map_err(|_| format!("`{c}` is not a coordinate"))).collect::<std::result::Result<Vec<_>, _>>()?;
+        return Ok(json!(coord));
+    }
+    t.parse::<u64>().map(|id| json!(id)).map_err(|_| format!("`{t}`: expected a coordinate like (1,0,2) or a node id"))
+}
+
+/// `(0,0,0)-(1,0,0)` or `3-7`; the error quotes the whole value given to `--fail`.
 fn parse_cable(text: &str) -> Result<Value> {
+    let expected = "expected a cable like (0,0,0)-(1,0,0) or 3-7";
     let split = text.find(")-(").map(|i| i + 1).or_else(|| if text.contains('(') { None } else { text.find('-') });
-    let at = split.ok_or_else(|| Error::bad(format!("--fail {text}: expected a cable like (0,0,0)-(1,0,0) or 3-7")))?;
-    Ok(json!([parse_node(&text[..at], "--fail")?, parse_node(&text[at + 1..], "--fail")?]))
+    let at = split.ok_or_else(|| Error::bad(format!("--fail {text}: {expected}")))?;
+    let end = |part: &str| node(part).map_err(|why| Error::bad(format!("--fail {text}: {expected}: {why}")));
+    Ok(json!([end(&text[..at])?, end(&text[at + 1..])?]))
 }
 
 #[cfg(test)]
@@ -166,5 +171,17 @@ mod tests {
         assert!(SpecFlags { torus: Some("4".into()), fail: vec!["(0)".into()], ..Default::default() }.build().is_err());
         let ids = SpecFlags { torus: Some("6".into()), fail: vec!["2-3".into()], ..Default::default() }.build().unwrap();
         assert_eq!(ids.instance().unwrap().topology.down_links().len(), 2);
+    }
+
+    /// A cable's error quotes the whole value given to `--fail`, not the part after its first
+    /// dash (it said "--fail (1,0)-(2,0): `0)-(2` is not a coordinate").
+    #[test]
+    fn a_bad_cable_is_quoted_whole() {
+        for bad in ["(0,0)-(1,0)-(2,0)", "(0,0)-(x,0)", "3-q", "(0,0)"] {
+            let e = SpecFlags { torus: Some("4x4".into()), fail: vec![bad.into()], ..Default::default() }.build().unwrap_err();
+            assert!(e.message().starts_with(&format!("--fail {bad}: expected a cable like")), "{bad}: {e}");
+        }
+        let e = SpecFlags { torus: Some("4x4".into()), fail_node: vec!["(1,y)".into()], ..Default::default() }.build().unwrap_err();
+        assert_eq!(e.message(), "--fail-node (1,y): `y` is not a coordinate");
     }
 }

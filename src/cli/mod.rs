@@ -276,17 +276,19 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Cost { schedule, model, fifo, svg, json } => cost(schedule, &model, fifo, svg.as_deref(), json),
         Command::Generate { spec, flags, output, topology_svg, json } => generate(spec, flags, output, topology_svg, json),
         Command::Eval { tori, out, fat_trees } => eval(&tori, &out, fat_trees),
-        Command::Bound { spec, flags, certificate, schedule, json } => match load_spec(spec.as_deref(), &flags) {
+        Command::Bound { spec, flags, certificate, schedule, json } => match load_spec(spec.as_deref(), &flags, SynthFlags::default(), |_| Ok(())) {
             Ok(Some(spec)) => proof::bound(&spec, certificate.as_deref(), schedule.as_deref(), json),
             Ok(None) => Ok(ExitCode::Ok),
             Err(e) => Err(e),
         },
         Command::Proof(ProofCommand::Check { paths }) => proof::proof_check(&paths),
-        Command::Synthesize { spec, flags, output, objective, solver, time_limit, pareto, json } => match load_spec(spec.as_deref(), &flags) {
-            Ok(Some(spec)) => synth::synthesize(&spec, &output, objective, solver, time_limit, pareto, json),
-            Ok(None) => Ok(ExitCode::Ok),
-            Err(e) => Err(e),
-        },
+        Command::Synthesize { spec, flags, output, objective, solver, time_limit, pareto, json } => {
+            match load_spec(spec.as_deref(), &flags, SynthFlags { solver, time_limit }, |spec| synth::options(spec, solver, time_limit).map(drop)) {
+                Ok(Some(spec)) => synth::synthesize(&spec, &output, objective, solver, time_limit, pareto, json),
+                Ok(None) => Ok(ExitCode::Ok),
+                Err(e) => Err(e),
+            }
+        }
         Command::Export { schedule, to, output, channels, legacy } => export::export(&schedule, &to, &output, channels, legacy),
         Command::Sweep(args) => sweep::run(args),
     };
@@ -625,33 +627,68 @@ fn cost(schedule: PathBuf, model: &str, fifo: bool, svg: Option<&std::path::Path
     Ok(ExitCode::Ok)
 }
 
-/// The spec from a file or from shorthand flags (not both); prints it with `--print-spec`.
-fn load_spec(path: Option<&std::path::Path>, flags: &SpecFlags) -> Result<Option<Spec>> {
+/// The flags of a command that map to `method.synthesize` (`--solver`, `--time-limit`), which
+/// `--print-spec` writes into the spec it prints.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct SynthFlags {
+    /// `--solver`.
+    pub solver: Option<crate::synth::Solver>,
+    /// `--time-limit`.
+    pub time_limit: Option<f64>,
+}
+
+impl SynthFlags {
+    /// `spec` with these flags written into its `method.synthesize` (over the spec's own values;
+    /// unchanged when neither flag was given).
+    fn apply(&self, spec: &Spec) -> Spec {
+        let mut spec = spec.clone();
+        if self.solver.is_some() || self.time_limit.is_some() {
+            let (solver, secs) = match &spec.method {
+                Some(MethodSpec::Synthesize(s)) => (s.solver, s.time_limit_s),
+                _ => (crate::synth::Solver::Auto, None),
+            };
+            spec.method =
+                Some(MethodSpec::Synthesize(crate::spec::SynthesizeSpec { solver: self.solver.unwrap_or(solver), time_limit_s: self.time_limit.or(secs) }));
+        }
+        spec
+    }
+}
+
+/// The spec from a file or from shorthand flags (not both). With `--print-spec` it is printed
+/// (with the command's `synth` flags written into it) and `None` returned, once `check`, the
+/// command's own check of its input before it does any work, and the instance accept it: a spec
+/// the command would refuse as bad input is refused here with the command's message, and nothing
+/// is printed (a rank the faults cut off, or a method that cannot run on them, is the instance's,
+/// not the spec's: the spec is printed).
+fn load_spec(path: Option<&std::path::Path>, flags: &SpecFlags, synth: SynthFlags, check: impl FnOnce(&Spec) -> Result<()>) -> Result<Option<Spec>> {
     let spec = match (path, flags.any()) {
         (Some(_), true) => return Err(Error::bad("give a spec file or shorthand flags, not both")),
         (Some(p), false) => Spec::load(p)?,
         (None, _) => flags.build()?,
     };
     if flags.print_spec {
-        // Only a spec that reads back: what a command would refuse as bad input is refused here
-        // too, with the same message (a rank the faults cut off is the instance's, not the spec's).
-        if let Err(e @ Error::BadInput(_)) = spec.instance() {
+        if let Err(e @ Error::BadInput(_)) = check(&spec).and_then(|()| spec.instance().map(drop)) {
             return Err(e);
         }
-        println!("{}", spec.to_json_string());
+        println!("{}", synth.apply(&spec).to_json_string());
         return Ok(None);
     }
     Ok(Some(spec))
 }
 
 fn generate(spec_path: Option<PathBuf>, flags: SpecFlags, output: Option<PathBuf>, topology_svg: Option<PathBuf>, json: bool) -> Result<ExitCode> {
-    let Some(spec) = load_spec(spec_path.as_deref(), &flags)? else { return Ok(ExitCode::Ok) };
+    // The command's checks of a spec are made as it generates (the pieces an algorithm cuts a
+    // block into are known once it ran): `--print-spec` generates, and prints what generates.
+    let check = |spec: &Spec| crate::generate::from_spec(spec).map(drop);
+    let Some(spec) = load_spec(spec_path.as_deref(), &flags, SynthFlags::default(), check)? else { return Ok(ExitCode::Ok) };
     let schedule = crate::generate::from_spec(&spec)?;
+    // The picture and the schedule appear together or not at all: a schedule that cannot be
+    // written takes the picture written before it away.
+    let files = crate::io::OutputSet::new();
     if let Some(out) = &topology_svg {
         let title = spec.description.clone().unwrap_or_else(|| "topology".into());
         let picture = crate::pictures::topology_svg(&schedule.header.topology, &title.chars().take(90).collect::<String>());
-        crate::io::write_atomic(out, |w| std::io::Write::write_all(w, picture.as_bytes()).map_err(crate::io::write_error(out)))?;
-        eprintln!("wrote {}", out.display());
+        files.write_bytes(out, picture.as_bytes())?;
     }
     let out = output.unwrap_or_else(|| {
         let stem = spec_path.as_ref().and_then(|p| p.file_stem()).map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "schedule".into());
@@ -670,7 +707,8 @@ fn generate(spec_path: Option<PathBuf>, flags: SpecFlags, output: Option<PathBuf
     if by_design && shared > 0 {
         eprintln!("note: {shared} links shared within a step (rule 2), by design of this routing; `collsched cost --model event` prices the contention");
     }
-    crate::schedule::write_schedule_file(&out, &schedule)?;
+    files.write_encoded(&out, |w| crate::schedule::write_schedule(w, &schedule).map(drop).map_err(crate::io::write_error(&out)))?;
+    files.commit()?;
     let c = report.cost.as_ref().expect("verification computes the cost");
     if json {
         println!(
@@ -690,6 +728,9 @@ fn generate(spec_path: Option<PathBuf>, flags: SpecFlags, output: Option<PathBuf
             format_ns(ns(&c.time_ns())),
             format_ns(ns(&c.bandwidth_ns()))
         );
+    }
+    if let Some(svg) = &topology_svg {
+        eprintln!("wrote {}", svg.display());
     }
     if !report.is_valid() {
         eprintln!("error: the generated schedule fails verification (a bug in the generator; the file was written for inspection)");

@@ -84,12 +84,18 @@ pub fn bound(spec: &Spec, certificate: Option<&Path>, schedule: Option<&Path>, j
     if let Some(out) = certificate {
         cert["spec"] = json!(relative(&spec_path, out.parent().unwrap_or(Path::new("."))));
         collsched_checker::check_str(&cert.to_string()).map_err(|e| Error::bad(format!("the schedule does not meet the bounds: {e}")))?;
+        // The spec built from flags and the certificate that names it appear together or not at
+        // all: a certificate that cannot be written takes the spec written beside it away.
+        let files = crate::io::OutputSet::new();
         if spec.path.is_none() {
-            crate::io::write_atomic(&spec_path, |w| std::io::Write::write_all(w, &bytes).map_err(crate::io::write_error(&spec_path)))?;
-            eprintln!("wrote {}", spec_path.display());
+            files.write_bytes(&spec_path, &bytes)?;
         }
         let text = serde_json::to_string_pretty(&cert).expect("json");
-        crate::io::write_atomic(out, |w| std::io::Write::write_all(w, text.as_bytes()).map_err(crate::io::write_error(out)))?;
+        files.write_bytes(out, text.as_bytes())?;
+        files.commit()?;
+        if spec.path.is_none() {
+            eprintln!("wrote {}", spec_path.display());
+        }
         eprintln!("wrote {}", out.display());
     }
     let claims: Vec<Value> = cert["claims"].as_array().cloned().unwrap_or_default();

@@ -127,7 +127,6 @@ fn sweep(args: &SweepArgs) -> Result<ExitCode> {
     if args.flags.algorithm.is_some() || args.flags.scheduler.is_some() || args.flags.chunks.is_some() {
         return Err(Error::bad("--algorithm, --scheduler, --chunks: a sweep synthesizes every class's schedule"));
     }
-    let Some(base) = super::load_spec(args.spec.as_deref(), &args.flags)? else { return Ok(ExitCode::Ok) };
     let family = match (args.faults.ok_or_else(|| Error::bad("--faults cables|pairs|ocs is needed: which faults to sweep"))?, args.cube) {
         (FamilyArg::Cables | FamilyArg::Pairs, Some(cube)) => return Err(Error::bad(format!("--cube {cube}: applies to --faults ocs only"))),
         (FamilyArg::Cables, None) => FaultFamily::Cables,
@@ -142,6 +141,9 @@ fn sweep(args: &SweepArgs) -> Result<ExitCode> {
     }
     let shard = args.shard.as_deref().map(parse_shard).transpose()?;
     let members = parse_member_check(&args.verify_members)?;
+    let synth_flags = super::SynthFlags { solver: args.solver, time_limit: args.time_limit };
+    let check = |spec: &crate::spec::Spec| super::synth::options(spec, args.solver, args.time_limit).map(drop);
+    let Some(base) = super::load_spec(args.spec.as_deref(), &args.flags, synth_flags, check)? else { return Ok(ExitCode::Ok) };
     if !base.faults.is_empty() {
         eprintln!("note: the spec's faults are ignored: the sweep enumerates its own");
     }

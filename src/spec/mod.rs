@@ -112,7 +112,7 @@ pub enum TopologySpec {
     FatTree(FatTreeSpec),
     /// Explicit lists.
     Custom(CustomSpec),
-    /// An ASTRA-sim analytical network file, relative to the spec.
+    /// An ASTRA-sim analytical network file, relative to the spec's folder (or absolute).
     AstraNetwork(String),
 }
 
@@ -378,6 +378,11 @@ impl Spec {
         }
         let mut de = serde_json::Deserializer::from_str(text);
         let spec: Spec = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+            // A topology object without exactly one family: serde reads the first key as the
+            // family and says only "expected value" (none) or what is wrong inside it (two).
+            if let Some(why) = topology_families(text) {
+                return Error::bad(format!("{source}: field `topology`: {why}"));
+            }
             let path = e.path().to_string();
             let inner = e.into_inner();
             let at = if path.is_empty() || path == "." { String::new() } else { format!("field `{path}`: ") };
@@ -408,9 +413,25 @@ impl Spec {
         self.path.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "spec".into())
     }
 
-    /// The spec as pretty JSON (what `--print-spec` shows).
+    /// The spec as pretty JSON (what `--print-spec` shows). An ASTRA-sim network file is named
+    /// by its absolute path (canonicalized, links resolved), so that the printed spec reads it
+    /// wherever the spec is saved; the path as written is relative to the folder of the spec it
+    /// was read from, which the printed one need not share.
     pub fn to_json_string(&self) -> String {
-        serde_json::to_string_pretty(self).expect("a spec serializes")
+        let mut spec = self.clone();
+        if let TopologySpec::AstraNetwork(rel) = &mut spec.topology {
+            let path = self.astra_network_path(rel);
+            let abs = path.canonicalize().or_else(|_| std::path::absolute(&path)).unwrap_or(path);
+            *rel = abs.to_string_lossy().into_owned();
+        }
+        serde_json::to_string_pretty(&spec).expect("a spec serializes")
+    }
+
+    /// Where an ASTRA-sim network file named `rel` in this spec is: relative to the spec's folder
+    /// (to the working folder for a spec built on the command line); an absolute path as it is.
+    fn astra_network_path(&self, rel: &str) -> PathBuf {
+        let base = self.path.as_ref().and_then(|p| p.parent()).unwrap_or(Path::new(""));
+        base.join(rel)
     }
 
     /// Builds the topology with the faults applied.
@@ -440,8 +461,7 @@ impl Spec {
             .map_err(|e| e.context(format!("{src}: topology.fat_tree")))?,
             TopologySpec::Custom(c) => custom(&c.nodes, &c.links, c.switch_latency_ns).map_err(|e| e.context(format!("{src}: topology.custom")))?,
             TopologySpec::AstraNetwork(rel) => {
-                let base = self.path.as_ref().and_then(|p| p.parent()).unwrap_or(Path::new(""));
-                crate::topology::astra::load(&base.join(rel)).map_err(|e| e.context(format!("{src}: topology.astra_network")))?
+                crate::topology::astra::load(&self.astra_network_path(rel)).map_err(|e| e.context(format!("{src}: topology.astra_network")))?
             }
         };
         self.fault_pattern(&t)?.apply(&mut t).map_err(|e| e.context(&src))?;
@@ -523,6 +543,21 @@ impl Spec {
     }
 }
 
+/// The topology families a spec may name, one per `topology` object.
+const TOPOLOGY_FAMILIES: [&str; 4] = ["torus", "fat_tree", "custom", "astra_network"];
+
+/// Why the `topology` of a spec's text does not name exactly one family, when it is an object
+/// that does not: the keys found, or that there are none.
+fn topology_families(text: &str) -> Option<String> {
+    let v: Value = serde_json::from_str(text).ok()?;
+    let keys: Vec<&String> = v.get("topology")?.as_object()?.keys().collect();
+    if keys.len() == 1 {
+        return None;
+    }
+    let found = if keys.is_empty() { "none".to_string() } else { keys.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ") };
+    Some(format!("expected exactly one of {}; found {found}", TOPOLOGY_FAMILIES.join(", ")))
+}
+
 /// A node named by id (a number) or, on a torus, by coordinate (an array).
 fn resolve_node(t: &Topology, v: &Value) -> Result<NodeId> {
     match v {
@@ -598,6 +633,21 @@ mod tests {
         let text = TORUS.replace("\"bandwidth_gbps\": 32.0", "\"bandwidth_gbps\": [32, 16, 8]");
         let inst = Spec::parse(&text, "t.json").unwrap().instance().unwrap();
         assert_eq!(inst.topology.num_links(), 6 * 64);
+    }
+
+    /// A topology object must name one family: none, or two, was "expected value" or an error
+    /// inside the first.
+    #[test]
+    fn a_topology_names_exactly_one_family() {
+        let torus = r#"{"dims": [4], "bandwidth_gbps": 1, "latency_ns": 1}"#;
+        for (topology, found) in [("{}".to_string(), "found none"), (format!(r#"{{"torus": {torus}, "custom": {{}}}}"#), "found `custom`, `torus`")] {
+            let text = format!(r#"{{"topology": {topology}, "collective": {{"kind": "all_to_all", "bytes_per_rank": 1}}}}"#);
+            let e = Spec::parse(&text, "t.json").unwrap_err();
+            assert_eq!(e.message(), format!("t.json: field `topology`: expected exactly one of torus, fat_tree, custom, astra_network; {found}"));
+        }
+        // One family: its own errors are named as before.
+        let e = Spec::parse(r#"{"topology": {"torus": {"dims": [4]}}, "collective": {"kind": "all_to_all", "bytes_per_rank": 1}}"#, "t.json").unwrap_err();
+        assert!(e.message().contains("topology.torus") && e.message().contains("bandwidth_gbps"), "{e}");
     }
 
     #[test]
