@@ -281,7 +281,7 @@ fn stage<T>(path: &Path, write: impl FnOnce(&mut BufWriter<File>) -> Result<T>) 
     };
     let created = create_folders(&dir)?;
     let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into());
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let tmp = dir.join(temporary_name(&name));
     let result = File::create(&tmp).map_err(cannot).and_then(|file| {
         let mut w = BufWriter::with_capacity(1 << 20, file);
         let v = write(&mut w)?;
@@ -296,6 +296,21 @@ fn stage<T>(path: &Path, write: impl FnOnce(&mut BufWriter<File>) -> Result<T>) 
             Err(e)
         }
     }
+}
+
+/// The temporary name beside a file called `name`: `.NAME.tmp-PID`, where a long NAME is cut to
+/// its first characters and a hash of the whole, so that a destination whose own name takes the
+/// 255 bytes a file name may have is written too (its temporary name was 255 + 10 bytes long).
+fn temporary_name(name: &str) -> String {
+    const LONGEST_KEPT: usize = 200;
+    let pid = std::process::id();
+    if name.len() <= LONGEST_KEPT {
+        return format!(".{name}.tmp-{pid}");
+    }
+    let cut = name.char_indices().map(|(i, _)| i).take_while(|&i| i <= LONGEST_KEPT / 2).last().unwrap_or(0);
+    let mut hash = std::collections::hash_map::DefaultHasher::new();
+    std::hash::Hash::hash(name, &mut hash);
+    format!(".{}-{:016x}.tmp-{pid}", &name[..cut], std::hash::Hasher::finish(&hash))
 }
 
 /// Writes `path`: through a temporary file in the same folder (missing folders are created) that
@@ -453,6 +468,22 @@ mod tests {
         assert!(r.is_err());
         // Neither the temporary files nor the folders made for them.
         assert!(!dir.exists());
+    }
+
+    #[test]
+    fn a_name_of_255_bytes_is_written() {
+        let dir = std::env::temp_dir().join(format!("collsched-io-long-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for name in ["x".repeat(255), format!("{}.json", "é".repeat(125))] {
+            let path = dir.join(&name);
+            write_atomic(&path, |w| w.write_all(b"whole").map_err(write_error(&path))).unwrap();
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), "whole");
+        }
+        // Two long names alike in their first characters stage apart, and nothing else is left.
+        let (a, b) = (dir.join(format!("{}a", "y".repeat(250))), dir.join(format!("{}b", "y".repeat(250))));
+        assert_ne!(temporary_name(&a.file_name().unwrap().to_string_lossy()), temporary_name(&b.file_name().unwrap().to_string_lossy()));
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
