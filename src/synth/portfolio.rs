@@ -403,11 +403,12 @@ impl Gathered<'_> {
         // (the same transfers and bytes), unless that would outgrow [`MAX_REFINED_PIECE_HOPS`].
         let (given, own) = (inst.collective.pieces, s.header.collective.pieces);
         if inst.pieces_given && own != given {
-            let grows = u64::from(given / own.max(1));
-            match s.refined(given) {
-                Some(r) if piece_hops(&s).saturating_mul(grows) <= MAX_REFINED_PIECE_HOPS => s = r,
-                _ => return Ok(()),
+            // The size is judged before the finer schedule is built.
+            let fits = own > 0 && given % own == 0 && piece_hops(&s).saturating_mul(u64::from(given / own)) <= MAX_REFINED_PIECE_HOPS;
+            if !fits {
+                return Ok(());
             }
+            s = s.refined(given).expect("the spec's pieces are a multiple of the schedule's");
         }
         if self.cannot_win_past_deadline(&s) {
             self.limit_reached = true;
@@ -546,7 +547,7 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
     // An all_to_all too large for the flat searches (4,096 npus: 200 million piece-hops) is
     // answered by planes and lines; the fewest-steps search, and with it the steps flow bound,
     // are for the flat ones and the steps objective.
-    let flat = c.kind != CollectiveKind::AllToAll || a2a_piece_hops(t, c).is_none_or(|h| h <= MAX_FLAT_PIECE_HOPS);
+    let flat = c.kind != CollectiveKind::AllToAll || a2a_piece_hops(t, c, c.pieces).is_none_or(|h| h <= MAX_FLAT_PIECE_HOPS);
     let fewest = (c.kind == CollectiveKind::AllToAll && flat) || objective == Objective::Steps;
     let bounds = certified_bounds(inst, flow_budget, fewest)?;
     let bound = bounds.bandwidth.as_ref().map(|b| b + &bounds.latency);
@@ -746,7 +747,7 @@ fn planes_and_lines(t: &Topology, c: &Collective, deadline: Instant, found: &mut
     let now = Instant::now();
     // Composing, verifying and writing take time in proportion to the schedule: the plane routing
     // ends early enough for them to end by the limit, with a few seconds for one routing at least.
-    let latest = found.finish_from(a2a_piece_hops(t, c).unwrap_or(0), FINISH_NS_PER_PIECE_HOP, now);
+    let latest = found.finish_from(a2a_piece_hops(t, c, c.pieces).unwrap_or(0), FINISH_NS_PER_PIECE_HOP, now);
     let until = (now + deadline.saturating_duration_since(now) / 2).min(latest).max(now + MIN_PLANE_ROUTING);
     let (planned, cut_short) = {
         let mut note = |m: &str| progress(&Progress::Trying(m.to_string()));
@@ -776,10 +777,9 @@ const GATHER_FINISH_NS_PER_PIECE_HOP: f64 = 100.0;
 /// The least time the plane routing is given (a 16x16 plane's first horizon takes a few seconds).
 const MIN_PLANE_ROUTING: Duration = Duration::from_secs(5);
 
-/// Piece-hops of a torus all_to_all at the collective's pieces per block (one where the spec
-/// leaves them open) on shortest paths (`None` off a torus): R(R-1)P times the mean distance, the
-/// sum over dimensions of a ring's (or line's).
-fn a2a_piece_hops(t: &Topology, c: &Collective) -> Option<u64> {
+/// Piece-hops of a torus all_to_all at `pieces` per block on shortest paths (`None` off a
+/// torus): R(R-1)P times the mean distance, the sum over dimensions of a ring's (or line's).
+fn a2a_piece_hops(t: &Topology, c: &Collective, pieces: u32) -> Option<u64> {
     let s = t.torus_shape()?;
     let mean: f64 = (0..s.ndims())
         .map(|d| {
@@ -789,7 +789,7 @@ fn a2a_piece_hops(t: &Topology, c: &Collective) -> Option<u64> {
         })
         .sum();
     let r = c.num_ranks() as f64;
-    Some((r * (r - 1.0) * f64::from(c.pieces) * mean) as u64)
+    Some((r * (r - 1.0) * f64::from(pieces) * mean) as u64)
 }
 
 /// Above this many piece-hops ([`a2a_piece_hops`]) an all_to_all is not searched flat. With a
@@ -1040,7 +1040,7 @@ fn searches_by_kind(
     let (t, c) = (&inst.topology, &inst.collective);
     let a2a = c.kind == CollectiveKind::AllToAll;
     // An all_to_all's piece-hops at one piece per block: flat at some piece count.
-    let per_piece = a2a_piece_hops(t, c).map_or(0, |h| h / u64::from(c.pieces.max(1)));
+    let per_piece = a2a_piece_hops(t, c, 1).unwrap_or(0);
     if a2a && flat {
         time_expanded_routing(t, c, counts, deadline, found, progress)?;
     } else if a2a {
@@ -1116,7 +1116,7 @@ mod tests {
     fn flat_all_to_all_size_gate() {
         let hops = |dims: &str| {
             let inst = instance(dims, "{}", "");
-            a2a_piece_hops(&inst.topology, &inst.collective).unwrap()
+            a2a_piece_hops(&inst.topology, &inst.collective, 1).unwrap()
         };
         assert_eq!(hops("[4, 4, 4]"), 64 * 63 * 3);
         assert_eq!(hops("[6]"), 6 * 5 * 3 / 2);
