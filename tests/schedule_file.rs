@@ -150,6 +150,44 @@ fn header_errors_are_named() {
     assert!(e.message().contains("line 3"), "{e}");
 }
 
+#[test]
+fn objects_given_as_arrays_of_their_fields_are_refused() {
+    // serde reads a struct from an array of its fields in order; the format names them.
+    let good = String::from_utf8(bytes(&examples()[0])).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&good).unwrap();
+    let node = v["topology"]["nodes"][1].to_string();
+    let link = v["topology"]["links"][2].to_string();
+    let collective = v["collective"].to_string();
+    let transfer = v["steps"][1]["transfers"][0].to_string();
+    let positional = |o: &str| {
+        let o: serde_json::Value = serde_json::from_str(o).unwrap();
+        serde_json::Value::Array(o.as_object().unwrap().values().cloned().collect()).to_string()
+    };
+    let compact: serde_json::Value = serde_json::from_str(&good).unwrap();
+    let text = compact.to_string();
+    for (object, field) in [(&node, "topology.nodes[1]"), (&link, "topology.links[2]"), (&collective, "collective"), (&transfer, "steps[1].transfers[0]")] {
+        assert!(text.contains(object.as_str()), "{object}");
+        let bad = text.replacen(object.as_str(), &positional(object), 1);
+        let e = read_schedule(bad.as_bytes(), "f.json").unwrap_err();
+        assert!(e.message().starts_with(&format!("f.json: field `{field}`: expected an object with named fields, found an array")), "{e}");
+    }
+    read_schedule(text.as_bytes(), "f.json").unwrap();
+}
+
+#[test]
+fn transfers_that_carry_no_piece_are_counted() {
+    use collsched::{verify_schedule, VerifyOptions};
+    let mut s = examples().remove(0);
+    let path = s.steps[0].transfers[0].path.clone();
+    // A step of its own, so that it shares no link: valid, and counted.
+    s.steps.push(collsched::Step { transfers: vec![collsched::Transfer { path, op: collsched::Op::Copy, pieces: vec![] }] });
+    let r = verify_schedule(&s, &VerifyOptions::default()).unwrap();
+    assert!(r.is_valid());
+    assert_eq!(r.stats.empty_transfers, 1);
+    s.steps.pop();
+    assert_eq!(verify_schedule(&s, &VerifyOptions::default()).unwrap().stats.empty_transfers, 0);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
 

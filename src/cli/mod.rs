@@ -475,7 +475,7 @@ fn report_json(r: &Report, header: &crate::schedule::ScheduleHeader) -> serde_js
         "warnings": r.findings.warnings().iter().map(|d| d.to_string()).collect::<Vec<_>>(),
         "stats": {
             "steps": s.steps, "transfers": s.transfers, "single_hop_transfers": s.single_hop_transfers,
-            "longest_path": s.longest_path, "piece_hops": s.piece_hops, "wasted_copies": s.wasted_copies,
+            "longest_path": s.longest_path, "piece_hops": s.piece_hops, "wasted_copies": s.wasted_copies, "empty_transfers": s.empty_transfers,
             "peak_relay": s.peak_relay.map(|(n, c, st)| json!({"node": n.0, "name": header.topology.node(n).name, "pieces": c, "step": st})),
         },
         // A schedule that breaks rule 1 has no cost (CLI.md `cost`): `null`, as the text prints none.
@@ -522,6 +522,9 @@ fn print_report(r: &Report, header: &crate::schedule::ScheduleHeader, valid: boo
     }
     if s.wasted_copies > 0 {
         println!("wasted copies: {} (a copy of a value the receiver already held)", s.wasted_copies);
+    }
+    if s.empty_transfers > 0 {
+        println!("transfers carrying no piece: {} (each holds its path's links for its step and delivers nothing)", s.empty_transfers);
     }
     if let Some((n, c, st)) = s.peak_relay {
         println!("peak holdings of pieces bound elsewhere: {c} pieces at node {n} {} (start of step {st})", header.topology.node(n).name);

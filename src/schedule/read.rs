@@ -222,13 +222,44 @@ impl<R: BufRead> TopLevel<'_, R> {
         self.parse_text(at, field)
     }
 
+    /// The next value, an object of the format with `lists` of objects in it, parsed as a `T`.
+    fn object<T: serde::de::DeserializeOwned>(&mut self, field: &dyn Fn() -> String, lists: &[&str]) -> Result<T> {
+        let r = self.scan.value(&mut self.text);
+        let at = self.scanned(r)?;
+        self.objects_named(at, field, lists)?;
+        self.parse_text(at, field)
+    }
+
+    /// Refuses the value cut out at `at` where it, or an item of one of its `lists`, is an array:
+    /// serde reads a struct from an array of its fields in order too, but the format has objects
+    /// with named fields there (docs/design/FORMATS.md, the schedule file).
+    fn objects_named(&self, at: Pos, field: &dyn Fn() -> String, lists: &[&str]) -> Result<()> {
+        // Text that is not JSON is left to serde, which places the error.
+        let Ok(v) = serde_json::from_slice::<serde_json::Value>(&self.text) else { return Ok(()) };
+        let refuse = |path: String| Err(self.syntax(at, &format!("field `{path}`: expected an object with named fields, found an array")));
+        if v.is_array() {
+            return refuse(field());
+        }
+        for list in lists {
+            let items = v.get(list).and_then(serde_json::Value::as_array).map_or(&[][..], Vec::as_slice);
+            if let Some(i) = items.iter().position(serde_json::Value::is_array) {
+                return refuse(format!("{}.{list}[{i}]", field()));
+            }
+        }
+        Ok(())
+    }
+
     /// The next value, a step: by the fast path where it is sure, else by serde.
     fn step(&mut self, index: usize) -> Result<Step> {
         let r = self.scan.value(&mut self.text);
         let at = self.scanned(r)?;
         match parse_step(&self.text) {
             Some(step) => Ok(step),
-            None => self.parse_text(at, &|| format!("steps[{index}]")),
+            None => {
+                let field = || format!("steps[{index}]");
+                self.objects_named(at, &field, &["transfers"])?;
+                self.parse_text(at, &field)
+            }
         }
     }
 
@@ -304,8 +335,8 @@ impl<R: BufRead> TopLevel<'_, R> {
             match key.as_str() {
                 "format" if parts.format.is_none() => parts.format = Some(self.value(&|| "format".into())?),
                 "version" if parts.version.is_none() => parts.version = Some(self.value(&|| "version".into())?),
-                "topology" if parts.topology.is_none() => parts.topology = Some(self.value(&|| "topology".into())?),
-                "collective" if parts.collective.is_none() => parts.collective = Some(self.value(&|| "collective".into())?),
+                "topology" if parts.topology.is_none() => parts.topology = Some(self.object(&|| "topology".into(), &["nodes", "links"])?),
+                "collective" if parts.collective.is_none() => parts.collective = Some(self.object(&|| "collective".into(), &[])?),
                 "meta" if parts.meta.is_none() => parts.meta = Some(self.value(&|| "meta".into())?),
                 "steps" if !seen_steps => {
                     seen_steps = true;

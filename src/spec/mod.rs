@@ -390,6 +390,9 @@ impl Spec {
         })?;
         // One JSON object and nothing after it but whitespace, as the schedule reader demands.
         de.end().map_err(|e| Error::bad(format!("{source}: after the spec's JSON object: {e}")))?;
+        if let Some(why) = positional_object(text, &spec) {
+            return Err(Error::bad(format!("{source}: {why}")));
+        }
         if let Some(MethodSpec::Synthesize(SynthesizeSpec { time_limit_s: Some(secs), .. })) = &spec.method {
             check_time_limit(*secs).map_err(|why| Error::bad(format!("{source}: method.synthesize.time_limit_s = {secs}: {why}")))?;
         }
@@ -558,6 +561,41 @@ fn topology_families(text: &str) -> Option<String> {
     Some(format!("expected exactly one of {}; found {found}", TOPOLOGY_FAMILIES.join(", ")))
 }
 
+/// Where the spec file gives one of its objects as an array, the field and what it found.
+///
+/// serde reads a struct from a JSON array of its fields in order as well as from an object, so
+/// `"collective": ["all_to_all", "1MiB"]` would read as a collective; the format has objects
+/// there (FORMATS.md, spec files). The spec as read is written back: wherever that has an object
+/// and the file an array, the file used the positional form.
+fn positional_object(text: &str, spec: &Spec) -> Option<String> {
+    fn walk(input: &Value, read: &Value, path: &str) -> Option<String> {
+        match (input, read) {
+            (Value::Array(_), Value::Object(_)) => {
+                let field = if path.is_empty() { "the spec".to_string() } else { format!("field `{path}`") };
+                Some(format!("{field}: expected an object with named fields, found an array {}", brief(input)))
+            }
+            (Value::Object(i), Value::Object(r)) => i.iter().find_map(|(k, v)| {
+                let at = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                r.get(k).and_then(|w| walk(v, w, &at))
+            }),
+            (Value::Array(i), Value::Array(r)) if i.len() == r.len() => i.iter().zip(r).enumerate().find_map(|(n, (v, w))| walk(v, w, &format!("{path}[{n}]"))),
+            _ => None,
+        }
+    }
+    let input: Value = serde_json::from_str(text).ok()?;
+    let read = serde_json::to_value(spec).ok()?;
+    walk(&input, &read, "")
+}
+
+/// A value as it appears in a message: its JSON text, cut after 60 characters.
+fn brief(v: &Value) -> String {
+    let text = v.to_string();
+    match text.char_indices().nth(60) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text,
+    }
+}
+
 /// A node named by id (a number) or, on a torus, by coordinate (an array).
 fn resolve_node(t: &Topology, v: &Value) -> Result<NodeId> {
     match v {
@@ -648,6 +686,28 @@ mod tests {
         // One family: its own errors are named as before.
         let e = Spec::parse(r#"{"topology": {"torus": {"dims": [4]}}, "collective": {"kind": "all_to_all", "bytes_per_rank": 1}}"#, "t.json").unwrap_err();
         assert!(e.message().contains("topology.torus") && e.message().contains("bandwidth_gbps"), "{e}");
+    }
+
+    #[test]
+    fn objects_given_as_arrays_of_their_fields_are_refused() {
+        let positional = [
+            (r#""collective": {"kind": "all_to_all", "bytes_per_rank": 8388608}"#, r#""collective": ["all_to_all", 8388608]"#, "field `collective`"),
+            (r#""synthesize": {"solver": "auto", "time_limit_s": 60}"#, r#""synthesize": ["auto", 60]"#, "field `method.synthesize`"),
+            (
+                r#"{"dims": [4, 4, 4], "wrap": [true, true, true], "bandwidth_gbps": 32.0, "latency_ns": 100.0}"#,
+                r#"[[4, 4, 4], [true, true, true], 32.0, 100.0]"#,
+                "field `topology.torus`",
+            ),
+        ];
+        for (object, array, field) in positional {
+            assert!(TORUS.contains(object), "{object}");
+            let text = TORUS.replace(object, array);
+            let e = Spec::parse(&text, "t.json").unwrap_err();
+            assert_eq!(e.exit_code(), crate::error::ExitCode::BadInput);
+            assert!(e.message().starts_with(&format!("t.json: {field}: expected an object")), "{e}");
+        }
+        // Arrays the format has (dims, a cable's ends, a coordinate) stay arrays.
+        Spec::parse(TORUS, "t.json").unwrap();
     }
 
     #[test]

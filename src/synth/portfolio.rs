@@ -374,6 +374,11 @@ impl Gathered<'_> {
     }
 
     /// Whether the best candidate is within [`GOOD_ENOUGH_GAP`] of the bound.
+    /// The best candidate's time as the objective ranks it (step-synchronous or event-driven).
+    fn best_ns(&self) -> Option<f64> {
+        self.best.as_ref().map(|(e, _, _)| e.rank_ns(self.objective))
+    }
+
     fn good_enough(&self) -> bool {
         match (&self.best, self.bound_ns) {
             (Some((e, _, _)), Some(b)) => self.objective != Objective::Steps && e.time_ns <= b * (1.0 + GOOD_ENOUGH_GAP),
@@ -568,7 +573,8 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
         judge_steps_model: fewest,
         retarget: None,
     };
-    let steps_report = if fewest { Some(fewest_steps(inst, opts, objective, bounds.steps, &mut found, progress)?) } else { None };
+    let steps_limit = if objective == Objective::Steps { opts.time_limit.mul_f64(0.6) } else { opts.time_limit / 2 };
+    let steps_report = if fewest { Some(fewest_steps(inst, opts, steps_limit, bounds.steps, &mut found, progress)?) } else { None };
     // Under the steps objective the other searches may find fewer steps than the fewest-steps
     // search (which keeps to shortest paths and may stop at its limit), but only the search
     // decides whether a limit left the answer unproven.
@@ -592,13 +598,21 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
     // Where no other candidate applies (hops that trees cannot use), the fewest-steps search, which
     // routes over every link that is up in the direction it runs, is the answer under the time
     // objectives too: an instance whose ranks reach each other is never infeasible.
+    //
+    // Where the others' best is slower than any schedule of the fewest-steps search could be (at a
+    // small size, where a step's latency outweighs the bytes it moves), the search is a candidate
+    // too, with a quarter of the limit at most: on a 3x3 torus its all_gather of one piece per
+    // block is bandwidth-optimal in 2 steps, 48.7% faster than the layered trees' 2 steps.
     let steps_report = match steps_report {
         None if found.best.is_none() => {
             found.judge_steps_model = true;
             let left = found.end.saturating_duration_since(Instant::now()).max(MIN_FLOW_BUDGET);
-            // `fewest_steps` gives the search half its limit under the time objectives: here, what is left.
-            let fallback = SynthOptions { time_limit: left * 2, ..opts.clone() };
-            Some(fewest_steps(inst, &fallback, objective, None, &mut found, progress)?)
+            Some(fewest_steps(inst, opts, left, None, &mut found, progress)?)
+        }
+        None if !found.good_enough() && steps_search_may_win(inst, objective, bounds.steps, found.best_ns()) => {
+            found.judge_steps_model = true;
+            let left = found.end.saturating_duration_since(Instant::now()).min(opts.time_limit / 4);
+            Some(fewest_steps(inst, opts, left, bounds.steps, &mut found, progress)?)
         }
         report => report,
     };
@@ -693,21 +707,42 @@ pub fn verify_deferred(chosen: Candidate, s: &Schedule) -> Result<Option<String>
     }
 }
 
-/// The fewest-steps search (all_to_all, and every kind under the steps objective): half the limit
-/// under the time objectives, three fifths of it for the steps objective.
-/// `lower` is the certified steps bound, when the bound certificate has one.
+/// Above this many ranks times pieces the fewest-steps search is not tried as a mere candidate
+/// of a gathering or reducing kind (8x8x8 at one piece per block: 512; its all_reduce search
+/// takes 4 s and 230 MB).
+const MAX_STEPS_CANDIDATE_PIECES: usize = 512;
+
+/// Whether a schedule of the fewest-steps search could beat `best_ns`: it has `steps` steps at
+/// least (the certified steps bound), each moving a piece over a link at least (MODEL.md section
+/// 3: a link carries one piece per step in the steps model), so none is faster than that many
+/// of the cheapest piece-hops the network has.
+/// Under the event objective only the size counts: ranks that pipeline their steps overlap them.
+fn steps_search_may_win(inst: &Instance, objective: Objective, steps: Option<u32>, best_ns: Option<f64>) -> bool {
+    let (t, c) = (&inst.topology, &inst.collective);
+    if c.num_ranks() * c.pieces as usize > MAX_STEPS_CANDIDATE_PIECES {
+        return false;
+    }
+    if objective == Objective::Event {
+        return true;
+    }
+    let (Some(steps), Some(best)) = (steps, best_ns) else { return false };
+    let smallest = (0..c.piece_space()).filter(|&i| c.is_required_index(i)).map(|i| to_f64(&c.piece_size_at(i))).fold(f64::INFINITY, f64::min);
+    // bytes / (GB/s) = ns
+    let hop = t.links().map(|(_, l)| l).filter(|l| l.up).map(|l| smallest / l.bandwidth_gbps + l.latency_ns).fold(f64::INFINITY, f64::min);
+    f64::from(steps) * hop < best
+}
+
+/// The fewest-steps search (all_to_all, and every kind under the steps objective) within
+/// `limit`; `lower` is the certified steps bound, when the bound certificate has one.
 fn fewest_steps(
     inst: &Instance,
     opts: &SynthOptions,
-    objective: Objective,
+    limit: Duration,
     lower: Option<u32>,
     found: &mut Gathered,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<SynthReport> {
-    let mut steps_opts = opts.clone();
-    // The steps objective leaves a fifth of its limit to the other candidates, which may find
-    // fewer steps (over longer single hops, or where the program is too large).
-    steps_opts.time_limit = if objective == Objective::Steps { opts.time_limit.mul_f64(0.6) } else { opts.time_limit / 2 };
+    let steps_opts = SynthOptions { time_limit: limit, ..opts.clone() };
     let report = synthesize_steps_above(&inst.topology, &inst.collective, &steps_opts, lower, progress)?;
     if let SynthStatus::Infeasible(why) = &report.status {
         return Err(Error::infeasible(why.clone()));
@@ -1437,6 +1472,30 @@ mod tests {
         // The time objective reports the same fewest steps beside its faster schedule.
         let b = synthesize(&inst, &SynthOptions { time_limit: Duration::from_secs(20), ..Default::default() }, Objective::Time, &mut |_| {}).unwrap();
         assert_eq!(b.steps_report.unwrap().steps_found, Some(steps as u32));
+    }
+
+    #[test]
+    fn the_time_objectives_are_never_behind_the_fewest_steps_search() {
+        // One piece per block, where a step's latency outweighs its bytes: the layered trees'
+        // 3x3 all_gather took 11.12 us, the fewest-steps search's 7.48 us (the bound).
+        for (dims, kind) in [("[3, 3]", "all_gather"), ("[3, 3]", "reduce_scatter"), ("[4, 4]", "all_reduce"), ("[4]", "all_reduce"), ("[2, 2]", "all_reduce")]
+        {
+            let text = format!(
+                r#"{{"topology": {{"torus": {{"dims": {dims}, "bandwidth_gbps": 32.0, "latency_ns": 100.0}}}}, "collective": {{"kind": "{kind}", "bytes_per_rank": "1MiB", "pieces": 1}}}}"#
+            );
+            let inst = Spec::parse(&text, "test").unwrap().instance().unwrap();
+            let limit = SynthOptions { time_limit: Duration::from_secs(10), ..Default::default() };
+            let steps = synthesize(&inst, &limit, Objective::Steps, &mut |_| {}).unwrap();
+            for objective in [Objective::Time, Objective::Event] {
+                let a = synthesize(&inst, &limit, objective, &mut |_| {}).unwrap();
+                let (mine, theirs) = match objective {
+                    Objective::Event => (a.event_ns.unwrap(), event_cost(&steps.schedule, false).unwrap().time_ns),
+                    _ => (to_f64(&a.cost.time_ns()), to_f64(&steps.cost.time_ns())),
+                };
+                assert!(mine <= theirs + 1e-6, "{dims} {kind} {objective:?}: {} {mine} ns, fewest steps {theirs} ns", a.chosen);
+                assert!(a.steps_report.is_some(), "{dims} {kind}: the search ran");
+            }
+        }
     }
 
     #[test]

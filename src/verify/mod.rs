@@ -83,6 +83,9 @@ pub struct Stats {
     pub piece_hops: u64,
     /// Copies that delivered a value the receiver already had.
     pub wasted_copies: u64,
+    /// Transfers that carry no piece: valid (MODEL.md section 4 asks nothing of them), but they
+    /// hold their paths' links for the step and deliver nothing, which is never what was meant.
+    pub empty_transfers: u64,
     /// The largest number of pieces a node held that it is not a destination of (a relay drops
     /// a piece after its last send of it), with the node and the step where it happened.
     pub peak_relay: Option<(NodeId, usize, usize)>,

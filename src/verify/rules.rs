@@ -511,6 +511,9 @@ impl CoreRules {
             if interior_routers_only {
                 self.stats.single_hop_transfers += 1;
             }
+            if tr.pieces.is_empty() {
+                self.stats.empty_transfers += 1;
+            }
             if tr.op == Op::Reduce && !self.reducing {
                 out.fail(diag(
                     Rule::Reduction,
