@@ -57,7 +57,7 @@ pub fn output_is_input(out: &Path, input: &Path) -> Error {
 
 /// Whether a file is zstd-compressed, by its extension (`.zst`, as in `schedule.json.zst`).
 pub fn is_zstd(path: &Path) -> bool {
-    path.extension().is_some_and(|e| e == "zst")
+    path.extension().is_some_and(|e| e.eq_ignore_ascii_case("zst"))
 }
 
 /// A reader of what a file holds: its bytes, or for a `.zst` file the bytes they decompress to.

@@ -1364,6 +1364,33 @@ fn export_writes_the_channels_asked_for_or_refuses_them() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
 
+/// A pairwise all_to_all over 64 ranks has one transfer per pair: its pairs start at channels of
+/// their own, so 63 peers spread over 2 channels (all on channel 0 they were 63 receiving
+/// threadblocks, and MSCCL's readers take 32). A schedule whose gpus hold more elements than the
+/// reader stores is refused after one lowering: more channels only add threadblocks.
+#[test]
+fn exports_spread_peers_over_channels_and_stop_where_channels_cannot_help() {
+    let out = tmp("xml-pairwise64.json");
+    let spec = concat!(env!("CARGO_MANIFEST_DIR"), "/specs/fattree_2L-k8-osr1_pairwise_ep64.json");
+    let o = run(&["generate", spec, "-o", s(&out)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let dir = fresh("xml-pairwise64");
+    let o = run(&["export", s(&out), "--to", "msccl-xml", "-o", s(&dir)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("nchannels=\"2\""), "{}", text(&o));
+    let o = run(&["verify", s(&dir.join("xml-pairwise64.xml")), "--rendezvous"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // HalfRing+DimRotation on 4x4x8: 4229 elements on gpu 0 at one channel.
+    let big = tmp("xml-too-many.json");
+    let o = run(&["generate", "--torus", "4x4x8", "--algorithm", "halfring", "--scheduler", "dimrotation", "-o", s(&big)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let dir = fresh("xml-too-many");
+    let o = run(&["export", s(&big), "--to", "msccl-xml", "-o", s(&dir)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("(1 channel(s); more channels only add threadblocks)") && text(&o).contains("elements for this gpu"), "{}", text(&o));
+    assert!(!dir.join("xml-too-many.xml").exists());
+}
+
 /// A fresh, empty folder of its own for one test.
 fn fresh(name: &str) -> PathBuf {
     let d = tmp(name);

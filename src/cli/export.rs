@@ -3,7 +3,7 @@
 //! and a chunk-level run without buffering, so the file runs with any buffer size.
 
 use crate::error::{Error, ExitCode, Result};
-use crate::export::msccl::rules::MAX_CHANNELS;
+use crate::export::msccl::rules::{elements_over_limit, MAX_CHANNELS, TOO_MANY_ELEMENTS};
 use crate::export::msccl::write::used_channels;
 use crate::export::{check_xml, msccl_xml, Buffering, MscclOptions, Runtime};
 use crate::lower::{lower, ChannelSpread, LowerOptions};
@@ -69,8 +69,15 @@ fn export_schedule(s: &crate::schedule::Schedule, schedule: &Path, to: &str, dir
     let runtime = if legacy { Runtime::Legacy } else { Runtime::Executor };
     let opts = MscclOptions { name: stem.clone(), runtime, ..Default::default() };
     let mut last_problems = Vec::new();
+    // The channels of a lowering whose gpu has more elements than the reader stores.
+    let mut hopeless_at = None;
     for lower_opts in candidates(channels) {
         let programs = lower(s, &lower_opts)?;
+        if let Some(e) = elements_over_limit(&programs) {
+            last_problems = vec![e];
+            hopeless_at = Some(lower_opts.channels);
+            break;
+        }
         let deadlocks = check_deadlock(&programs);
         if let Some(d) = deadlocks.first() {
             return Err(Error::bad(format!("the lowered programs fail rule 6: {d}")));
@@ -78,7 +85,16 @@ fn export_schedule(s: &crate::schedule::Schedule, schedule: &Path, to: &str, dir
         let xml = msccl_xml(&programs, &opts)?;
         let report = check_xml(&xml, Buffering::Rendezvous);
         if !report.problems.errors.is_empty() {
+            // A gpu with more elements than the reader stores keeps them on more channels, which
+            // only add threadblocks (a 6x6x6 all_to_all took 132 s and 3 GB to try all 13).
+            let hopeless = report.problems.errors.iter().position(|e| e.contains(TOO_MANY_ELEMENTS));
             last_problems = report.problems.errors;
+            if let Some(i) = hopeless {
+                // The error more channels cannot mend is the one to name.
+                last_problems.swap(0, i);
+                hopeless_at = Some(lower_opts.channels);
+                break;
+            }
             continue;
         }
         let run = match report.runs.first().map(|r| &r.outcome) {
@@ -106,9 +122,10 @@ fn export_schedule(s: &crate::schedule::Schedule, schedule: &Path, to: &str, dir
     }
     Err(Error::bad(format!(
         "no lowering tried ({}) gives XML the MSCCL reader accepts: {}",
-        match channels {
-            Some(c) => format!("{c} channels, whole transfers or operations spread"),
-            None => format!("1 to {MAX_CHANNELS} channels"),
+        match (hopeless_at, channels) {
+            (Some(c), _) => format!("{c} channel(s); more channels only add threadblocks"),
+            (None, Some(c)) => format!("{c} channels, whole transfers or operations spread"),
+            (None, None) => format!("1 to {MAX_CHANNELS} channels"),
         },
         last_problems.first().cloned().unwrap_or_default()
     )))

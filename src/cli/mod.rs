@@ -320,7 +320,7 @@ fn ns(r: &crate::units::Rational) -> f64 {
 }
 
 fn verify(schedule: PathBuf, spec_path: Option<PathBuf>, json: bool, max_diagnostics: usize, peak_holdings: bool, rendezvous: bool) -> Result<ExitCode> {
-    if schedule.extension().is_some_and(|e| e == "xml") {
+    if schedule.extension().is_some_and(|e| e.eq_ignore_ascii_case("xml")) {
         return xml::verify_xml(&schedule, spec_path.as_deref(), json, rendezvous);
     }
     if rendezvous {

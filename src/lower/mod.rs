@@ -212,7 +212,8 @@ pub enum ChannelSpread {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LowerOptions {
     /// The transfers of a step between one (sender, receiver) pair are spread over this many
-    /// channels round-robin, in transfer order (default 1).
+    /// channels round-robin, in transfer order, from the channel of the sum of the pair's rank
+    /// indices (default 1).
     pub channels: usize,
     /// What is spread over the channels (default: whole transfers).
     pub spread: ChannelSpread,
@@ -534,10 +535,14 @@ impl<'a> Lowering<'a> {
         let opts = self.opts;
         let mut pair_count: HashMap<(usize, usize), usize> =
             if opts.spread == ChannelSpread::Operations { std::mem::take(&mut self.pair_ops) } else { HashMap::new() };
+        // Each pair starts at its own channel (the sum of its ranks), so that pairs with one
+        // transfer each (a pairwise all_to_all: 63 peers a gpu on 64 ranks) spread over the
+        // channels instead of all taking channel 0 (MSCCL's readers take at most 32 sending and
+        // 32 receiving threadblocks per channel).
         let mut next_channel = |pair: (usize, usize)| {
             let n = pair_count.entry(pair).or_insert(0);
             *n += 1;
-            (*n - 1) % opts.channels
+            (*n - 1 + pair.0 + pair.1) % opts.channels
         };
         let (send_group, recv_group) = if opts.recv_first { (1, 0) } else { (0, 1) };
         let mut recv_ops: Vec<(usize, Pending, Vec<Slot>, Vec<Slot>)> = Vec::new();

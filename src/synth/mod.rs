@@ -10,6 +10,8 @@
 //!   shortest-path trees balanced per step (on a healthy torus: the certified bound);
 //! - [`planes`]: all_to_all on 3-D tori too large for the flat routing, one plane's routing run
 //!   in every plane, with the lines in step;
+//! - [`one_shot`]: all_reduce in one step where every rank has a link to every other (two
+//!   ranks, small sizes on a complete network);
 //! - [`spreading`]: all_gather, reduce_scatter and all_reduce on any topology by spreading trees
 //!   (and their time reversal);
 //! - [`switched`]: route-and-step on fat trees and other switched networks, every kind;
@@ -21,6 +23,7 @@
 //! and by the MSCCL import.
 
 pub mod backends;
+pub mod one_shot;
 pub mod planes;
 pub mod portfolio;
 pub mod routing;

@@ -32,6 +32,25 @@ pub const LEGACY_DEFAULT_MAX_BYTES: i64 = 1 << 27;
 /// reader stores can move, and is refused before anything is sized by it.
 pub const MAX_CHUNKS: i64 = MAX_NODES as i64 * MAX_CNT;
 
+/// What the error of a gpu whose elements the reader cannot store says (more channels only add
+/// threadblocks, so the exporter stops trying them at this error).
+pub const TOO_MANY_ELEMENTS: &str = "elements for this gpu";
+
+/// The first gpu of lowered programs that holds more elements than the reader stores however
+/// they are written (each operation is one `<step>` at least), with the reader's error; checked
+/// before the XML is built, which for 512 gpus takes gigabytes.
+pub fn elements_over_limit(programs: &crate::lower::Programs) -> Option<String> {
+    let gpus = programs.ranks.len();
+    programs.ranks.iter().enumerate().find_map(|(g, r)| {
+        let stored = 1 + gpus + r.threadblocks.len() + r.threadblocks.iter().map(|t| t.ops.len()).sum::<usize>();
+        (stored > MAX_NODES).then(|| {
+            format!(
+                "gpu {g}: the reader would store {stored} {TOO_MANY_ELEMENTS} at least (<algo>, every <gpu>, its <tb>s and <step>s); it stores at most {MAX_NODES}"
+            )
+        })
+    })
+}
+
 /// Checks a program against `runtime`'s reader and runtime (module docs).
 pub fn check_program(p: &Program, runtime: Runtime) -> Problems {
     let mut out = Problems::default();
@@ -215,7 +234,7 @@ fn gpu_rules(p: &Program, gpu: &Gpu, runtime: Runtime, out: &mut Problems) {
     let stored = 1 + p.gpus.len() + gpu.tbs.len() + gpu.tbs.iter().map(|t| t.steps.len()).sum::<usize>();
     if stored > MAX_NODES {
         out.errors.push(format!(
-            "{at}: the reader would store {stored} elements for this gpu (<algo>, every <gpu>, its <tb>s and <step>s); it stores at most {MAX_NODES}"
+            "{at}: the reader would store {stored} {TOO_MANY_ELEMENTS} (<algo>, every <gpu>, its <tb>s and <step>s); it stores at most {MAX_NODES}"
         ));
     }
     if gpu.tbs.len() > MAX_CHILDREN {
