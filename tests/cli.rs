@@ -892,6 +892,16 @@ fn unreadable_xml_exits_2_and_rule_breaking_xml_exits_1() {
         ("u-trunc.xml", "<algo".to_string(), "line 1: not well-formed XML".to_string()),
         ("u-hasdep.xml", good.replacen(r#" hasdep="0""#, "", 1), format!("line {step}: gpu 0 tb 0 step 0: lacks the attribute hasdep")),
         ("u-type.xml", good.replacen(r#"type="s""#, r#"type="ra""#, 1), format!("line {step}: gpu 0 tb 0 step 0: type=\"ra\" is not a step type")),
+        (
+            "u-srcbuf.xml",
+            good.replacen(r#"srcbuf="i""#, r#"srcbuf="x""#, 1),
+            format!("line {step}: gpu 0 tb 0 step 0: srcbuf=\"x\" is not a buffer (i, o or s)"),
+        ),
+        (
+            "u-dstbuf.xml",
+            good.replacen(r#"dstbuf="o""#, r#"dstbuf="q""#, 1),
+            format!("line {step}: gpu 0 tb 0 step 0: dstbuf=\"q\" is not a buffer (i, o or s)"),
+        ),
         ("u-proto.xml", good.replacen(r#" proto="Simple""#, "", 1), format!("line {algo}: <algo> lacks the attribute proto")),
         ("u-minbytes.xml", good.replacen(r#" minBytes="0""#, "", 1), format!("line {algo}: <algo> lacks the attribute minBytes")),
     ];
@@ -938,6 +948,20 @@ fn verify_xml_refuses_a_byte_order_mark_at_line_1() {
     let o = verify_xml_file("stray.xml", &format!("x{good}"), &[]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("MSCCL reader rule: line 1: text between elements"), "{}", text(&o));
+    // What only NCCL's tokenizer fails on in well-formed XML is a reader rule too (exit 1, not
+    // unreadable), reported with the file's other reader rules.
+    let quoted = good.replacen(r#"ngpus="2""#, "ngpus='2'", 1);
+    for (name, xml, why) in [
+        ("decl.xml", format!("<?xml version=\"1.0\"?>\n{good}"), "line 1: an XML declaration"),
+        ("quote.xml", quoted, "<algo>: a single-quoted attribute value"),
+        ("close.xml", good.replacen("</tb>", "</tb >", 1), "the closing tag </tb> with white space"),
+    ] {
+        let o = verify_xml_file(name, &xml, &[]);
+        let out = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{name}: {out}");
+        assert!(out.lines().any(|l| l.starts_with("MSCCL reader rule: ") && l.contains(why)), "{name}: {out}");
+        assert!(!out.contains("cannot be read as an MSCCL program"), "{name}: {out}");
+    }
 }
 
 #[test]

@@ -24,9 +24,12 @@
 //! run with its buffers aliased). Every delivered message becomes a transfer over the link
 //! between its gpus, `reduce` when the receiver reduces it (in the receiving step, or later: a
 //! receive into scratch that a local `re` then reduces into the chunk that accumulates), else
-//! `copy`, carrying the pieces its chunks hold; it goes into the schedule step of its level
-//! (after every message whose data it carries or whose chunks it overwrites), and messages of
-//! one level over one link, which the run gives the same operation, share one transfer (rule 2).
+//! `copy`, carrying the pieces its chunks held when its send read them; it goes into the
+//! schedule step of its level ([`super::simulate()`]: after the messages whose data it carries or
+//! whose chunks it overwrites, not before those that read what it overwrites, and no later than
+//! the step its sender overwrites what it read in), and messages of one level over one link,
+//! which the leveling gives the same operation, share one transfer (rule 2). A program whose
+//! messages no leveling orders is refused, naming them.
 
 use super::model::{read_program, Program};
 use super::rules::check_program;
@@ -116,6 +119,9 @@ pub fn import_program(p: &Program, onto: Option<Onto>) -> Result<Schedule> {
     let placement = Placement::declared(p).first().copied().unwrap_or(Placement::OutOfPlace);
     let routes = routes(p, topo, &ranks)?;
     let run = simulate_routed(p, placement, Buffering::Runtime, routes).map_err(|e| Error::bad(format!("MSCCL XML ({}): {e}", placement.name())))?;
+    if let Some(why) = &run.unleveled {
+        return Err(Error::bad(format!("MSCCL import ({}): {why}", placement.name())));
+    }
     let piece = |v: &ChunkValue| -> Option<PieceId> {
         let (o, p) = (v.offset as u32, pieces);
         let origin = *v.gpus.first()? as u32;
@@ -253,6 +259,30 @@ mod tests {
         assert!(s.steps.iter().flat_map(|st| &st.transfers).all(|t| t.op == Op::Copy));
         let report = verify_schedule(&s, &VerifyOptions::default()).unwrap();
         assert!(report.findings.failures().iter().any(|d| d.to_string().contains("loses the contributions")), "{:?}", report.findings.failures());
+    }
+
+    /// All-pairs all-reduce on 3 gpus over 2 channels (as msccl-scheduler's ndv4 `ap-1pass`):
+    /// every gpu sends its raw input to each peer on each channel and reduces what it receives
+    /// into its input once the channel's sends are done. Under buffering a channel may finish
+    /// (its chunks reduced) before the other channel's messages are taken; each message still
+    /// carries the raw value it read, so it goes in a step no later than the one its sender
+    /// overwrites that value in. It was put after (the reduce of one channel's message of a
+    /// pair joined a copy's claim first), where it carried the sender's sum: double counting.
+    #[test]
+    fn a_message_goes_no_later_than_its_sender_overwrites_what_it_read() {
+        let xml = include_str!("../../../tests/data/msccl/allreduce_allpairs_3gpu_2chan.xml");
+        let s = import_msccl(xml, None).unwrap();
+        let report = verify_schedule(&s, &VerifyOptions::default()).unwrap();
+        assert!(report.is_valid(), "{:?}", report.findings.failures());
+        // One step, as on one channel: each pair one reduce of all its pieces.
+        assert_eq!(s.steps.len(), 1);
+        assert_eq!(s.steps[0].transfers.len(), 6);
+        assert!(s.steps[0].transfers.iter().all(|t| t.op == Op::Reduce && t.pieces.len() == 6));
+        // Whatever order the threadblocks run in: channel 1's gpus listed first.
+        let swapped = xml.replace(r#"chan="0""#, r#"chan="x""#).replace(r#"chan="1""#, r#"chan="0""#).replace(r#"chan="x""#, r#"chan="1""#);
+        let s = import_msccl(&swapped, None).unwrap();
+        assert!(verify_schedule(&s, &VerifyOptions::default()).unwrap().is_valid());
+        assert_eq!(s.steps.len(), 1);
     }
 
     #[test]

@@ -643,14 +643,15 @@ impl<'a> Attrs<'a> {
     fn new(node: &'a Node, at: String, known: &[&str], out: &mut Problems) -> Self {
         for (i, (k, v)) in node.attrs.iter().enumerate() {
             if v.len() > MAX_VALUE_LEN {
-                out.errors.push(format!("{at}: {k} is {} characters long; the runtime's reader overflows past {MAX_VALUE_LEN}", v.len()));
+                out.errors.push(format!("line {}: {at}: {k} is {} characters long; the runtime's reader overflows past {MAX_VALUE_LEN}", node.line, v.len()));
             }
             if i >= MAX_ATTRS {
-                out.warnings.push(format!("{at}: {k}=\"{v}\" is past the {MAX_ATTRS}th attribute: the runtime ignores it"));
+                out.warnings.push(format!("line {}: {at}: {k}=\"{v}\" is past the {MAX_ATTRS}th attribute: the runtime ignores it", node.line));
             } else if let Some((_, first)) = node.attrs[..i].iter().find(|(k2, _)| k2 == k) {
-                out.warnings.push(format!("{at}: attribute {k} given twice ({k}=\"{first}\", then {k}=\"{v}\"): the runtime reads the first"));
+                out.warnings
+                    .push(format!("line {}: {at}: attribute {k} given twice ({k}=\"{first}\", then {k}=\"{v}\"): the runtime reads the first", node.line));
             } else if !known.contains(&k.as_str()) {
-                out.warnings.push(format!("{at}: unknown attribute {k}=\"{v}\": the runtime ignores it"));
+                out.warnings.push(format!("line {}: {at}: unknown attribute {k}=\"{v}\": the runtime ignores it", node.line));
             }
         }
         Attrs { node, at }
@@ -686,9 +687,12 @@ impl<'a> Attrs<'a> {
         let (long, n) = (strtol(v), read(v));
         if long.to_string() != v {
             let narrowed = if long != n { format!(" (strtol reads {long}, narrowed to a 32-bit int)") } else { String::new() };
-            out.warnings.push(format!("{}: {key}=\"{v}\" is not a plain integer: the runtime reads {n}{narrowed}", self.at));
+            out.warnings.push(format!("line {}: {}: {key}=\"{v}\" is not a plain integer: the runtime reads {n}{narrowed}", self.node.line, self.at));
         } else if long != n {
-            out.warnings.push(format!("{}: {key}=\"{v}\" does not fit a 32-bit int: the runtime reads {n} (narrowed to a 32-bit int)", self.at));
+            out.warnings.push(format!(
+                "line {}: {}: {key}=\"{v}\" does not fit a 32-bit int: the runtime reads {n} (narrowed to a 32-bit int)",
+                self.node.line, self.at
+            ));
         }
         Some(n)
     }
@@ -703,7 +707,7 @@ impl<'a> Attrs<'a> {
         let v = self.text(key, out)?;
         let b = [Buffer::Input, Buffer::Output, Buffer::Scratch].into_iter().find(|b| b.short() == v);
         if b.is_none() {
-            out.errors.push(format!("{}: {key}=\"{v}\" is not a buffer (i, o or s)", self.at));
+            out.errors.push(format!("line {}: {}: {key}=\"{v}\" is not a buffer (i, o or s)", self.node.line, self.at));
         }
         b
     }
@@ -892,15 +896,23 @@ mod tests {
         let st = &r.program.as_ref().unwrap().gpus[0].tbs[0].steps[0];
         assert_eq!(st.cnt, 1, "the first of a repeated attribute wins");
         assert!(
-            r.problems.warnings.contains(&r#"gpu 0 tb 0 step 0: attribute cnt given twice (cnt="1", then cnt="3"): the runtime reads the first"#.to_string()),
+            r.problems
+                .warnings
+                .contains(&r#"line 4: gpu 0 tb 0 step 0: attribute cnt given twice (cnt="1", then cnt="3"): the runtime reads the first"#.to_string()),
             "{:?}",
             r.problems.warnings
         );
         assert!(
-            r.problems.warnings.contains(&r#"gpu 0 tb 0 step 0: unknown attribute redop="sum": the runtime ignores it"#.to_string()),
+            r.problems.warnings.contains(&r#"line 4: gpu 0 tb 0 step 0: unknown attribute redop="sum": the runtime ignores it"#.to_string()),
             "{:?}",
             r.problems.warnings
         );
+        // A value the reader has no meaning for names its line too, as a missing one does.
+        for key in ["srcbuf", "dstbuf"] {
+            let r = read_program(&ONE.replace(&format!(r#"{key}="{}""#, if key == "srcbuf" { "i" } else { "o" }), &format!(r#"{key}="x""#)));
+            assert!(r.program.is_none());
+            assert_eq!(r.problems.errors, [format!(r#"line 4: gpu 0 tb 0 step 0: {key}="x" is not a buffer (i, o or s)"#)]);
+        }
         let r = read_program(&ONE.replace(r#" hasdep="0""#, ""));
         assert!(r.program.is_none());
         assert_eq!(r.problems.errors, vec!["line 4: gpu 0 tb 0 step 0: lacks the attribute hasdep".to_string()]);
@@ -909,7 +921,7 @@ mod tests {
         let st = &r.program.as_ref().unwrap().gpus[0].tbs[0].steps[0];
         assert_eq!((st.cnt, st.src.offset), (2, 1));
         assert!(
-            r.problems.warnings.iter().any(|w| w == r#"gpu 0 tb 0 step 0: cnt="0x2" is not a plain integer: the runtime reads 2"#),
+            r.problems.warnings.iter().any(|w| w == r#"line 4: gpu 0 tb 0 step 0: cnt="0x2" is not a plain integer: the runtime reads 2"#),
             "{:?}",
             r.problems.warnings
         );
@@ -927,9 +939,9 @@ mod tests {
         let r = read_program(&ONE.replace(r#"s_chunks="0""#, r#"s_chunks="-9223372036854775808""#));
         assert_eq!(r.program.as_ref().unwrap().gpus[0].chunks[2], 0);
         assert!(
-            r.problems
-                .warnings
-                .contains(&r#"gpu 0: s_chunks="-9223372036854775808" does not fit a 32-bit int: the runtime reads 0 (narrowed to a 32-bit int)"#.to_string()),
+            r.problems.warnings.contains(
+                &r#"line 2: gpu 0: s_chunks="-9223372036854775808" does not fit a 32-bit int: the runtime reads 0 (narrowed to a 32-bit int)"#.to_string()
+            ),
             "{:?}",
             r.problems.warnings
         );
@@ -938,7 +950,7 @@ mod tests {
         assert_eq!((st.cnt, st.src.offset), (1, -1));
         assert!(
             r.problems.warnings.contains(
-                &r#"gpu 0 tb 0 step 0: srcoff="99999999999999999999" is not a plain integer: the runtime reads -1 (strtol reads 9223372036854775807, narrowed to a 32-bit int)"#
+                &r#"line 4: gpu 0 tb 0 step 0: srcoff="99999999999999999999" is not a plain integer: the runtime reads -1 (strtol reads 9223372036854775807, narrowed to a 32-bit int)"#
                     .to_string()
             ),
             "{:?}",

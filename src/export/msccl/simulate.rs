@@ -27,9 +27,15 @@
 //! is chunks rank x P.. of its output, reduce-scatter's output chunks rank x P.. of its input
 //! (P = nchunksperloop / ngpus). At the end the output buffers are compared with what `coll`
 //! asks for. Every delivered message also gets a *level*, the step of a step-synchronous
-//! schedule it can run in (after everything it read was delivered, after earlier writes and
-//! reads of what it overwrites, and not on a gpu pair already used by a different operation in
-//! that step), which is what [`super::import_msccl`] builds a schedule from. Given the
+//! schedule it can run in, which is what [`super::import_msccl`] builds a schedule from. A
+//! message carries what its send read when it began, so its level is after the messages that
+//! delivered what it read, after those that wrote what it overwrites, and not after the step in
+//! which its sender overwrites what it read (a write follows the sends that read the old value,
+//! whenever their receivers take them); a local `cpy` or `re` happens in the step of the
+//! messages whose data it moves. Messages that overwrite what each other read (a swap) share a
+//! level. The levels are given once the run is over, in an order that follows these
+//! constraints, each message the first level they allow where its gpu pair carries nothing or
+//! the same operation on other pieces. Given the
 //! network's paths between the gpus ([`simulate_routed`]), a message also takes one of its
 //! pair's candidate paths whose links no other pair uses in its level, else a later level: a
 //! network that routes a send through switches carries it after the sends in its way.
@@ -166,7 +172,8 @@ pub struct Message {
     pub reduce: bool,
     /// What it carries.
     pub payload: Vec<Option<ChunkValue>>,
-    /// The step of a step-synchronous schedule it can run in (from 1; module docs).
+    /// The step of a step-synchronous schedule it can run in (from 1; module docs; 0 when it
+    /// has none, [`Execution::unleveled`]).
     pub level: usize,
     /// The links it takes, one of its pair's candidate paths in the [`Routes`] given (empty
     /// where none were given for its pair).
@@ -204,6 +211,10 @@ pub struct Execution {
     /// reduce-scatter and all-to-all), which is run with separate buffers for deadlock freedom
     /// and races only; what its chunks hold is then not judged.
     pub aliasing_modelled: bool,
+    /// Why the messages could not all be given levels (`None`: every one has its level): a
+    /// value held in flight while its sender overwrites it, which no step-synchronous schedule
+    /// carries.
+    pub unleveled: Option<String>,
 }
 
 impl Execution {
@@ -462,16 +473,22 @@ impl Net {
 }
 
 /// Every gpu's chunks in one array, with the buffers mapped onto it as the placement aliases
-/// them; each cell also keeps the level its value became available at and the last level it
-/// was read at.
+/// them; each cell also keeps, for the leveling ([`Sim::level`]), the messages its value waits
+/// for, the messages whose arrival brought it to this gpu and the messages that read it since.
 struct Memory {
     /// Per gpu: where `i`, `o` and `s` start.
     base: Vec<[usize; 3]>,
     /// Per gpu: chunks of the input and output buffers the runtime has.
     sizes: [usize; 2],
     cells: Vec<Vec<Option<ChunkValue>>>,
-    ready: Vec<Vec<usize>>,
-    read_at: Vec<Vec<usize>>,
+    /// Per cell: the messages (nodes) a step that reads its value runs after.
+    deps: Vec<Vec<Vec<usize>>>,
+    /// Per cell: the messages (nodes) whose arrival put its value on this gpu, as a schedule
+    /// sees it (a local `cpy` or `re` of what arrived happens in the step the message does).
+    by: Vec<Vec<Vec<usize>>>,
+    /// Per cell: the messages (nodes) that read its value, when they read it (a send when it
+    /// begins, not when its receiver takes it).
+    readers: Vec<Vec<Vec<usize>>>,
     /// Per cell: the delivered message (its index) whose data the cell holds as it arrived,
     /// if a plain receive, or a copy of one, wrote it last.
     landed: Vec<Vec<Option<usize>>>,
@@ -517,10 +534,10 @@ impl Memory {
         }
         let len = |g: usize| lens[g];
         let cells: Vec<Vec<Option<ChunkValue>>> = (0..n).map(|g| vec![None; len(g)]).collect();
-        let ready = cells.iter().map(|c| vec![0; c.len()]).collect();
-        let read_at = cells.iter().map(|c| vec![0; c.len()]).collect();
+        let empty = || cells.iter().map(|c| vec![Vec::new(); c.len()]).collect::<Vec<_>>();
+        let (deps, by, readers) = (empty(), empty(), empty());
         let landed = cells.iter().map(|c| vec![None; c.len()]).collect();
-        let mut m = Memory { base, sizes, cells, ready, read_at, landed };
+        let mut m = Memory { base, sizes, cells, deps, by, readers, landed };
         for g in 0..n {
             for k in 0..sizes[0] {
                 if let Some(c) = m.cell(g, (0, k)) {
@@ -554,22 +571,25 @@ struct TbState {
     begun: bool,
     moved_in: usize,
     moved_out: usize,
-    /// What a reducing step read of its own `src` when it began, and when that was available.
+    /// What a reducing step read of its own `src` when it began.
     local: Vec<Option<ChunkValue>>,
-    local_cells: Vec<usize>,
-    local_ready: usize,
 }
 
 /// A message in flight.
 #[derive(Clone, Debug, Default)]
 struct MessageState {
     payload: Vec<Option<ChunkValue>>,
-    /// The sender's cells it was read from, and when they were available.
-    src_cells: Vec<usize>,
-    ready: usize,
-    /// For a fused step's send: the message it forwards.
-    forwards: Option<(usize, usize)>,
-    level: usize,
+    /// Its node in [`Sim::nodes`].
+    node: usize,
+}
+
+/// A message of the run as the leveling sees it, numbered when its send begins.
+#[derive(Clone, Debug, Default)]
+struct Node {
+    /// The messages (nodes) it runs after: (node, strictly in a later step).
+    after: Vec<(usize, bool)>,
+    /// Its index in [`Sim::messages`] once delivered.
+    message: Option<usize>,
 }
 
 /// A connection's FIFO.
@@ -590,6 +610,66 @@ struct Claim {
     reduce: bool,
     held: Vec<PieceKey>,
     route: Vec<usize>,
+}
+
+/// What one claim of [`Sim::claim_at`] changed: a link taken, a pair claimed, pieces added to
+/// a pair's claim (how many), each by (level, ...).
+enum Undo {
+    Link((usize, usize)),
+    Pair((usize, usize, usize)),
+    Held((usize, usize, usize), usize),
+}
+
+/// The strongly connected components of a graph given by its out-edges: each vertex's
+/// component and how many there are (Kosaraju, without recursion).
+fn strongly_connected(next: &[Vec<(usize, bool)>]) -> (Vec<usize>, usize) {
+    let n = next.len();
+    let mut prev: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (v, e) in next.iter().enumerate() {
+        for &(x, _) in e {
+            prev[x].push(v);
+        }
+    }
+    let mut seen = vec![false; n];
+    let mut finished = Vec::with_capacity(n);
+    for root in 0..n {
+        if seen[root] {
+            continue;
+        }
+        seen[root] = true;
+        let mut stack = vec![(root, 0usize)];
+        while let Some(&mut (v, ref mut i)) = stack.last_mut() {
+            if let Some(&(x, _)) = next[v].get(*i) {
+                *i += 1;
+                if !seen[x] {
+                    seen[x] = true;
+                    stack.push((x, 0));
+                }
+            } else {
+                finished.push(v);
+                stack.pop();
+            }
+        }
+    }
+    let mut group = vec![usize::MAX; n];
+    let mut groups = 0;
+    for &root in finished.iter().rev() {
+        if group[root] != usize::MAX {
+            continue;
+        }
+        group[root] = groups;
+        let mut stack = vec![root];
+        while let Some(v) = stack.pop() {
+            for &x in &prev[v] {
+                if group[x] == usize::MAX {
+                    group[x] = groups;
+                    stack.push(x);
+                }
+            }
+        }
+        groups += 1;
+    }
+    (group, groups)
 }
 
 struct Sim {
@@ -618,6 +698,8 @@ struct Sim {
     routes: Routes,
     /// (level, link) taken by a pair's path.
     taken: HashSet<(usize, usize)>,
+    /// Every message begun, with what it must follow.
+    nodes: Vec<Node>,
 }
 
 impl Sim {
@@ -647,6 +729,7 @@ impl Sim {
             pairs: HashMap::new(),
             routes: Routes::new(),
             taken: HashSet::new(),
+            nodes: Vec::new(),
         }
     }
 
@@ -801,22 +884,27 @@ impl Sim {
         }
     }
 
-    fn read(&mut self, g: usize, place: (usize, usize), cnt: usize, at: &str) -> (Vec<Option<ChunkValue>>, Vec<usize>, usize) {
+    fn read(&mut self, g: usize, place: (usize, usize), cnt: usize, at: &str) -> (Vec<Option<ChunkValue>>, Vec<usize>) {
         let cells = self.mem.range(g, place, cnt);
         let values: Vec<Option<ChunkValue>> = cells.iter().map(|&c| self.mem.cells[g][c].clone()).collect();
         if let Some(k) = values.iter().position(Option::is_none) {
             self.errors.push(format!("{at}: reads chunk {} of buffer {}, which holds nothing yet", place.1 + k, ["i", "o", "s"][place.0]));
         }
-        let ready = cells.iter().map(|&c| self.mem.ready[g][c]).max().unwrap_or(0);
-        (values, cells, ready)
+        (values, cells)
     }
 
     /// A step's first slot: it reads what it sends or reduces with.
     fn begin(&mut self, g: usize, t: usize, op: &Op) {
         self.state[g][t].begun = true;
         let at = format!("gpu {g} tb {t} step {}", op.s);
-        let (local, cells, ready) = if op.kind.reads_src() { self.read(g, op.src, op.cnt, &at) } else { Default::default() };
+        let (local, cells) = if op.kind.reads_src() { self.read(g, op.src, op.cnt, &at) } else { Default::default() };
         self.touch(g, t, op.src, &cells, false);
+        // The messages that read `cells` now: what it sends, and what it receives to reduce with
+        // them. They follow what wrote the values; a later write of the cells follows them.
+        let mut readers = Vec::new();
+        let mut deps: Vec<usize> = cells.iter().flat_map(|&c| self.mem.deps[g][c].iter().copied()).collect();
+        deps.sort_unstable();
+        deps.dedup();
         let tb = &self.net.gpus[g][t];
         let (out_conn, in_conn) = (tb.out_conn, tb.in_conn);
         if let (true, Some(out)) = (op.kind.sends(), out_conn) {
@@ -829,15 +917,26 @@ impl Sim {
                 }
                 Some((c, m)) => self.fifos[c].messages[m].payload.clone(),
             };
-            self.fifos[out].messages[op.out_msg] = MessageState { payload, src_cells: cells.clone(), ready, forwards: forwarded, level: 0 };
+            let node = self.nodes.len();
+            let mut after: Vec<(usize, bool)> = deps.iter().map(|&d| (d, true)).collect();
+            after.extend(forwarded.map(|(c, m)| (self.fifos[c].messages[m].node, true)));
+            self.nodes.push(Node { after, message: None });
+            self.fifos[out].messages[op.out_msg] = MessageState { payload, node };
+            readers.push(node);
         }
-        let st = &mut self.state[g][t];
-        st.local = local;
-        st.local_cells = cells;
-        st.local_ready = ready;
+        if let (true, Some(c)) = (op.kind.reduces_received(), in_conn) {
+            let node = self.fifos[c].messages[op.in_msg].node;
+            self.nodes[node].after.extend(deps.iter().map(|&d| (d, true)));
+            readers.push(node);
+        }
+        for &c in &cells {
+            self.mem.readers[g][c].extend(readers.iter().copied());
+        }
+        self.state[g][t].local = local;
     }
 
-    /// The last slot of a receive arrived: the message gets its level and its data lands.
+    /// The last slot of a receive arrived: its data lands, after what its chunks held (and
+    /// not before the messages that read that).
     fn deliver(&mut self, g: usize, t: usize, op: &Op) {
         let Some(c) = self.net.gpus[g][t].in_conn else { return };
         let at = format!("gpu {g} tb {t} step {}", op.s);
@@ -847,91 +946,212 @@ impl Sim {
         let value = if reduce { self.combine(&local, &msg.payload, &at) } else { msg.payload.clone() };
         let from = self.net.conns[c].from.0;
         let dst_cells = if op.kind.writes_dst() { self.mem.range(g, op.dst, op.cnt) } else { Vec::new() };
-        let mut level = msg.ready + 1;
-        if let Some((fc, fm)) = msg.forwards {
-            level = level.max(self.fifos[fc].messages[fm].level + 1);
-        }
-        if reduce {
-            level = level.max(self.state[g][t].local_ready + 1);
-        }
+        let node = msg.node;
+        // A fused step's own send reads its chunks as this message lands in them (it carries
+        // the sum, in a later step), not before.
+        let own_send = self.net.gpus[g][t].out_conn.filter(|_| op.kind.sends()).map(|o| self.fifos[o].messages[op.out_msg].node);
         for &cell in &dst_cells {
-            level = level.max(self.mem.ready[g][cell] + 1).max(self.mem.read_at[g][cell]);
+            let overwritten = self.mem.deps[g][cell].iter().map(|&d| (d, true));
+            let read = self.mem.readers[g][cell].iter().filter(|&&r| r != node && Some(r) != own_send).map(|&r| (r, false));
+            let after: Vec<(usize, bool)> = overwritten.chain(read).collect();
+            self.nodes[node].after.extend(after);
         }
-        let (level, route) = self.claim_pair(level, from, g, reduce, &msg.payload);
         self.touch(g, t, op.dst, &dst_cells, true);
-        self.fifos[c].messages[op.in_msg].level = level;
         let index = self.messages.len();
         for (&cell, v) in dst_cells.iter().zip(value) {
             self.mem.cells[g][cell] = v;
-            self.mem.ready[g][cell] = level;
+            self.mem.deps[g][cell] = vec![node];
+            self.mem.by[g][cell] = vec![node];
+            self.mem.readers[g][cell].clear();
             self.mem.landed[g][cell] = (!reduce).then_some(index);
         }
-        for &cell in &msg.src_cells {
-            self.mem.read_at[from][cell] = self.mem.read_at[from][cell].max(level);
-        }
-        for &cell in &self.state[g][t].local_cells {
-            self.mem.read_at[g][cell] = self.mem.read_at[g][cell].max(level);
-        }
-        self.messages.push(Message { from, to: g, reduce, payload: msg.payload, level, route });
+        self.nodes[node].message = Some(index);
+        self.messages.push(Message { from, to: g, reduce, payload: msg.payload, level: 0, route: Vec::new() });
     }
 
-    /// The first level from `level` on where the pair (from, to) carries nothing or the same
+    /// Gives every delivered message its level and path (module docs). Messages that must
+    /// not come before one another in a cycle (a swap: each overwrites what the other read)
+    /// share a level; the groups are taken in an order where each comes after the groups it
+    /// follows ([`Node::after`]), each at the first level that is after (or, not strictly, not
+    /// before) them where every member's pair and links are free ([`Sim::claim_at`]). A
+    /// cycle through a strict constraint, or a group whose members cannot share any level,
+    /// leaves level 0 and is described in the answer.
+    fn level(&mut self) -> Option<String> {
+        let n = self.messages.len();
+        let mut next: Vec<Vec<(usize, bool)>> = vec![Vec::new(); n];
+        for node in &self.nodes {
+            let Some(m) = node.message else { continue };
+            for &(a, strict) in &node.after {
+                if let Some(x) = self.nodes[a].message.filter(|&x| x != m) {
+                    next[x].push((m, strict));
+                }
+            }
+        }
+        for e in &mut next {
+            // A strict edge wins over a loose one to the same message.
+            e.sort_unstable_by_key(|&(x, strict)| (x, !strict));
+            e.dedup_by_key(|e| e.0);
+        }
+        let (group, groups) = strongly_connected(&next);
+        let mut members: Vec<Vec<usize>> = vec![Vec::new(); groups];
+        for m in 0..n {
+            members[group[m]].push(m);
+        }
+        let mut waiting = vec![0usize; groups];
+        let mut cyclic = None;
+        for m in 0..n {
+            for &(x, strict) in &next[m] {
+                if group[x] != group[m] {
+                    waiting[group[x]] += 1;
+                } else if strict {
+                    cyclic = Some(m);
+                }
+            }
+        }
+        let describe = |sim: &Sim, ms: &[usize]| {
+            let shown: Vec<String> = ms.iter().take(4).map(|&m| format!("gpu {} -> gpu {}", sim.messages[m].from, sim.messages[m].to)).collect();
+            format!("{}{}", shown.join(", "), if ms.len() > 4 { ", ..." } else { "" })
+        };
+        if let Some(m) = cyclic {
+            return Some(format!(
+                "the messages {} cannot be put in steps: one carries a value its sender overwrites before a message that it must follow arrives",
+                describe(self, &members[group[m]])
+            ));
+        }
+        let mut earliest = vec![1usize; groups];
+        let key = |ms: &[usize], at: usize| std::cmp::Reverse((at, ms[0]));
+        let mut ready: std::collections::BinaryHeap<(std::cmp::Reverse<(usize, usize)>, usize)> =
+            (0..groups).filter(|&q| waiting[q] == 0).map(|q| (key(&members[q], 1), q)).collect();
+        let mut highest = 0;
+        while let Some((_, q)) = ready.pop() {
+            let mut level = earliest[q];
+            let routes = loop {
+                let mut undo = Vec::new();
+                let routes: Option<Vec<Vec<usize>>> = members[q].iter().map(|&m| self.claim_at(level, m, &mut undo)).collect();
+                if let Some(routes) = routes {
+                    break routes;
+                }
+                self.undo(undo);
+                if level > highest {
+                    // Alone in a step of their own, they still do not fit together.
+                    return Some(format!("the messages {} must share a step but cannot (the same gpu pair, pieces or links)", describe(self, &members[q])));
+                }
+                level += 1;
+            };
+            highest = highest.max(level);
+            for (&m, route) in members[q].iter().zip(routes) {
+                (self.messages[m].level, self.messages[m].route) = (level, route);
+            }
+            for &m in &members[q] {
+                for &(x, strict) in &next[m] {
+                    let gx = group[x];
+                    if gx == q {
+                        continue;
+                    }
+                    earliest[gx] = earliest[gx].max(level + usize::from(strict));
+                    waiting[gx] -= 1;
+                    if waiting[gx] == 0 {
+                        ready.push((key(&members[gx], earliest[gx]), gx));
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// Claims `level` for message `m`, if its gpu pair carries nothing then or the same
     /// operation on other pieces (and, for a pair with candidate paths that carries nothing yet,
-    /// one of them has no link another pair takes then), and claims it with that path.
-    fn claim_pair(&mut self, mut level: usize, from: usize, to: usize, reduce: bool, payload: &[Option<ChunkValue>]) -> (usize, Vec<usize>) {
-        let keys: Vec<PieceKey> =
-            payload.iter().flatten().map(|v| (v.offset, if self.reducing_kind { usize::MAX } else { v.gpus.first().copied().unwrap_or(0) })).collect();
+    /// one of them has no link another pair takes then): the path it takes. What it claimed is
+    /// logged in `undo`.
+    fn claim_at(&mut self, level: usize, m: usize, undo: &mut Vec<Undo>) -> Option<Vec<usize>> {
+        let (from, to, reduce) = (self.messages[m].from, self.messages[m].to, self.messages[m].reduce);
+        let keys: Vec<PieceKey> = self.messages[m]
+            .payload
+            .iter()
+            .flatten()
+            .map(|v| (v.offset, if self.reducing_kind { usize::MAX } else { v.gpus.first().copied().unwrap_or(0) }))
+            .collect();
         let direct = [Vec::new()];
         let candidates = self.routes.get(&(from, to)).map_or(&direct[..], |c| &c[..]);
-        loop {
-            match self.pairs.get_mut(&(level, from, to)) {
-                None => {
-                    if let Some(route) = candidates.iter().find(|r| r.iter().all(|&l| !self.taken.contains(&(level, l)))) {
-                        self.taken.extend(route.iter().map(|&l| (level, l)));
-                        self.pairs.insert((level, from, to), Claim { reduce, held: keys, route: route.clone() });
-                        return (level, route.clone());
+        match self.pairs.get_mut(&(level, from, to)) {
+            None => {
+                let route = candidates.iter().find(|r| r.iter().all(|&l| !self.taken.contains(&(level, l))))?.clone();
+                for &l in &route {
+                    self.taken.insert((level, l));
+                    undo.push(Undo::Link((level, l)));
+                }
+                self.pairs.insert((level, from, to), Claim { reduce, held: keys, route: route.clone() });
+                undo.push(Undo::Pair((level, from, to)));
+                Some(route)
+            }
+            Some(c) if c.reduce == reduce && !keys.iter().any(|k| c.held.contains(k)) => {
+                undo.push(Undo::Held((level, from, to), keys.len()));
+                c.held.extend(keys);
+                Some(c.route.clone())
+            }
+            Some(_) => None,
+        }
+    }
+
+    /// Takes back what [`Sim::claim_at`] claimed, latest first.
+    fn undo(&mut self, undo: Vec<Undo>) {
+        for u in undo.into_iter().rev() {
+            match u {
+                Undo::Link(x) => {
+                    self.taken.remove(&x);
+                }
+                Undo::Pair(x) => {
+                    self.pairs.remove(&x);
+                }
+                Undo::Held(x, k) => {
+                    if let Some(c) = self.pairs.get_mut(&x) {
+                        c.held.truncate(c.held.len() - k);
                     }
-                    level += 1;
                 }
-                Some(c) if c.reduce == reduce && !keys.iter().any(|k| c.held.contains(k)) => {
-                    c.held.extend(keys);
-                    return (level, c.route.clone());
-                }
-                Some(_) => level += 1,
             }
         }
     }
 
-    /// `cpy` and `re`.
+    /// `cpy` and `re`. A schedule has no local steps: what they write reaches this gpu's chunk
+    /// in the step of the messages that brought the data read, so those messages run after
+    /// what the chunk held (a `re` adds to it: not strictly) and not before its readers.
     fn local(&mut self, g: usize, t: usize, op: &Op) {
         let at = format!("gpu {g} tb {t} step {}", op.s);
-        let (src, src_cells, src_ready) = self.read(g, op.src, op.cnt, &at);
+        let (src, src_cells) = self.read(g, op.src, op.cnt, &at);
         self.touch(g, t, op.src, &src_cells, false);
         let dst_cells = self.mem.range(g, op.dst, op.cnt);
         self.touch(g, t, op.dst, &dst_cells, true);
         let landed: Vec<Option<usize>> = src_cells.iter().map(|&c| self.mem.landed[g][c]).collect();
-        let (value, ready) = if op.kind == StepKind::Reduce {
-            let (old, _, dst_ready) = self.read(g, op.dst, op.cnt, &at);
+        let value = if op.kind == StepKind::Reduce {
+            let (old, _) = self.read(g, op.dst, op.cnt, &at);
             // What arrived in a plain receive and is reduced here was, for the schedule, a
             // reduce into this gpu's value.
             for &m in landed.iter().flatten() {
-                let msg = &mut self.messages[m];
-                msg.reduce = true;
-                // Its pair's claim on its level is now a reduce, so that no copy joins it (a
-                // claim it shares with copies already made stays as it is).
-                let pieces = msg.payload.iter().flatten().count();
-                if let Some(c) = self.pairs.get_mut(&(msg.level, msg.from, msg.to)).filter(|c| c.held.len() == pieces) {
-                    c.reduce = true;
-                }
+                self.messages[m].reduce = true;
             }
-            (self.combine(&old, &src, &at), src_ready.max(dst_ready))
+            self.combine(&old, &src, &at)
         } else {
-            (src, src_ready)
+            src
         };
-        for (k, (&cell, v)) in dst_cells.iter().zip(value).enumerate() {
-            self.mem.cells[g][cell] = v;
-            self.mem.ready[g][cell] = ready;
-            self.mem.landed[g][cell] = if op.kind == StepKind::Copy { landed.get(k).copied().flatten() } else { None };
+        let strict = op.kind != StepKind::Reduce;
+        for (k, (&dc, v)) in dst_cells.iter().zip(value).enumerate() {
+            let sc = src_cells.get(k).copied();
+            let (deps, by) = sc.map_or_else(Default::default, |sc| (self.mem.deps[g][sc].clone(), self.mem.by[g][sc].clone()));
+            for &b in &by {
+                let overwritten = self.mem.deps[g][dc].iter().filter(|&&d| d != b).map(|&d| (d, strict));
+                let read = self.mem.readers[g][dc].iter().filter(|&&r| r != b).map(|&r| (r, false));
+                let after: Vec<(usize, bool)> = overwritten.chain(read).collect();
+                self.nodes[b].after.extend(after);
+            }
+            let mut new_deps = if strict { Vec::new() } else { std::mem::take(&mut self.mem.deps[g][dc]) };
+            new_deps.extend(deps);
+            new_deps.sort_unstable();
+            new_deps.dedup();
+            self.mem.cells[g][dc] = v;
+            self.mem.deps[g][dc] = new_deps;
+            self.mem.by[g][dc] = by;
+            self.mem.readers[g][dc].clear();
+            self.mem.landed[g][dc] = if op.kind == StepKind::Copy { landed.get(k).copied().flatten() } else { None };
         }
     }
 
@@ -1112,7 +1332,8 @@ impl Sim {
         self.ready_to_send(a, at, i, op.in_msg, visited)
     }
 
-    fn finish(self, p: &Program, placement: Placement) -> Execution {
+    fn finish(mut self, p: &Program, placement: Placement) -> Execution {
+        let unleveled = self.level();
         let outputs: Vec<Vec<Option<ChunkValue>>> = (0..self.net.gpus.len()).map(|g| self.mem.output(g)).collect();
         let aliasing_modelled =
             placement == Placement::OutOfPlace || matches!(p.collective(), Some(Coll::AllReduce | Coll::AllToAll | Coll::AllGather | Coll::ReduceScatter));
@@ -1132,6 +1353,7 @@ impl Sim {
             races: self.races,
             races_checked,
             aliasing_modelled,
+            unleveled,
         }
     }
 }
