@@ -117,7 +117,8 @@ pub fn torus_rows(dims: &[usize], methods: &[Method], progress: &mut dyn FnMut(S
         progress(StudyProgress::Started(&format!("{} {}", dims_label(dims), m.label)));
         let t = if m.faulty { &faulty } else { &healthy };
         let c = Collective::new(CollectiveKind::AllToAll, t.node_ids().collect(), reference_bytes, 1, None, t)?;
-        let s = (m.generate)(t, &c)?;
+        let fault = if m.faulty { " with a failed cable" } else { "" };
+        let s = (m.generate)(t, &c).map_err(|e| e.context(format!("{} on the {} torus{fault}", m.label, dims_label(dims))))?;
         let report = verify_schedule(&s, &VerifyOptions::default())?;
         if !report.is_valid() {
             return Err(Error::bad(format!("{} on {dims:?}: the generated schedule fails verification: {}", m.label, report.findings.failures()[0])));
@@ -210,10 +211,16 @@ pub fn svg_plot(title: &str, rows: &[Row], sizes: &[u64]) -> String {
 }
 
 /// Runs the torus study for these tori and writes `torus.md`, `torus.csv` and one SVG per torus
-/// into `dir`. Returns the Markdown. Reports `all_dims.len() x methods.len()` rows to `progress`.
-pub fn torus_study(all_dims: &[Vec<usize>], methods: &[Method], dir: &Path, progress: &mut dyn FnMut(StudyProgress)) -> Result<String> {
-    // The files appear together once the study is done, or not at all.
-    let files = crate::io::OutputSet::new();
+/// into `dir` as part of `files` (which the caller commits, so that the study's files appear
+/// together or not at all). Returns the Markdown. Reports `all_dims.len() x methods.len()` rows
+/// to `progress`.
+pub fn torus_study(
+    all_dims: &[Vec<usize>],
+    methods: &[Method],
+    dir: &Path,
+    files: &crate::io::OutputSet,
+    progress: &mut dyn FnMut(StudyProgress),
+) -> Result<String> {
     let sizes = study_sizes();
     let mut md = String::from("## All-to-all on tori: step-synchronous model, our generators\n\nFaulty methods run with one failed cable in dimension 0.\n\n");
     let mut csv = String::new();
@@ -235,7 +242,6 @@ pub fn torus_study(all_dims: &[Vec<usize>], methods: &[Method], dir: &Path, prog
         let path = dir.join(name);
         files.write_bytes(&path, text.as_bytes())?;
     }
-    files.commit()?;
     Ok(md)
 }
 
@@ -258,9 +264,9 @@ pub fn fat_tree_rows() -> usize {
 /// 1000 ns per switch), EP groups of 32 and 64 npus, 1 MiB per npu, pairwise and bruck under
 /// both routing policies, priced in both models (the event-driven one prices the contention of
 /// single-path routing by sharing link bandwidth). Writes `fat_tree.md` and `fat_tree.csv`.
-/// Reports [`fat_tree_rows`] rows to `progress`.
-pub fn fat_tree_study(dir: &Path, progress: &mut dyn FnMut(StudyProgress)) -> Result<String> {
-    let files = crate::io::OutputSet::new();
+/// Reports [`fat_tree_rows`] rows to `progress`; the files are part of `files`, as in
+/// [`torus_study`].
+pub fn fat_tree_study(dir: &Path, files: &crate::io::OutputSet, progress: &mut dyn FnMut(StudyProgress)) -> Result<String> {
     use crate::algorithms::switched::switched;
     use crate::topology::{fat_tree, FatTreeParams};
     let mut md = String::from(
@@ -302,7 +308,6 @@ pub fn fat_tree_study(dir: &Path, progress: &mut dyn FnMut(StudyProgress)) -> Re
         let path = dir.join(file);
         files.write_bytes(&path, text.as_bytes())?;
     }
-    files.commit()?;
     Ok(md)
 }
 

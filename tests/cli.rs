@@ -293,6 +293,16 @@ fn eval_writes_tables_and_plots() {
     }
     let o = run(&["eval", "--tori", "3xz"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    // A torus listed twice is a slip (it wrote its plot twice and failed with exit 5, leaving
+    // it); a torus a method cannot run on is named with the method. Neither writes anything.
+    for (tori, code, says) in [("4x4,4x4", 2, "4x4 is listed twice"), ("2x2", 3, "on the 2x2 torus with a failed cable")] {
+        let dir = fresh(&format!("eval-{tori}"));
+        std::fs::remove_dir(&dir).unwrap();
+        let o = run(&["eval", "--tori", tori, "--out", s(&dir)]);
+        assert_eq!(o.status.code(), Some(code), "{tori}: {}", text(&o));
+        assert!(text(&o).contains(says), "{tori}: {}", text(&o));
+        assert!(!dir.exists(), "{tori}: nothing is written");
+    }
 }
 
 /// An output path that is one of the command's inputs (by any name) is refused before anything

@@ -172,7 +172,7 @@ pub enum Command {
     Sweep(sweep::SweepArgs),
     /// Run the torus study's comparison (methods x tori x sizes) and write Markdown, CSV and SVG plots.
     #[command(
-        after_help = "Exit codes: 0 written, 2 bad input.\n\nExample:\n  collsched eval --out out/eval\n  collsched eval --tori 4x4,4x4x4 --out out/eval-small"
+        after_help = "Exit codes: 0 written, 2 bad input, 3 a method of the study cannot run on a torus (named; nothing is written), 5 a file could not be written.\n\nExample:\n  collsched eval --out out/eval\n  collsched eval --tori 4x4,4x4x4 --out out/eval-small"
     )]
     Eval {
         /// Tori to compare, comma-separated (default: the study's 5x5, 5x5x5, 5x5x5x5).
@@ -747,6 +747,11 @@ fn eval(tori: &str, out: &std::path::Path, fat_trees: bool) -> Result<ExitCode> 
         .split(',')
         .map(|t| t.trim().split('x').map(|d| d.parse::<usize>().map_err(|_| Error::bad(format!("--tori {tori}: `{t}` is not like 5x5x5")))).collect())
         .collect::<Result<_>>()?;
+    // One torus is one table, one plot and one file name: listed twice it is a slip.
+    if let Some(twice) = all.iter().enumerate().find_map(|(i, d)| all[..i].contains(d).then_some(d)) {
+        let name = twice.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("x");
+        return Err(Error::bad(format!("--tori {tori}: {name} is listed twice")));
+    }
     let methods = &crate::eval::TORUS_METHODS;
     let rows = all.len() * methods.len() + if fat_trees { crate::eval::fat_tree_rows() } else { 0 };
     let bar = progress::Bar::new(rows as u64, "eval");
@@ -754,15 +759,15 @@ fn eval(tori: &str, out: &std::path::Path, fat_trees: bool) -> Result<ExitCode> 
         crate::eval::StudyProgress::Started(what) => bar.set_message(what.to_string()),
         crate::eval::StudyProgress::Finished => bar.inc(1),
     };
-    let md = crate::eval::torus_study(&all, methods, out, &mut progress)?;
+    // Every file of the study appears once all were written, or none does.
+    let files = crate::io::OutputSet::new();
+    let md = crate::eval::torus_study(&all, methods, out, &files, &mut progress)?;
+    let fat_tree_md = if fat_trees { Some(crate::eval::fat_tree_study(out, &files, &mut progress)?) } else { None };
+    files.commit()?;
     bar.println(format!("wrote {}/torus.md, torus.csv and one SVG per torus", out.display()));
-    let fat_tree_md = if fat_trees {
-        let md = crate::eval::fat_tree_study(out, &mut progress)?;
+    if fat_tree_md.is_some() {
         bar.println(format!("wrote {}/fat_tree.md and fat_tree.csv", out.display()));
-        Some(md)
-    } else {
-        None
-    };
+    }
     bar.finish();
     println!("{md}");
     if let Some(md) = fat_tree_md {
