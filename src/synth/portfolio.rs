@@ -149,7 +149,8 @@ pub enum Candidate {
     Switched(SwitchedMethod),
     /// A hand-written algorithm.
     HandWritten(HandWritten),
-    /// all_reduce in one step over links between every two ranks (`synth::one_shot`).
+    /// all_reduce in one step, over a single hop of its own between every two ranks
+    /// (`synth::one_shot`).
     OneShot,
 }
 
@@ -377,12 +378,12 @@ impl Gathered<'_> {
         self.end.checked_sub(after).unwrap_or(or)
     }
 
-    /// Whether the best candidate is within [`GOOD_ENOUGH_GAP`] of the bound.
     /// The best candidate's time as the objective ranks it (step-synchronous or event-driven).
     fn best_ns(&self) -> Option<f64> {
         self.best.as_ref().map(|(e, _, _)| e.rank_ns(self.objective))
     }
 
+    /// Whether the best candidate is within [`GOOD_ENOUGH_GAP`] of the bound.
     fn good_enough(&self) -> bool {
         match (&self.best, self.bound_ns) {
             (Some((e, _, _)), Some(b)) => self.objective != Objective::Steps && e.time_ns <= b * (1.0 + GOOD_ENOUGH_GAP),
@@ -728,6 +729,7 @@ const MAX_STEPS_CANDIDATE_PIECES: usize = 256;
 /// least (the certified steps bound), each moving a piece over a link at least (MODEL.md section
 /// 3: a link carries one piece per step in the steps model), so none is faster than that many
 /// of the cheapest piece-hops the network has.
+///
 /// Under the event objective only the size counts: ranks that pipeline their steps overlap them.
 fn steps_search_may_win(inst: &Instance, objective: Objective, steps: Option<u32>, best_ns: Option<f64>) -> bool {
     let (t, c) = (&inst.topology, &inst.collective);
