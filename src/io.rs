@@ -351,8 +351,14 @@ impl OutputSet {
     }
 
     /// Writes `path` under a temporary name, to take its name at the commit. A FIFO or device is
-    /// written through at once, as [`write_atomic`] does.
+    /// written through at once, as [`write_atomic`] does. A file the set already holds is an
+    /// internal error: the caller named two outputs alike (both would share a temporary name).
     pub fn write<T>(&self, path: &Path, write: impl FnOnce(&mut BufWriter<File>) -> Result<T>) -> Result<T> {
+        if let Ok(Target::Replace(dest)) = target(path) {
+            if self.lock().0.iter().any(|s| s.dest == dest) {
+                return Err(Error::internal(format!("{}: written twice in one output", path.display())));
+            }
+        }
         let (v, staged, created) = stage(path, write)?;
         let mut s = self.lock();
         s.0.extend(staged);
@@ -468,6 +474,21 @@ mod tests {
         assert!(r.is_err());
         // Neither the temporary files nor the folders made for them.
         assert!(!dir.exists());
+    }
+
+    #[test]
+    fn an_output_set_refuses_a_file_twice_as_a_bug() {
+        let dir = std::env::temp_dir().join(format!("collsched-io-twice-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let files = OutputSet::new();
+        files.write_bytes(&dir.join("t.csv"), b"first").unwrap();
+        let e = files.write_bytes(&dir.join("t.csv"), b"second").unwrap_err();
+        assert_eq!(e.exit_code(), crate::error::ExitCode::Internal, "{e}");
+        assert!(e.to_string().contains("t.csv: written twice in one output"), "{e}");
+        // The first stays whole and takes its name.
+        files.commit().unwrap();
+        assert_eq!(std::fs::read_to_string(dir.join("t.csv")).unwrap(), "first");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

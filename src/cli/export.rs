@@ -3,7 +3,7 @@
 //! and a chunk-level run without buffering, so the file runs with any buffer size.
 
 use crate::error::{Error, ExitCode, Result};
-use crate::export::msccl::rules::{elements_over_limit, MAX_CHANNELS, TOO_MANY_ELEMENTS};
+use crate::export::msccl::rules::{elements_over_limit, program_over_elements, MAX_CHANNELS};
 use crate::export::msccl::write::used_channels;
 use crate::export::{check_xml, msccl_xml, Buffering, MscclOptions, Runtime};
 use crate::lower::{lower, ChannelSpread, LowerOptions};
@@ -87,14 +87,13 @@ fn export_schedule(s: &crate::schedule::Schedule, schedule: &Path, to: &str, dir
         if !report.problems.errors.is_empty() {
             // A gpu with more elements than the reader stores keeps them on more channels, which
             // only add threadblocks (a 6x6x6 all_to_all took 132 s and 3 GB to try all 13).
-            let hopeless = report.problems.errors.iter().position(|e| e.contains(TOO_MANY_ELEMENTS));
-            last_problems = report.problems.errors;
-            if let Some(i) = hopeless {
+            if let Some(e) = report.program.as_ref().and_then(program_over_elements) {
                 // The error more channels cannot mend is the one to name.
-                last_problems.swap(0, i);
+                last_problems = vec![e];
                 hopeless_at = Some(lower_opts.channels);
                 break;
             }
+            last_problems = report.problems.errors;
             continue;
         }
         let run = match report.runs.first().map(|r| &r.outcome) {

@@ -32,23 +32,36 @@ pub const LEGACY_DEFAULT_MAX_BYTES: i64 = 1 << 27;
 /// reader stores can move, and is refused before anything is sized by it.
 pub const MAX_CHUNKS: i64 = MAX_NODES as i64 * MAX_CNT;
 
-/// What the error of a gpu whose elements the reader cannot store says (more channels only add
-/// threadblocks, so the exporter stops trying them at this error).
-pub const TOO_MANY_ELEMENTS: &str = "elements for this gpu";
+/// The reader's error for a gpu with more elements than it stores (the `<algo>`, every `<gpu>`,
+/// and the gpu's `tbs` threadblocks and `steps` steps), or `None` where they fit; `at_least` when
+/// the count is a lower bound. More channels only add threadblocks, so the exporter stops trying
+/// them at this error.
+fn over_elements(gpu: impl std::fmt::Display, gpus: usize, tbs: usize, steps: usize, at_least: bool) -> Option<String> {
+    let stored = 1 + gpus + tbs + steps;
+    (stored > MAX_NODES).then(|| {
+        let at_least = if at_least { " at least" } else { "" };
+        format!(
+            "gpu {gpu}: the reader would store {stored} elements for this gpu{at_least} (<algo>, every <gpu>, its <tb>s and <step>s); it stores at most {MAX_NODES}"
+        )
+    })
+}
 
 /// The first gpu of lowered programs that holds more elements than the reader stores however
 /// they are written (each operation is one `<step>` at least), with the reader's error; checked
 /// before the XML is built, which for 512 gpus takes gigabytes.
 pub fn elements_over_limit(programs: &crate::lower::Programs) -> Option<String> {
     let gpus = programs.ranks.len();
-    programs.ranks.iter().enumerate().find_map(|(g, r)| {
-        let stored = 1 + gpus + r.threadblocks.len() + r.threadblocks.iter().map(|t| t.ops.len()).sum::<usize>();
-        (stored > MAX_NODES).then(|| {
-            format!(
-                "gpu {g}: the reader would store {stored} {TOO_MANY_ELEMENTS} at least (<algo>, every <gpu>, its <tb>s and <step>s); it stores at most {MAX_NODES}"
-            )
-        })
-    })
+    programs.ranks.iter().enumerate().find_map(|(g, r)| over_elements(g, gpus, r.threadblocks.len(), r.threadblocks.iter().map(|t| t.ops.len()).sum(), true))
+}
+
+/// The first gpu of a program with more elements than the reader stores, with the reader's
+/// error (one of [`check_program`]'s).
+pub fn program_over_elements(p: &Program) -> Option<String> {
+    p.gpus.iter().find_map(|gpu| gpu_over_elements(p, gpu))
+}
+
+fn gpu_over_elements(p: &Program, gpu: &Gpu) -> Option<String> {
+    over_elements(gpu.id, p.gpus.len(), gpu.tbs.len(), gpu.tbs.iter().map(|t| t.steps.len()).sum(), false)
 }
 
 /// Checks a program against `runtime`'s reader and runtime (module docs).
@@ -231,12 +244,7 @@ fn gpu_rules(p: &Program, gpu: &Gpu, runtime: Runtime, out: &mut Problems) {
         tb_rules(p, gpu, tb, &tat, runtime, out);
     }
     channels(gpu, &at, out);
-    let stored = 1 + p.gpus.len() + gpu.tbs.len() + gpu.tbs.iter().map(|t| t.steps.len()).sum::<usize>();
-    if stored > MAX_NODES {
-        out.errors.push(format!(
-            "{at}: the reader would store {stored} {TOO_MANY_ELEMENTS} (<algo>, every <gpu>, its <tb>s and <step>s); it stores at most {MAX_NODES}"
-        ));
-    }
+    out.errors.extend(gpu_over_elements(p, gpu));
     if gpu.tbs.len() > MAX_CHILDREN {
         out.errors.push(format!("{at}: {} threadblocks; the reader stores at most {MAX_CHILDREN} children of an element", gpu.tbs.len()));
     }
@@ -473,6 +481,23 @@ mod tests {
             let p = problems(&EXCHANGE.replacen(from, to, 1));
             assert!(p.errors.iter().any(|e| e.contains(want)), "{want}: {:?}", p.errors);
             assert!(p.errors.len() < 2000, "{}", p.errors.len());
+        }
+    }
+
+    /// A gpu with more elements than the reader stores is named once, alike by the reader's rules
+    /// and by the question the exporter asks of the program.
+    #[test]
+    fn a_gpu_over_the_element_limit_is_named() {
+        let copy = r#"      <step s="9" type="nop" srcbuf="i" srcoff="0" dstbuf="o" dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0"/>
+"#;
+        // 1 <algo> + 2 <gpu> + 1 <tb> + 2 steps: 4090 more nops take gpu 0 to 4096, one more over.
+        for (nops, over) in [(4090, false), (4091, true)] {
+            let xml = EXCHANGE.replacen("    </tb>\n  </gpu>", &format!("{}    </tb>\n  </gpu>", copy.repeat(nops)), 1);
+            let r = read_program(&xml);
+            let p = r.program.unwrap();
+            let want = "gpu 0: the reader would store 4097 elements for this gpu (<algo>, every <gpu>, its <tb>s and <step>s); it stores at most 4096";
+            assert_eq!(program_over_elements(&p).as_deref(), over.then_some(want));
+            assert_eq!(check_program(&p, p.runtime).errors.iter().any(|e| e == want), over);
         }
     }
 
