@@ -47,6 +47,8 @@
 //!
 //! Every candidate is verified (rules 1-5, no contention allowed) before it is returned.
 
+mod one_crossing;
+
 use super::steps::encoding::Demand;
 use super::steps::heuristic::route_and_pack;
 use crate::algorithms::switched::colour::colour_edges;
@@ -71,6 +73,10 @@ pub enum SwitchedMethod {
     /// The same phases pipelined over the pieces of every block (each piece a chunk), so that
     /// board links and uplinks work at once (large messages).
     BoardHierarchicalPipelined,
+    /// all_reduce over boards crossing the switches once ([`one_crossing`]).
+    BoardOneCrossing,
+    /// The same pipelined over the pieces of every block.
+    BoardOneCrossingPipelined,
     /// Pairwise exchange in slots, each flow on its own spine (all_to_all).
     SlottedPairwise,
     /// The slots packed greedily around failed links.
@@ -89,6 +95,8 @@ impl fmt::Display for SwitchedMethod {
         match self {
             SwitchedMethod::BoardHierarchical => f.write_str("board hierarchical"),
             SwitchedMethod::BoardHierarchicalPipelined => f.write_str("board hierarchical, pipelined"),
+            SwitchedMethod::BoardOneCrossing => f.write_str("board all_reduce, one crossing"),
+            SwitchedMethod::BoardOneCrossingPipelined => f.write_str("board all_reduce, one crossing, pipelined"),
             SwitchedMethod::SlottedPairwise => f.write_str("slotted pairwise"),
             SwitchedMethod::SlottedGreedy => f.write_str("slotted pairwise (greedy, around faults)"),
             SwitchedMethod::SlottedGreedyBoardRelays => f.write_str("slotted pairwise (greedy, board relays)"),
@@ -112,8 +120,9 @@ impl fmt::Display for SwitchedMethod {
 ///   collective of one piece per block, the same `pipelined` over 2 to 32 pieces, `ring`,
 ///   `recursive doubling`;
 /// - reduce_scatter: `board hierarchical` (and pipelined), `ring`, `recursive halving`;
-/// - all_reduce: `board hierarchical` (and pipelined), `ring`, `halving-doubling`, `double
-///   binary tree`.
+/// - all_reduce: `board hierarchical` (and pipelined), the board all_reduce with one crossing of
+///   the switches ([`one_crossing`], and pipelined), `ring`, `halving-doubling`, `double binary
+///   tree`.
 ///
 /// The switched algorithms choose their own piece count (1, or 2 for the double binary tree).
 ///
@@ -157,6 +166,15 @@ pub fn route_and_step_candidates(t: &Topology, c: &Collective) -> Result<Vec<(Sw
         }
         if let Some(s) = pipelined_board_hierarchical(t, c)? {
             out.push((SwitchedMethod::BoardHierarchicalPipelined, s));
+        }
+        match one_crossing::one_crossing(t, c, None) {
+            Ok(Some(steps)) => out.push((SwitchedMethod::BoardOneCrossing, schedule(t, c, steps, SwitchedMethod::BoardOneCrossing))),
+            Ok(None) | Err(Error::Infeasible(_)) => {}
+            Err(e) => return Err(e),
+        }
+        let build = |cp: &Collective, lag: usize| one_crossing::one_crossing(t, cp, Some(lag));
+        if let Some(s) = pipelined(t, c, SwitchedMethod::BoardOneCrossingPipelined, build)? {
+            out.push((SwitchedMethod::BoardOneCrossingPipelined, s));
         }
     } else {
         match slotted_all_to_all(t, c) {
@@ -478,17 +496,32 @@ impl BoardPhases<'_> {
 /// How long [`pipelined_board_hierarchical`] tries piece counts and lags, once it has one.
 const PIPELINE_SEARCH: Duration = Duration::from_secs(5);
 
-/// [`board_hierarchical`] pipelined over chunks, for a collective of one piece per block: the
-/// fastest under the event-driven cost of 2, 4, 8, 16 and 32 pieces per block (the collective
-/// cut that way) and lags of 1, 2, 4 and 8 periods, more pieces only while they help and for at
-/// most [`PIPELINE_SEARCH`], unverified (the caller verifies it); `None` where there are no boards, or a rank has no path,
-/// or the boards need more than one switched round (more boards than a board has ranks, plus
-/// one: a chunk's switched phase then keeps the uplinks busy over several sub-steps by itself,
-/// and on 512 npus in 64 boards the pipelined schedules took longer, 133 against 103 us).
+/// [`board_hierarchical`] pipelined over chunks ([`pipelined`]); `None` where there are no
+/// boards, or a rank has no path, or the boards need more than one switched round (more boards
+/// than a board has ranks, plus one: a chunk's switched phase then keeps the uplinks busy over
+/// several sub-steps by itself, and on 512 npus in 64 boards the pipelined schedules took longer,
+/// 133 against 103 us).
 fn pipelined_board_hierarchical(t: &Topology, c: &Collective) -> Result<Option<Schedule>> {
     let Some(groups) = board_groups(t, c) else { return Ok(None) };
     let smallest = groups.iter().map(Vec::len).min().unwrap_or(1);
-    if c.pieces != 1 || c.block_bytes.is_some() || groups.len() > smallest + 1 {
+    if groups.len() > smallest + 1 {
+        return Ok(None);
+    }
+    pipelined(t, c, SwitchedMethod::BoardHierarchicalPipelined, |cp: &Collective, lag: usize| board_hierarchical(t, cp, Some(lag)))
+}
+
+/// A board collective (`build`: its steps for the collective cut into pieces, pipelined with a
+/// lag) for a collective of one piece per block: the fastest under the event-driven cost of 2,
+/// 4, 8, 16 and 32 pieces per block and lags of 1, 2, 4 and 8 periods, more pieces only while
+/// they help and for at most [`PIPELINE_SEARCH`], unverified (the caller verifies it); `None`
+/// where `build` has no steps (no boards, or a rank without a path).
+fn pipelined(
+    t: &Topology,
+    c: &Collective,
+    method: SwitchedMethod,
+    build: impl Fn(&Collective, usize) -> Result<Option<Vec<Step>>>,
+) -> Result<Option<Schedule>> {
+    if c.pieces != 1 || c.block_bytes.is_some() {
         return Ok(None);
     }
     let started = Instant::now();
@@ -500,12 +533,12 @@ fn pipelined_board_hierarchical(t: &Topology, c: &Collective) -> Result<Option<S
             if best.is_some() && started.elapsed() > PIPELINE_SEARCH {
                 break 'pieces;
             }
-            let steps = match board_hierarchical(t, &cp, Some(lag)) {
+            let steps = match build(&cp, lag) {
                 Ok(Some(steps)) => steps,
                 Ok(None) | Err(Error::Infeasible(_)) => return Ok(None),
                 Err(e) => return Err(e),
             };
-            let s = schedule(t, &cp, steps, SwitchedMethod::BoardHierarchicalPipelined);
+            let s = schedule(t, &cp, steps, method);
             let time = crate::cost::event_cost(&s, false)?.time_ns;
             if best.as_ref().is_none_or(|b| time < b.0) {
                 best = Some((time, s));
@@ -1088,6 +1121,40 @@ mod tests {
         let (bandwidth, latency) = certified_bounds_ns(&t, &c, Duration::from_secs(2)).unwrap();
         let bound = bandwidth.unwrap() + latency;
         assert!(pipelined < 0.6 * plain && pipelined < 1.25 * bound, "pipelined {pipelined} ns, plain {plain} ns, bound {bound} ns");
+    }
+
+    /// At 1 MiB the all-reduce is made of switched latency: crossing once beats crossing twice on
+    /// the full-bisection trees (2L-k16: 7.11 us -> 5.85 us event-driven; 3L-k8: 11.21 -> 7.90),
+    /// with boards of unequal size too (60 ranks: the last board has 4), and no piece reaches a
+    /// rank through the switches from a rank it reached through them before.
+    #[test]
+    fn the_one_crossing_all_reduce_crosses_once_and_wins_at_small_sizes() {
+        for (levels, k) in [(2, 16), (3, 8)] {
+            let t = tree(levels, k, 1.0, false);
+            for ep in [64, 60] {
+                let c = collective(&t, CollectiveKind::AllReduce, ep);
+                let candidates = fat_tree_candidates(&t, &c).unwrap();
+                let time = |m: SwitchedMethod| candidates.iter().find(|x| x.0 == m).map(|x| event_cost(&x.1, false).unwrap().time_ns);
+                let once = time(SwitchedMethod::BoardOneCrossingPipelined).unwrap();
+                let twice = time(SwitchedMethod::BoardHierarchicalPipelined).or(time(SwitchedMethod::BoardHierarchical)).unwrap();
+                assert!(once < 0.9 * twice, "{levels}L-k{k} EP={ep}: once {once} ns, twice {twice} ns");
+                for m in [SwitchedMethod::BoardOneCrossing, SwitchedMethod::BoardOneCrossingPipelined] {
+                    let s = &candidates.iter().find(|x| x.0 == m).unwrap().1;
+                    let mut crossed: HashMap<(PieceId, NodeId), ()> = HashMap::new();
+                    for step in &s.steps {
+                        let switched: Vec<&Transfer> = step.transfers.iter().filter(|tr| tr.path.len() > 1).collect();
+                        for tr in &switched {
+                            let from = t.link(tr.path[0]).src;
+                            assert!(tr.pieces.iter().all(|&q| !crossed.contains_key(&(q, from))), "{m}: a second crossing from {from}");
+                        }
+                        for tr in switched {
+                            let to = t.link(*tr.path.last().unwrap()).dst;
+                            crossed.extend(tr.pieces.iter().map(|&q| ((q, to), ())));
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]
