@@ -1157,6 +1157,37 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 24, ..Default::default() })]
+
+        /// Over tree shapes, board sizes, any group of ranks and failed leaf uplinks, the
+        /// one-crossing all_reduce (plain and pipelined), where it applies, verifies under every
+        /// rule but the bound, and crosses the switches once.
+        #[test]
+        fn the_one_crossing_all_reduce_verifies_over_groups_and_faults(
+            (k, osr, npus, board) in proptest::sample::select(vec![(4usize, 1.0f64, 8usize, 2usize), (4, 1.0, 8, 4), (8, 1.0, 32, 4), (8, 1.0, 32, 8), (8, 1.0, 32, 2), (12, 2.0, 64, 8), (12, 2.0, 48, 4)]),
+            mask in 0u64..u64::MAX,
+            cuts in proptest::collection::vec((0usize..64, 0usize..64), 0..=2),
+        ) {
+            let params = FatTreeParams { levels: 2, k, osr, npus, board: Some(board), bandwidth_gbps: 100.0, latency_ns: 25.0, switch_latency_ns: 500.0 };
+            let mut t = fat_tree(&params).unwrap();
+            let s = t.fat_tree_shape().unwrap().clone();
+            let cables: Vec<_> = cuts.iter().map(|&(l, m)| (s.leaf(l % s.leaves), s.middle_switch(m % s.middle))).collect();
+            FaultPattern { cables, ..Default::default() }.apply(&mut t).unwrap();
+            let ranks: Vec<NodeId> = (0..npus).filter(|i| mask >> i & 1 == 1).map(|i| NodeId(i as u32)).collect();
+            proptest::prop_assume!(ranks.len() >= 2 && t.check_connected(&ranks).is_ok());
+            let c = Collective::new(CollectiveKind::AllReduce, ranks, 1 << 16, 1, None, &t).unwrap();
+            for lag in [None, Some(2)] {
+                let cp = if lag.is_some() { Collective::new(c.kind, c.ranks.clone(), c.bytes_per_rank, 4, None, &t).unwrap() } else { c.clone() };
+                let Some(steps) = one_crossing::one_crossing(&t, &cp, lag).unwrap() else { continue };
+                let sched = schedule(&t, &cp, steps, SwitchedMethod::BoardOneCrossing);
+                let r = verify_schedule(&sched, &VerifyOptions::default()).unwrap();
+                let first: Vec<String> = r.findings.failures().iter().take(3).map(|d| d.to_string()).collect();
+                proptest::prop_assert!(r.is_valid(), "lag {lag:?}: {first:?}");
+            }
+        }
+    }
+
     #[test]
     fn slotted_pairwise_meets_the_bound_on_a_full_bisection_tree() {
         let t = tree(2, 16, 1.0, false);
