@@ -237,20 +237,115 @@ fn target(path: &Path) -> Result<Target> {
     Err(Error::io(format!("{}: cannot write: more than {MAX_SYMLINKS} symbolic links", path.display())))
 }
 
-/// Creates the folder `dir` and the missing folders above it; returns those it created, the
-/// outermost first, so that a failure can remove them again.
-fn create_folders(dir: &Path) -> Result<Vec<PathBuf>> {
-    let missing: Vec<PathBuf> =
-        dir.ancestors().take_while(|d| !d.as_os_str().is_empty() && std::fs::symlink_metadata(d).is_err()).map(Path::to_path_buf).collect();
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("{}: cannot create folder: {e}", dir.display())))?;
-    Ok(missing.into_iter().rev().collect())
+/// The temporary files and the folders made for outputs, each while it exists: what a run cut
+/// short by a signal removes ([`Scratch::remove_all`]) so that it leaves nothing partial, as a
+/// failure does. One registry for the process, behind one lock that is held across every change
+/// that must not be split by the cleanup: creating a temporary file (or folder) and registering
+/// it, renaming it and unregistering it, removing it and unregistering it. The cleanup holds it
+/// until the process exits, so that no file is staged or renamed after it.
+pub struct Scratch {
+    /// The temporary files, not yet renamed nor removed.
+    files: Vec<PathBuf>,
+    /// The folders made for outputs, in the order they were made (outermost first: a folder is
+    /// made after the one holding it).
+    folders: Vec<PathBuf>,
 }
 
-/// Removes the folders `created` made (innermost first), those that are empty.
-fn remove_folders(created: &[PathBuf]) {
-    for d in created.iter().rev() {
-        let _ = std::fs::remove_dir(d);
+/// What [`Scratch::remove_all`] removed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Removed {
+    /// Temporary files.
+    pub files: usize,
+    /// Folders made for outputs (those left empty).
+    pub folders: usize,
+}
+
+impl Scratch {
+    const fn new() -> Self {
+        Scratch { files: Vec::new(), folders: Vec::new() }
     }
+
+    /// Forgets `path` (renamed, or removed).
+    fn forget_file(&mut self, path: &Path) {
+        if let Some(i) = self.files.iter().rposition(|f| f == path) {
+            self.files.swap_remove(i);
+        }
+    }
+
+    /// Forgets the folders `created` made (they hold an output, or were removed).
+    fn forget_folders(&mut self, created: &[PathBuf]) {
+        for d in created {
+            if let Some(i) = self.folders.iter().rposition(|f| f == d) {
+                self.folders.remove(i);
+            }
+        }
+    }
+
+    /// Creates the folder `dir` and the missing folders above it, registered; returns those it
+    /// created, the outermost first, so that a failure can remove them again.
+    fn create_folders(&mut self, dir: &Path) -> Result<Vec<PathBuf>> {
+        let missing: Vec<PathBuf> =
+            dir.ancestors().take_while(|d| !d.as_os_str().is_empty() && std::fs::symlink_metadata(d).is_err()).map(Path::to_path_buf).collect();
+        let made = std::fs::create_dir_all(dir);
+        // Registered whatever the outcome: create_dir_all may have made some before it failed.
+        let created: Vec<PathBuf> = missing.into_iter().rev().filter(|d| std::fs::symlink_metadata(d).is_ok()).collect();
+        self.folders.extend(created.iter().cloned());
+        match made {
+            Ok(()) => Ok(created),
+            Err(e) => {
+                self.remove_folders(&created);
+                Err(Error::io(format!("{}: cannot create folder: {e}", dir.display())))
+            }
+        }
+    }
+
+    /// Removes the folders `created` made (innermost first), those that are empty, and forgets
+    /// them all.
+    fn remove_folders(&mut self, created: &[PathBuf]) {
+        for d in created.iter().rev() {
+            let _ = std::fs::remove_dir(d);
+        }
+        self.forget_folders(created);
+    }
+
+    /// Removes the temporary file `tmp` and forgets it.
+    fn remove_file(&mut self, tmp: &Path) {
+        let _ = std::fs::remove_file(tmp);
+        self.forget_file(tmp);
+    }
+
+    /// Renames the temporary file `tmp` to `dest` and forgets it; a failed rename removes it.
+    fn rename(&mut self, tmp: &Path, dest: &Path) -> std::io::Result<()> {
+        let renamed = std::fs::rename(tmp, dest);
+        if renamed.is_err() {
+            let _ = std::fs::remove_file(tmp);
+        }
+        self.forget_file(tmp);
+        renamed
+    }
+
+    /// Removes every registered temporary file, then every registered folder that is empty,
+    /// innermost first, and forgets them all.
+    pub fn remove_all(&mut self) -> Removed {
+        let mut removed = Removed::default();
+        for f in self.files.drain(..) {
+            removed.files += usize::from(std::fs::remove_file(f).is_ok());
+        }
+        // Innermost first: a folder is registered after the one holding it.
+        for d in self.folders.drain(..).rev() {
+            removed.folders += usize::from(std::fs::remove_dir(d).is_ok());
+        }
+        removed
+    }
+}
+
+/// The registry of the process's temporary files and folders.
+static SCRATCH: std::sync::Mutex<Scratch> = std::sync::Mutex::new(Scratch::new());
+
+/// The registry, locked (a panic elsewhere while it was held leaves it consistent: every change
+/// is made whole under the lock).
+pub fn scratch() -> std::sync::MutexGuard<'static, Scratch> {
+    SCRATCH.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A file written under a temporary name beside its destination, waiting to take its name.
@@ -279,20 +374,33 @@ fn stage<T>(path: &Path, write: impl FnOnce(&mut BufWriter<File>) -> Result<T>) 
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let created = create_folders(&dir)?;
     let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into());
     let tmp = dir.join(temporary_name(&name));
-    let result = File::create(&tmp).map_err(cannot).and_then(|file| {
-        let mut w = BufWriter::with_capacity(1 << 20, file);
-        let v = write(&mut w)?;
-        w.flush().map_err(cannot)?;
-        Ok(v)
-    });
+    // The folders and the temporary file are made and registered under one lock, so that a
+    // cleanup on a signal finds every one that exists.
+    let (created, file) = {
+        let mut s = scratch();
+        let created = s.create_folders(&dir)?;
+        match File::create(&tmp) {
+            Ok(file) => {
+                s.files.push(tmp.clone());
+                (created, file)
+            }
+            Err(e) => {
+                s.remove_folders(&created);
+                return Err(cannot(e));
+            }
+        }
+    };
+    let mut w = BufWriter::with_capacity(1 << 20, file);
+    let result = write(&mut w).and_then(|v| w.flush().map_err(cannot).map(|()| v));
+    drop(w);
     match result {
         Ok(v) => Ok((v, Some(Staged { tmp, dest }), created)),
         Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            remove_folders(&created);
+            let mut s = scratch();
+            s.remove_file(&tmp);
+            s.remove_folders(&created);
             Err(e)
         }
     }
@@ -321,11 +429,15 @@ fn temporary_name(name: &str) -> String {
 pub fn write_atomic<T>(path: &Path, write: impl FnOnce(&mut BufWriter<File>) -> Result<T>) -> Result<T> {
     let (v, staged, created) = stage(path, write)?;
     if let Some(Staged { tmp, dest }) = staged {
-        if let Err(e) = std::fs::rename(&tmp, &dest) {
-            let _ = std::fs::remove_file(&tmp);
-            remove_folders(&created);
+        // Renamed and unregistered under the lock: a cleanup on a signal comes before (the
+        // temporary file removed, the destination as it was) or after (the file in its place).
+        let mut s = scratch();
+        if let Err(e) = s.rename(&tmp, &dest) {
+            s.remove_folders(&created);
             return Err(Error::io(format!("{}: cannot write: {e}", path.display())));
         }
+        // The folders hold an output now.
+        s.forget_folders(&created);
     }
     Ok(v)
 }
@@ -391,30 +503,35 @@ impl OutputSet {
     pub fn commit(self) -> Result<()> {
         let mut s = self.lock();
         let staged = std::mem::take(&mut s.0);
-        s.1.clear();
+        let created = std::mem::take(&mut s.1);
+        // Every rename under the registry's lock: a cleanup on a signal comes before the first or
+        // after the last, so the set still appears whole or not at all.
+        let mut scratch = scratch();
         let mut rest = staged.into_iter();
         while let Some(Staged { tmp, dest }) = rest.next() {
-            if let Err(e) = std::fs::rename(&tmp, &dest) {
-                for Staged { tmp: t, .. } in std::iter::once(Staged { tmp, dest: dest.clone() }).chain(rest) {
-                    let _ = std::fs::remove_file(t);
+            if let Err(e) = scratch.rename(&tmp, &dest) {
+                for Staged { tmp: t, .. } in rest {
+                    scratch.remove_file(&t);
                 }
+                scratch.forget_folders(&created);
                 return Err(Error::io(format!("{}: cannot write: {e}", dest.display())));
             }
         }
+        // The folders hold the outputs now.
+        scratch.forget_folders(&created);
         Ok(())
     }
 }
 
 impl Drop for OutputSet {
     fn drop(&mut self) {
-        let s = self.staged.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner);
-        for Staged { tmp, .. } in s.0.drain(..) {
-            let _ = std::fs::remove_file(tmp);
+        let (staged, created) = self.staged.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut scratch = scratch();
+        for Staged { tmp, .. } in staged.drain(..) {
+            scratch.remove_file(&tmp);
         }
         // Innermost first: a folder made for a file of a folder made before.
-        for d in s.1.drain(..).rev() {
-            let _ = std::fs::remove_dir(d);
-        }
+        scratch.remove_folders(&std::mem::take(created));
     }
 }
 
@@ -474,6 +591,103 @@ mod tests {
         assert!(r.is_err());
         // Neither the temporary files nor the folders made for them.
         assert!(!dir.exists());
+    }
+
+    /// Whether the registry holds the temporary file `file` and the folder `folder`.
+    fn registered(file: &Path, folder: &Path) -> (bool, bool) {
+        let s = scratch();
+        (s.files.iter().any(|f| f == file), s.folders.iter().any(|d| d == folder))
+    }
+
+    #[test]
+    fn temporary_files_and_new_folders_are_registered_while_they_exist() {
+        let dir = fresh_dir("scratch");
+        let (new, path) = (dir.join("new"), dir.join("new/sub/x.json"));
+        let tmp = dir.join("new/sub").join(temporary_name("x.json"));
+        write_atomic(&path, |w| {
+            assert_eq!(registered(&tmp, &new), (true, true));
+            assert!(scratch().folders.iter().any(|d| *d == dir.join("new/sub")));
+            w.write_all(b"whole").map_err(write_error(&path))
+        })
+        .unwrap();
+        // Renamed: neither the file nor the folders that now hold it are temporary.
+        assert_eq!(registered(&tmp, &new), (false, false));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "whole");
+        // A failed write: removed and unregistered.
+        let (other, failed) = (dir.join("other"), dir.join("other/y.json"));
+        let r: Result<()> = write_atomic(&failed, |_| Err(Error::bad("boom")));
+        assert!(r.is_err() && !other.exists());
+        assert_eq!(registered(&dir.join("other").join(temporary_name("y.json")), &other), (false, false));
+        // An output set: registered until the commit, and after a drop without one.
+        for commit in [true, false] {
+            let (set_dir, file) = (dir.join(format!("set-{commit}")), dir.join(format!("set-{commit}/z.json")));
+            let tmp = set_dir.join(temporary_name("z.json"));
+            let files = OutputSet::new();
+            files.write_bytes(&file, b"z").unwrap();
+            assert_eq!(registered(&tmp, &set_dir), (true, true));
+            if commit {
+                files.commit().unwrap();
+            } else {
+                drop(files);
+            }
+            assert_eq!(registered(&tmp, &set_dir), (false, false));
+            assert_eq!(file.exists(), commit);
+            assert_eq!(set_dir.exists(), commit);
+        }
+        // A FIFO is written through, not staged: nothing is registered.
+        let fifo = dir.join("fifo");
+        mkfifo(&fifo);
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read(&fifo).unwrap())
+        };
+        write_atomic(&fifo, |w| {
+            assert!(!scratch().files.iter().any(|f| f.starts_with(&dir)));
+            w.write_all(b"through").map_err(write_error(&fifo))
+        })
+        .unwrap();
+        assert_eq!(reader.join().unwrap(), b"through");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_cleanup_removes_what_is_registered_and_folders_innermost_first() {
+        // A registry of its own: the process's may hold other tests' files.
+        let dir = fresh_dir("cleanup");
+        let mut s = Scratch::new();
+        // a/b/c made for two files; a/b also holds a file that is not temporary.
+        let abc = s.create_folders(&dir.join("a/b/c")).unwrap();
+        assert_eq!(abc, [dir.join("a"), dir.join("a/b"), dir.join("a/b/c")]);
+        let xy = s.create_folders(&dir.join("x/y")).unwrap();
+        for f in ["a/b/c/.1.tmp-0", "a/b/.2.tmp-0", "x/y/.3.tmp-0"] {
+            std::fs::write(dir.join(f), "partial").unwrap();
+            s.files.push(dir.join(f));
+        }
+        std::fs::write(dir.join("a/b/kept.json"), "there before").unwrap();
+        // Renamed: no longer temporary.
+        std::fs::write(dir.join("x/.4.tmp-0"), "whole").unwrap();
+        s.files.push(dir.join("x/.4.tmp-0"));
+        s.rename(&dir.join("x/.4.tmp-0"), &dir.join("x/done.json")).unwrap();
+        s.forget_folders(&xy[..1]);
+        // Not registered: stays.
+        std::fs::write(dir.join("unregistered.tmp-0"), "not ours").unwrap();
+        let removed = s.remove_all();
+        // Three files; c and y (x holds done.json, a/b kept.json, so they and a stay).
+        assert_eq!(removed, Removed { files: 3, folders: 2 });
+        assert!(s.files.is_empty() && s.folders.is_empty());
+        let mut left: Vec<String> = Vec::new();
+        for f in ["a", "a/b", "a/b/c", "a/b/kept.json", "a/b/.2.tmp-0", "x", "x/y", "x/done.json", "unregistered.tmp-0"] {
+            if dir.join(f).exists() {
+                left.push(f.into());
+            }
+        }
+        assert_eq!(left, ["a", "a/b", "a/b/kept.json", "x", "x/done.json", "unregistered.tmp-0"]);
+        // Folders left empty are removed innermost first: all of a nested chain goes.
+        let mut s = Scratch::new();
+        s.create_folders(&dir.join("p/q/r")).unwrap();
+        assert_eq!(s.remove_all(), Removed { files: 0, folders: 3 });
+        assert!(!dir.join("p").exists());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -77,7 +77,7 @@ pub use bounds::certificate::{certificate_for, certificate_of_instance};
 pub use bounds::certified::{certified_bounds, certified_bounds_ns, certified_steps_bounds, CertifiedBounds};
 pub use bounds::flow::{flow_bound, FlowBound, FlowOptions};
 pub use bounds::{bounds, Bounds};
-pub use cli::{run as run_cli, Cli};
+pub use cli::{clean_up_on_signals, run as run_cli, Cli};
 pub use collective::{Collective, CollectiveKind, PieceId};
 pub use cost::{event_cost, EventCost, SyncCost, SyncMeter};
 pub use error::{Error, ExitCode, Result};

@@ -2,6 +2,7 @@
 
 mod export;
 mod flags;
+mod interrupt;
 pub mod progress;
 mod proof;
 mod sccl;
@@ -10,6 +11,7 @@ mod synth;
 mod xml;
 
 pub use flags::SpecFlags;
+pub use interrupt::clean_up_on_signals;
 
 use crate::error::{Error, ExitCode, Result};
 use crate::spec::{MethodSpec, Spec};
