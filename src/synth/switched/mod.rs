@@ -407,6 +407,20 @@ fn post_inc(x: &mut usize) -> usize {
     *x - 1
 }
 
+/// The pieces of the blocks of rank indices `g`: all, or piece `k` of each.
+fn block_pieces(c: &Collective, g: &[usize], k: Option<u32>) -> Vec<PieceId> {
+    let ks: Vec<u32> = match k {
+        Some(k) => vec![k],
+        None => (0..c.pieces).collect(),
+    };
+    g.iter().flat_map(|&x| ks.iter().map(move |&k| PieceId::block(x as u32, k))).collect()
+}
+
+/// A transfer over the board link between rank indices `x` and `y`.
+fn board_hop(t: &Topology, c: &Collective, (x, y): (usize, usize), op: Op, pieces: Vec<PieceId>) -> Transfer {
+    Transfer::hop(up_link(t, c.ranks[x], c.ranks[y]).expect("board mates are linked"), op, pieces)
+}
+
 /// The phases of [`board_hierarchical`], each for every piece of the blocks it moves or one.
 struct BoardPhases<'a> {
     t: &'a Topology,
@@ -419,17 +433,12 @@ struct BoardPhases<'a> {
 }
 
 impl BoardPhases<'_> {
-    /// The pieces of the blocks of ranks `g`: all, or piece `k` of each.
     fn blocks(&self, g: &[usize], k: Option<u32>) -> Vec<PieceId> {
-        let ks: Vec<u32> = match k {
-            Some(k) => vec![k],
-            None => (0..self.c.pieces).collect(),
-        };
-        g.iter().flat_map(|&x| ks.iter().map(move |&k| PieceId::block(x as u32, k))).collect()
+        block_pieces(self.c, g, k)
     }
 
     fn hop(&self, x: usize, y: usize, op: Op, pieces: Vec<PieceId>) -> Transfer {
-        Transfer::hop(up_link(self.t, self.c.ranks[x], self.c.ranks[y]).expect("board mates are linked"), op, pieces)
+        board_hop(self.t, self.c, (x, y), op, pieces)
     }
 
     /// The switched rounds: the rank of the sending board sends the blocks of that board over to

@@ -25,7 +25,7 @@
 //! Pipelined over the pieces of each block like the board-hierarchical collectives
 //! ([`super::pipeline`]).
 
-use super::{board_groups, pipeline, Phase, SlotRouter};
+use super::{block_pieces, board_groups, board_hop, pipeline, Phase, SlotRouter};
 use crate::collective::{Collective, CollectiveKind, PieceId};
 use crate::error::Result;
 use crate::schedule::{Op, Step, Transfer};
@@ -96,13 +96,11 @@ impl Plan<'_> {
 
     /// The pieces of slice i: all of its blocks', or piece `k` of each.
     fn pieces(&self, i: usize, k: Option<u32>) -> Vec<PieceId> {
-        let ks: Vec<u32> = k.map_or_else(|| (0..self.c.pieces).collect(), |k| vec![k]);
-        self.slices[i].iter().flat_map(|&x| ks.iter().map(move |&k| PieceId::block(x as u32, k))).collect()
+        block_pieces(self.c, &self.slices[i], k)
     }
 
     fn hop(&self, x: usize, y: usize, op: Op, pieces: Vec<PieceId>) -> Transfer {
-        let (a, b) = (self.c.ranks[x], self.c.ranks[y]);
-        Transfer::hop(super::up_link(self.t, a, b).expect("board mates are linked"), op, pieces)
+        board_hop(self.t, self.c, (x, y), op, pieces)
     }
 
     /// The four phases for the pieces `k` (module documentation).
