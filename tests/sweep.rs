@@ -418,3 +418,231 @@ fn merge_of_different_sweeps_names_the_fields_that_differ() {
     assert!(text(&o).contains(&named), "{}", text(&o));
     assert!(!written, "{}", text(&o));
 }
+
+fn read_json(path: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+/// A copy of a sweep's folder.
+fn copy_dir(from: &Path, to: &Path) {
+    let _ = std::fs::remove_dir_all(to);
+    for f in files(from) {
+        std::fs::create_dir_all(to.join(&f).parent().unwrap()).unwrap();
+        std::fs::copy(from.join(&f), to.join(&f)).unwrap();
+    }
+}
+
+#[test]
+fn merge_holds_every_entry_to_the_sweep_its_header_describes() {
+    // The 4x4 mesh's 4 classes in two shards: shard 0 holds classes 0 and 2. An index entry
+    // edited by hand is refused (exit 2, nothing written) with the folder, the class or fault,
+    // the field and the value named, though every fault is still its class's and every number
+    // still what the class's files give: the sweep, planned again from the header, says what
+    // each entry is.
+    let shards: Vec<PathBuf> = (0..2)
+        .map(|k| {
+            let dir = tmp(&format!("held-{k}"));
+            let o = run(&[&MESH[..], &["--verify-members", "sample", "2", "--shard", &format!("{k}/2"), "-o", s(&dir)]].concat());
+            assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+            dir
+        })
+        .collect();
+    let original = read_json(&shards[0].join("index.json"));
+    let faults = original["faults"].as_array().unwrap();
+    // Two faults of class 0 other than its representative.
+    let of0: Vec<usize> = faults.iter().enumerate().filter(|(_, f)| f["class"] == 0).map(|(i, _)| i).skip(1).take(2).collect();
+    let (a, b) = (of0[0], of0[1]);
+    let sampled = faults.iter().position(|f| f["verified"].is_null() && f["class"] == 0).unwrap();
+    type Edit = Box<dyn Fn(&mut serde_json::Value)>;
+    let edits: Vec<(&str, Edit, String)> = vec![
+        (
+            "a fault's entry given another fault's name, faults and symmetry",
+            Box::new(move |v| {
+                for k in ["name", "faults", "symmetry"] {
+                    v["faults"][a][k] = v["faults"][b][k].clone();
+                }
+            }),
+            format!("fault {} ({}): field `faults`", faults[a]["fault"], faults[b]["name"].as_str().unwrap()),
+        ),
+        (
+            "two faults' numbers swapped",
+            Box::new(move |v| {
+                let n = v["faults"][a]["fault"].clone();
+                v["faults"][a]["fault"] = v["faults"][b]["fault"].clone();
+                v["faults"][b]["fault"] = n;
+            }),
+            format!("fault {} ({}): field `faults`", faults[b]["fault"], faults[a]["name"].as_str().unwrap()),
+        ),
+        (
+            "a fault's name",
+            Box::new(move |v| v["faults"][a]["name"] = "(9,9)-(9,8)".into()),
+            "fault".to_string() + " " + &faults[a]["fault"].to_string() + " ((9,9)-(9,8)): field `name`: \"(9,9)-(9,8)\", where the sweep gives",
+        ),
+        ("a class's member count", Box::new(|v| v["classes"][0]["members"] = 99.into()), "field `members`: 99, where the sweep gives".to_string()),
+        (
+            "a class's representative",
+            Box::new(|v| v["classes"][0]["representative"] = 1.into()),
+            "field `representative`: 1, where the sweep gives 0".to_string(),
+        ),
+        ("a class's name", Box::new(|v| v["classes"][0]["name"] = "(0,0)-(0,1)".into()), "class 0 ((0,0)-(0,1)): field `name`".to_string()),
+        (
+            "a verified flag",
+            Box::new(move |v| v["faults"][sampled]["verified"] = true.into()),
+            "field `verified`: true, where the sweep gives absent".to_string(),
+        ),
+        (
+            "a class's verified members",
+            Box::new(|v| v["classes"][0]["members_verified"] = 5.into()),
+            "field `members_verified`: 5, where the sweep gives 2".to_string(),
+        ),
+        ("the candidate chosen", Box::new(|v| v["classes"][0]["schedule"]["chosen"] = "xyz".into()), "field `schedule.chosen`: \"xyz\", where".to_string()),
+        (
+            "an ok class called infeasible, its schedule left in the folder",
+            Box::new(|v| {
+                let c = v["classes"][0].as_object_mut().unwrap();
+                c.remove("schedule");
+                c.insert("status".into(), "infeasible".into());
+                c.insert("reason".into(), "made up".into());
+                c.insert("members_verified".into(), 0.into());
+                for f in v["faults"].as_array_mut().unwrap().iter_mut().filter(|f| f["class"] == 0) {
+                    let f = f.as_object_mut().unwrap();
+                    for k in ["schedule", "time_ns", "bound_ns", "gap", "verified"] {
+                        f.remove(k);
+                    }
+                }
+            }),
+            "field `status`: \"infeasible\", but the folder holds its schedules/c00000.json".to_string(),
+        ),
+        (
+            "an ok class without its schedule",
+            Box::new(|v| {
+                v["classes"][0].as_object_mut().unwrap().remove("schedule");
+            }),
+            "field `status`: \"ok\", but the class has no `schedule`".to_string(),
+        ),
+    ];
+    let path = shards[0].join("index.json");
+    for (what, edit, message) in &edits {
+        let mut v = original.clone();
+        edit(&mut v);
+        std::fs::write(&path, serde_json::to_string(&v).unwrap()).unwrap();
+        let (o, written) = merge_shards(&shards);
+        assert_eq!(o.status.code(), Some(2), "{what}: {}", text(&o));
+        assert!(text(&o).contains(&format!("{}: ", path.display())) && text(&o).contains(message.as_str()), "{what}: {}", text(&o));
+        assert!(!written, "{what}: {}", text(&o));
+    }
+    std::fs::write(&path, serde_json::to_string(&original).unwrap()).unwrap();
+    // A header edited alike in every shard: the class specs are not the sweep's it describes.
+    let edited: Vec<PathBuf> = shards
+        .iter()
+        .map(|d| {
+            let copy = PathBuf::from(format!("{}-bw", d.display()));
+            copy_dir(d, &copy);
+            let mut v = read_json(&copy.join("index.json"));
+            v["sweep"]["topology"]["torus"]["bandwidth_gbps"] = serde_json::json!(64.0);
+            std::fs::write(copy.join("index.json"), serde_json::to_string(&v).unwrap()).unwrap();
+            copy
+        })
+        .collect();
+    let (o, written) = merge_shards(&edited);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("specs/c00000.spec.json: not the spec the sweep writes for class 0"), "{}", text(&o));
+    assert!(!written, "{}", text(&o));
+    let (o, written) = merge_shards(&shards);
+    assert!(o.status.code() == Some(0) && written, "{}", text(&o));
+}
+
+#[test]
+fn shards_that_spell_a_size_differently_are_one_sweep() {
+    // `"bytes_per_rank": 65536` in a spec and `--bytes 64KiB` on the command line: one sweep.
+    let spec = tmp("spelled").with_extension("json");
+    std::fs::create_dir_all(spec.parent().unwrap()).unwrap();
+    std::fs::write(
+        &spec,
+        r#"{"topology": {"torus": {"dims": [4, 4], "wrap": [false, false], "bandwidth_gbps": 32.0, "latency_ns": 100.0}}, "collective": {"kind": "all_to_all", "bytes_per_rank": 65536}}"#,
+    )
+    .unwrap();
+    let (a, b) = (tmp("spelled-0"), tmp("spelled-1"));
+    let o = run(&["sweep", s(&spec), "--faults", "cables", "--time-limit", "30", "--shard", "0/2", "-o", s(&a)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&[&MESH[..], &["--shard", "1/2", "-o", s(&b)]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let (o, written) = merge_shards(&[b.clone(), a.clone()]);
+    assert!(o.status.code() == Some(0) && written, "{}", text(&o));
+    // The merged header is shard 0's, in whatever order the shards are given.
+    let merged = b.with_file_name("spelled-1-merged");
+    assert_eq!(read_json(&merged.join("index.json"))["sweep"]["collective"]["bytes_per_rank"], 65536);
+}
+
+#[test]
+fn a_class_schedule_that_does_not_verify_is_bad_input_naming_it() {
+    // A class schedule with a step deleted and its SHA-256 in the index updated: the library is
+    // bad input (exit 2, the file named), not a mapping of ours that broke (exit 6).
+    let dir = tmp("deleted-step");
+    let o = run(&["sweep", "--torus", "4x4", "--faults", "cables", "--time-limit", "10", "-o", s(&dir)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let mut index = read_json(&dir.join("index.json"));
+    let file = dir.join(index["classes"][0]["schedule"]["file"].as_str().unwrap());
+    let mut schedule = read_json(&file);
+    schedule["steps"].as_array_mut().unwrap().remove(1);
+    let bytes = serde_json::to_vec(&schedule).unwrap();
+    std::fs::write(&file, &bytes).unwrap();
+    let sha = {
+        let out = Command::new("sha256sum").arg(&file).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).split_whitespace().next().unwrap().to_string()
+    };
+    index["classes"][0]["schedule"]["sha256"] = sha.into();
+    std::fs::write(dir.join("index.json"), serde_json::to_string(&index).unwrap()).unwrap();
+    let o = run(&["sweep", "schedule", s(&dir), "3", "-o", s(&tmp("deleted-step.json"))]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains(&format!("{}: the class schedule of fault 3", file.display())) && text(&o).contains("does not verify"), "{}", text(&o));
+}
+
+#[test]
+fn a_sweep_or_merge_replaces_the_library_it_finds_in_its_folder() {
+    // 11 classes of pairs, then 4 classes of the mesh's cables into the same folder: the earlier
+    // library's class files go, a user's files stay, and every certificate left checks.
+    let dir = tmp("replaced");
+    let o = run(&["sweep", "--torus", "4x4", "--faults", "pairs", "--time-limit", "10", "-o", s(&dir)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    std::fs::write(dir.join("notes.txt"), "mine").unwrap();
+    std::fs::write(dir.join("schedules/mine.json"), "{}").unwrap();
+    let mut pairs = files(&dir);
+    let o = run(&[&MESH[..], &["-o", s(&dir)]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let classes: Vec<String> =
+        (0..4).flat_map(|c| [format!("certificates/c{c:05}.cert.json"), format!("schedules/c{c:05}.json"), format!("specs/c{c:05}.spec.json")]).collect();
+    let mut expected: Vec<PathBuf> = ["gaps.svg", "index.json", "notes.txt", "schedules/mine.json", "summary.md"].iter().map(PathBuf::from).collect();
+    expected.extend(classes.iter().map(PathBuf::from));
+    expected.sort();
+    assert_eq!(files(&dir), expected);
+    let o = run(&["proof", "check", s(&dir.join("certificates"))]);
+    assert!(o.status.code() == Some(0) && text(&o).contains("4 certificates, 4 hold"), "{}", text(&o));
+    // A merge into a folder that holds a library: the same.
+    let shards: Vec<PathBuf> = (0..2)
+        .map(|k| {
+            let d = tmp(&format!("replaced-shard-{k}"));
+            let o = run(&["sweep", "--torus", "4x4", "--faults", "pairs", "--time-limit", "10", "--shard", &format!("{k}/2"), "-o", s(&d)]);
+            assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+            d
+        })
+        .collect();
+    let o = run(&["sweep", "merge", s(&shards[0]), s(&shards[1]), "-o", s(&dir)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    pairs.sort();
+    assert_eq!(files(&dir), pairs);
+    let o = run(&[&MESH[..], &["--shard", "0/1", "-o", s(&shards[0])]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&["sweep", "merge", s(&shards[0]), "-o", s(&dir)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(files(&dir), expected);
+}
+
+#[test]
+fn merge_help_lists_every_exit_code_merge_gives() {
+    let o = run(&["sweep", "merge", "--help"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    for code in ["0 merged", "2 shards missing", "3 a class is infeasible", "4 a class reached its time limit", "5 a file could not be written"] {
+        assert!(text(&o).contains(code), "{code}: {}", text(&o));
+    }
+}

@@ -76,7 +76,7 @@ pub enum FamilyArg {
 pub enum SweepCommand {
     /// Merge the output folders of the shards of one sweep into the output of the whole sweep.
     #[command(
-        after_help = "Exit codes: 0 merged, 2 shards missing, of different sweeps, or changed.\n\nExample:\n  collsched sweep merge out/shard-0 out/shard-1 -o out/sweep"
+        after_help = "Exit codes: 0 merged, 2 shards missing, of different sweeps, or changed (an entry that is not what the sweep writes, a class file missing or changed), 3 a class is infeasible (merged with the rest), 4 a class reached its time limit (its best schedule merged), 5 a file could not be written (nothing is left behind).\n\nExample:\n  collsched sweep merge out/shard-0 out/shard-1 -o out/sweep"
     )]
     Merge {
         /// The shards' output folders.
@@ -89,7 +89,7 @@ pub enum SweepCommand {
     /// Write one fault's schedule: its class schedule mapped through the fault's symmetry,
     /// verified first.
     #[command(
-        after_help = "Exit codes: 0 written, 2 no such fault, 3 the fault's class has no schedule.\n\nExample:\n  collsched sweep schedule out/sweep \"(3,0,0)-(4,0,0)\" -o out/fault.json"
+        after_help = "Exit codes: 0 written, 2 no such fault, or the library changed since the sweep (a class schedule that does not verify or costs other than the index says), 3 the fault's class has no schedule, 5 the file could not be written, 6 a mapped schedule failed its check (a bug).\n\nExample:\n  collsched sweep schedule out/sweep \"(3,0,0)-(4,0,0)\" -o out/fault.json"
     )]
     Schedule {
         /// The sweep's output folder.

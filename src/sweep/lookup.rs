@@ -16,8 +16,9 @@ use std::path::Path;
 ///
 /// Errors: bad input (no such fault, one of another shard's, a class the folder does not hold or
 /// the sweep does not have, a class without a schedule, unreadable files, a class
-/// schedule changed since the sweep or a symmetry that does not carry the class's faults onto
-/// the fault's); internal (the mapped schedule fails verification or costs otherwise).
+/// schedule changed since the sweep, one that does not verify or costs other than the index
+/// says, or a symmetry that does not carry the class's faults onto the fault's); internal (the
+/// mapped schedule of a class schedule that verified fails verification or costs otherwise).
 pub fn member_schedule(dir: &Path, fault: &str) -> Result<(FaultEntry, Schedule)> {
     let index = Index::read(dir)?;
     let entry = index
@@ -41,10 +42,33 @@ pub fn member_schedule(dir: &Path, fault: &str) -> Result<(FaultEntry, Schedule)
     if sha256 != cs.sha256 {
         return Err(Error::bad(format!("{}: changed since the sweep wrote it (its SHA-256 differs from the index's)", class_path.display())));
     }
+    // The class schedule is an input: one that does not verify, or costs other than the index
+    // says, is a library changed since the sweep wrote it (the index's SHA-256 edited with it),
+    // not a mapping of ours that broke it.
+    let before = verify_schedule(&class_schedule, &VerifyOptions::default())?;
+    if !before.is_valid() {
+        let failure = before.findings.failures().first().map_or("a rule fails".to_string(), ToString::to_string);
+        return Err(Error::bad(format!(
+            "{}: the class schedule of fault {} ({}) does not verify: {failure} (the library changed since the sweep wrote it?)",
+            class_path.display(),
+            entry.fault,
+            entry.name
+        )));
+    }
+    let time_ns = before.cost.as_ref().map(|c| crate::units::to_f64(&c.time_ns()));
+    if time_ns != Some(cs.time_ns) {
+        return Err(Error::bad(format!(
+            "{}: the class schedule costs {} ns, where the index's class {} says {} ns (the library changed since the sweep wrote it?)",
+            class_path.display(),
+            time_ns.map_or("nothing".into(), |t| t.to_string()),
+            entry.class,
+            cs.time_ns
+        )));
+    }
     let spec = Spec::load(&dir.join(&cs.spec))?;
     let (g, member_topology) = member_symmetry(&spec, &class_schedule.header.topology.down_links(), &entry, &dir.join("index.json"))?;
     let mapped = map_schedule(&class_schedule, &g, member_topology)?;
-    let (before, after) = (verify_schedule(&class_schedule, &VerifyOptions::default())?, verify_schedule(&mapped, &VerifyOptions::default())?);
+    let after = verify_schedule(&mapped, &VerifyOptions::default())?;
     let cost = |r: &crate::verify::Report| r.cost.as_ref().map(|c| (c.time_ns(), c.bandwidth_ns()));
     if !after.is_valid() || cost(&before) != cost(&after) {
         return Err(Error::internal(format!("fault {} ({}): the mapped class schedule does not verify or costs otherwise", entry.fault, entry.name)));
@@ -95,8 +119,9 @@ fn class_of<'a>(dir: &Path, index: &'a Index, entry: &FaultEntry) -> Result<&'a 
 
 /// A fault's symmetry and network (the class spec's network with the fault's own faults), the
 /// symmetry checked to carry `class_down`, the failed links of its class's representative, onto
-/// the fault's: what `sweep schedule` maps a class schedule through, and what `sweep merge`
-/// checks of every fault. `index` names the index in messages.
+/// the fault's: what `sweep schedule` maps a class schedule through (`sweep merge` holds every
+/// fault's symmetry to the one the sweep, planned again, gives). `index` names the index in
+/// messages.
 pub(crate) fn member_symmetry(class_spec: &Spec, class_down: &[LinkId], entry: &FaultEntry, index: &Path) -> Result<(Automorphism, Topology)> {
     let mut spec = class_spec.clone();
     spec.faults = FaultsSpec::default();

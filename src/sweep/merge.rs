@@ -3,19 +3,22 @@
 //! writes.
 //!
 //! The shards must be of one sweep (the same `sweep` header: topology, collective, faults,
-//! options, classes) and all present, each once, each holding only the classes of its label.
-//! Every class file is copied, and checked first: every schedule against the SHA-256 its shard
-//! recorded, every certificate as `proof check` checks it (with the class's spec and schedule),
-//! and the class's entry against the numbers its schedule and certificate give.
+//! options, classes, compared by value) and all present, each once, each holding only the
+//! classes of its label. The sweep is planned again from the header, with the code the sweep
+//! runs, and every shard is held to it: each class's representative, name, member count and
+//! spec file, each fault's number, name, faults, class, symmetry and verified flag. Every class
+//! file is copied, and checked first: every schedule against the SHA-256 its shard recorded,
+//! every certificate as `proof check` checks it (with the class's spec and schedule), and the
+//! class's entry against the numbers its schedule and certificate give. What only a synthesis
+//! again would tell (whether a class is `ok`, reached its limit or is infeasible) is held to the
+//! files: a class with a schedule has its schedule and certificate, one without has neither.
 
-use super::index::{ClassEntry, Index, ShardInfo, SweepHeader};
-use super::lookup::member_symmetry;
-use super::run::{file_sha256, Certified, ClassFiles};
+use super::index::{ClassEntry, ClassStatus, FaultEntry, Index, ShardInfo, SweepHeader};
+use super::run::{file_sha256, remove_files, stale_class_files, Certified, ClassFiles, Plan, SweepSetup};
 use crate::error::{Error, Result};
 use crate::io::{write_error, OutputSet};
 use crate::proof::{check_certificate, NotChecked};
-use crate::spec::Spec;
-use crate::topology::LinkId;
+use crate::spec::Bytes;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -37,7 +40,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Index> {
     let count = first.shard.map_or(1, |s| s.count);
     let mut seen = vec![None; count];
     for (dir, ix) in dirs.iter().zip(&shards) {
-        if ix.sweep != first.sweep {
+        if by_value(&ix.sweep) != by_value(&first.sweep) {
             return Err(Error::bad(format!(
                 "{}: a shard of another sweep than {} (the `sweep` headers differ: {})",
                 dir.display(),
@@ -82,11 +85,22 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Index> {
     }
     // Every input is checked before anything is written: the class files are there, each
     // schedule still has the SHA-256 its shard recorded, each certificate checks, each class
-    // entry is what its schedule and certificate give, and every fault entry is its class's.
+    // entry is what its schedule and certificate give, and every class and fault entry is what
+    // the sweep, planned again from the header, writes.
+    let mut plans: Vec<(&SweepHeader, Plan)> = Vec::new();
     let mut copies = Vec::new();
     for (dir, ix) in dirs.iter().zip(&shards) {
+        let plan = match plans.iter().position(|(h, _)| **h == ix.sweep) {
+            Some(i) => &plans[i].1,
+            None => {
+                plans.push((&ix.sweep, replan(dir, &ix.sweep)?));
+                &plans.last().expect("just pushed").1
+            }
+        };
         for c in &ix.classes {
             let files = ClassFiles::of(c.class);
+            check_status(dir, c)?;
+            check_spec(dir, c, plan)?;
             let mut names = vec![&files.spec];
             if let Some(s) = &c.schedule {
                 let sha = file_sha256(&dir.join(&s.file))?;
@@ -111,53 +125,129 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Index> {
         }
     }
     for (dir, ix) in dirs.iter().zip(&shards) {
-        check_faults(dir, ix)?;
+        let plan = &plans.iter().find(|(h, _)| **h == ix.sweep).expect("planned above").1;
+        check_entries(dir, ix, plan)?;
     }
-    // All the files appear together, or none.
+    // All the files appear together, or none. Shards whose headers spell a value differently
+    // (`"1MiB"`, 1048576) merge under shard 0's, whatever the order they are given in.
+    let header = &shards[dirs.iter().position(|d| seen[0] == Some(d)).expect("shard 0 is there")].sweep;
     let set = OutputSet::new();
     for (from, to) in &copies {
         copy(from, to, &set)?;
     }
-    let index = Index { format: first.format.clone(), version: first.version, sweep: first.sweep.clone(), shard: None, classes, faults };
+    let index = Index { format: first.format.clone(), version: first.version, sweep: header.clone(), shard: None, classes, faults };
     index.write_all(out, &set)?;
+    let stale = stale_class_files(out, &index);
     set.commit()?;
+    remove_files(out, &stale)?;
     Ok(index)
 }
 
-/// Checks a shard's fault entries against their classes, as the sweep wrote them: each belongs to
-/// a class of the shard, records its class's schedule, time, bound and gap (a symmetry keeps them
-/// exactly), and its symmetry carries the class representative's failed links onto its own faults
-/// (the check `sweep schedule` makes before it maps a schedule).
-fn check_faults(dir: &Path, ix: &Index) -> Result<()> {
+/// The sweep a shard's header describes, planned again as the sweep plans it; its header must
+/// be the shard's (the symmetry group, its generators and the counts follow from the rest).
+fn replan(dir: &Path, header: &SweepHeader) -> Result<Plan> {
     let index_path = dir.join("index.json");
-    let mut specs: HashMap<usize, (Spec, Vec<LinkId>)> = HashMap::new();
-    for f in &ix.faults {
-        let at = |field: &str, why: String| Error::bad(format!("{}: fault {} ({}): field `{field}`: {why}", index_path.display(), f.fault, f.name));
-        let class = ix.classes.iter().find(|c| c.class == f.class).ok_or_else(|| at("class", format!("{}: not a class of this shard", f.class)))?;
-        let cs = class.schedule.as_ref();
-        let expected = [
-            ("schedule", serde_json::to_value(&f.schedule), serde_json::to_value(cs.map(|s| &s.file))),
-            ("time_ns", serde_json::to_value(f.time_ns), serde_json::to_value(cs.map(|s| s.time_ns))),
-            ("bound_ns", serde_json::to_value(f.bound_ns), serde_json::to_value(cs.and_then(|s| s.bound_ns))),
-            ("gap", serde_json::to_value(f.gap), serde_json::to_value(cs.and_then(|s| s.gap))),
-        ];
-        for (field, theirs, class_value) in expected {
-            let (theirs, class_value) = (theirs.expect("json"), class_value.expect("json"));
-            if theirs != class_value {
-                return Err(at(field, format!("{theirs} is not its class's ({class_value}; class {})", f.class)));
+    let source = index_path.display().to_string();
+    let plan = Plan::new(SweepSetup::of_header(header, &source)?).map_err(|e| e.context(format!("{source}: field `sweep`")))?;
+    let (theirs, ours) = (serde_json::to_value(header).expect("json"), serde_json::to_value(plan.header()).expect("json"));
+    if let Some((field, theirs, ours)) = differences(&theirs, &ours).into_iter().next() {
+        return Err(Error::bad(format!("{source}: field `sweep.{field}`: {theirs}, where the sweep the header describes gives {ours}")));
+    }
+    Ok(plan)
+}
+
+/// A class's status agrees with its files: `ok` and `limit_reached` have a `schedule` entry and
+/// no `reason`; `infeasible` has a `reason`, no `schedule` entry and no schedule or certificate
+/// file in the shard's folder.
+fn check_status(dir: &Path, c: &ClassEntry) -> Result<()> {
+    let at = |field: &str, why: String| Error::bad(format!("{}: class {} ({}): field `{field}`: {why}", dir.join("index.json").display(), c.class, c.name));
+    let status = serde_json::to_value(c.status).expect("json");
+    match (c.status, &c.schedule, &c.reason) {
+        (ClassStatus::Ok | ClassStatus::LimitReached, None, _) => Err(at("status", format!("{status}, but the class has no `schedule`"))),
+        (ClassStatus::Ok | ClassStatus::LimitReached, Some(_), Some(r)) => Err(at("reason", format!("{:?}: a class with a schedule has no reason", r))),
+        (ClassStatus::Infeasible, Some(_), _) => Err(at("status", format!("{status}, but the class has a `schedule`"))),
+        (ClassStatus::Infeasible, None, None) => Err(at("reason", "absent: an infeasible class says why".into())),
+        (ClassStatus::Infeasible, None, Some(_)) => {
+            let files = ClassFiles::of(c.class);
+            match [files.schedule, files.certificate].into_iter().find(|f| dir.join(f).exists()) {
+                Some(f) => Err(at("status", format!("{status}, but the folder holds its {f}"))),
+                None => Ok(()),
             }
         }
-        let (spec, down) = match specs.entry(f.class) {
-            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => {
-                let spec = Spec::load(&dir.join(ClassFiles::of(f.class).spec))?;
-                let down = spec.build_topology()?.down_links();
-                e.insert((spec, down))
-            }
-        };
-        member_symmetry(spec, down, f, &index_path)?;
+        _ => Ok(()),
+    }
+}
+
+/// A class's spec file is the one the sweep writes for it (the header's topology and
+/// collective with the representative's faults, its method and description).
+fn check_spec(dir: &Path, c: &ClassEntry, plan: &Plan) -> Result<()> {
+    let path = dir.join(ClassFiles::of(c.class).spec);
+    if c.class >= plan.classes.len() {
+        return Err(Error::bad(format!("{}: class {}: no such class (the sweep has {})", dir.join("index.json").display(), c.class, plan.classes.len())));
+    }
+    let (_, expected) = plan.class_spec(c.class)?;
+    if crate::io::read_bytes(&path)? != expected.as_bytes() {
+        return Err(Error::bad(format!(
+            "{}: not the spec the sweep writes for class {} (the header's topology and collective with the faults of fault {}): changed since its shard wrote it",
+            path.display(),
+            c.class,
+            plan.classes[c.class].representative()
+        )));
     }
     Ok(())
+}
+
+/// Holds every class and fault entry of a shard to the sweep planned again from its header:
+/// each class's representative, name, member count and verified members; each fault's class,
+/// name, faults, symmetry, schedule numbers (its class's) and verified flag. Names the folder,
+/// the class or fault, the field and both values.
+fn check_entries(dir: &Path, ix: &Index, plan: &Plan) -> Result<()> {
+    let index_path = dir.join("index.json");
+    let mut expected: HashMap<usize, FaultEntry> = HashMap::new();
+    for c in &ix.classes {
+        let (entry, faults) = plan.expected_entries(c.class, c.status, c.reason.clone(), c.schedule.clone())?;
+        let (theirs, ours) = (serde_json::to_value(c).expect("json"), serde_json::to_value(&entry).expect("json"));
+        if let Some((field, theirs, ours)) = differences(&theirs, &ours).into_iter().next() {
+            return Err(Error::bad(format!(
+                "{}: class {} ({}): field `{field}`: {theirs}, where the sweep gives {ours}",
+                index_path.display(),
+                c.class,
+                c.name
+            )));
+        }
+        expected.extend(faults.into_iter().map(|f| (f.fault, f)));
+    }
+    let owner: HashMap<usize, usize> = plan.classes.iter().enumerate().flat_map(|(c, class)| class.members.iter().map(move |m| (m.case, c))).collect();
+    for f in &ix.faults {
+        let at = |field: &str, why: String| Error::bad(format!("{}: fault {} ({}): field `{field}`: {why}", index_path.display(), f.fault, f.name));
+        let Some(&class) = owner.get(&f.fault) else {
+            return Err(at("fault", format!("{}: the sweep has {} faults, 0 to {}", f.fault, plan.cases.len(), plan.cases.len().saturating_sub(1))));
+        };
+        if f.class != class {
+            return Err(at("class", format!("{}, where the sweep puts the fault in class {class}", f.class)));
+        }
+        let ours = expected.get(&f.fault).ok_or_else(|| at("class", format!("{}: not a class of this shard", f.class)))?;
+        let (theirs, ours) = (serde_json::to_value(f).expect("json"), serde_json::to_value(ours).expect("json"));
+        if let Some((field, theirs, ours)) = differences(&theirs, &ours).into_iter().next() {
+            return Err(at(&field, format!("{theirs}, where the sweep gives {ours} (class {})", f.class)));
+        }
+    }
+    Ok(())
+}
+
+/// A `sweep` header as its values: a size in bytes as its number (`"1MiB"` and 1048576 alike).
+fn by_value(h: &SweepHeader) -> Value {
+    let mut v = serde_json::to_value(h).expect("json");
+    for field in ["bytes_per_rank", "block_bytes"] {
+        if let Some(size) = v["collective"].get_mut(field) {
+            if let Ok(Bytes::Text(t)) = serde_json::from_value::<Bytes>(size.clone()) {
+                if let Ok(n) = crate::units::parse_bytes(&t) {
+                    *size = Value::from(n);
+                }
+            }
+        }
+    }
+    v
 }
 
 /// Checks a class that has a schedule: its certificate holds as `proof check` checks it (the
@@ -188,7 +278,14 @@ fn check_class(dir: &Path, c: &ClassEntry) -> Result<()> {
     let (schedule, cost) = checked.schedule.ok_or_else(|| refused("field `schedule.file`: no schedule attached".into()))?;
     let entry = c.schedule.as_ref().expect("a class with a schedule");
     let sha256 = report.schedule.as_ref().and_then(|s| s.sha256.clone()).unwrap_or_default();
-    let expected = Certified::of(report, cost).class_schedule(&files, sha256, entry.chosen.clone(), &schedule);
+    // The candidate chosen is recorded in the schedule too (`meta.sweep`, with the class), which
+    // its SHA-256 and the certificate hold.
+    let meta = schedule.header.meta.as_ref().and_then(|m| m.get("sweep"));
+    if meta.and_then(|m| m.get("class")).and_then(Value::as_u64) != Some(c.class as u64) {
+        return Err(Error::bad(format!("{}: field `meta.sweep.class`: not class {} (not the class's schedule)", dir.join(&files.schedule).display(), c.class)));
+    }
+    let chosen = meta.and_then(|m| m.get("chosen")).and_then(Value::as_str).unwrap_or_default().to_string();
+    let expected = Certified::of(report, cost).class_schedule(&files, sha256, chosen, &schedule);
     let (theirs, ours) = (serde_json::to_value(entry).expect("json"), serde_json::to_value(&expected).expect("json"));
     if let Some((field, theirs, ours)) = differences(&theirs, &ours).into_iter().next() {
         return Err(Error::bad(format!(
@@ -216,7 +313,7 @@ fn differences(a: &Value, b: &Value) -> Vec<(String, String, String)> {
 /// Which fields of two shards' `sweep` headers differ, and how: `` `faults`: "cables" in A,
 /// "pairs" in B ``.
 fn header_difference(a: &SweepHeader, a_dir: &Path, b: &SweepHeader, b_dir: &Path) -> String {
-    let (a, b) = (serde_json::to_value(a).expect("json"), serde_json::to_value(b).expect("json"));
+    let (a, b) = (by_value(a), by_value(b));
     let each: Vec<String> =
         differences(&a, &b).into_iter().map(|(field, x, y)| format!("`{field}`: {x} in {}, {y} in {}", a_dir.display(), b_dir.display())).collect();
     each.join("; ")

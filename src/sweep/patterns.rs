@@ -89,7 +89,7 @@ pub struct FaultCase {
 
 /// Every fault pattern of the family, in a fixed order: cables by their ends, pairs
 /// lexicographically, OCSes by dimension then face position. OCSes that carry no cable (a mesh
-/// dimension of one cube) are left out.
+/// dimension of one cube, a dimension of 2 npus in a cube of side 2) are left out.
 ///
 /// Errors: an OCS sweep on a topology that is no torus made of cubes of side `cube`.
 pub fn enumerate(t: &Topology, cables: &Cables, family: FaultFamily) -> Result<Vec<FaultCase>> {
@@ -100,7 +100,12 @@ pub fn enumerate(t: &Topology, cables: &Cables, family: FaultFamily) -> Result<V
         FaultFamily::Ocs { cube } => ocs_cases(t, cables, cube)?,
     };
     if cases.is_empty() {
-        return Err(Error::bad(format!("--faults {}: the topology has no such fault to sweep", family.as_str())));
+        return Err(Error::bad(match family {
+            FaultFamily::Ocs { cube } => {
+                format!("--faults ocs: no OCS carries a cable of this topology (cubes of side {cube}: every cable stays inside a cube, and a mesh has no wrap-around cable)")
+            }
+            _ => format!("--faults {}: the topology has no such fault to sweep", family.as_str()),
+        }));
     }
     Ok(cases)
 }
@@ -182,6 +187,28 @@ mod tests {
         let ocs = enumerate(&t, &cables, FaultFamily::Ocs { cube: 4 }).unwrap();
         assert_eq!(ocs[0].name(&t, &cables), "ocs dim 0 (0,0)");
         assert_eq!(ocs[0].spec_faults(&t, &cables, 4), json!({"ocs": [{"name": "ocs dim 0 (0,0)", "tpuv4": {"dim": 0, "position": [0, 0], "cube": 4}}]}));
+    }
+
+    #[test]
+    fn ocs_faults_take_down_cube_crossing_cables_only() {
+        // 4x2 in cubes of side 2: along the radix of 2 every cable is inside a cube, so only the
+        // OCSes of dimension 0 are swept, each carrying (1,y)-(2,y) (and on a torus the wrap
+        // (3,y)-(0,y)); a 2x2 has no OCS with a cable at all.
+        for wrap in [false, true] {
+            let mut params = TorusParams::uniform(&[4, 2], 32.0, 100.0);
+            params.wrap = vec![wrap; 2];
+            let t = torus(&params).unwrap();
+            let cables = Cables::of(&t);
+            let ocs = enumerate(&t, &cables, FaultFamily::Ocs { cube: 2 }).unwrap();
+            let names: Vec<String> = ocs.iter().map(|c| c.name(&t, &cables)).collect();
+            assert_eq!(names, ["ocs dim 0 (0)", "ocs dim 0 (1)"], "wrap {wrap}");
+            let downed: Vec<String> = ocs[1].cables.iter().map(|&c| FaultCase { cables: vec![c], ocs: None }.name(&t, &cables)).collect();
+            assert_eq!(downed, if wrap { vec!["(0,1)-(3,1)", "(1,1)-(2,1)"] } else { vec!["(1,1)-(2,1)"] }, "wrap {wrap}");
+            params.dims = vec![2, 2];
+            let t = torus(&params).unwrap();
+            let e = enumerate(&t, &Cables::of(&t), FaultFamily::Ocs { cube: 2 }).unwrap_err();
+            assert!(e.message().contains("no OCS carries a cable"), "wrap {wrap}: {e}");
+        }
     }
 
     #[test]

@@ -28,7 +28,7 @@ use crate::units::{to_checker, to_f64};
 use crate::verify::{verify_schedule, VerifyOptions};
 use rayon::prelude::*;
 use serde_json::{json, Value};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Which mapped members (besides each class's representative) are verified.
@@ -67,6 +67,35 @@ pub struct SweepSetup {
     pub members: MemberCheck,
     /// The seed of the member sample.
     pub seed: u64,
+}
+
+impl SweepSetup {
+    /// What a sweep ran, read back from its index's `sweep` header (`sweep merge` re-derives the
+    /// sweep from it); `source` names the header in messages.
+    ///
+    /// Errors (bad input): a field the sweep does not write (an unknown fault family, solver or
+    /// member check, a time limit that is no duration), a topology or collective that is no spec's.
+    pub fn of_header(h: &SweepHeader, source: &str) -> Result<SweepSetup> {
+        let bad = |field: &str, value: String| Error::bad(format!("{source}: field `sweep.{field}`: {value}: not a value a sweep writes"));
+        let family = match (h.faults.as_str(), h.cube) {
+            ("cables", None) => FaultFamily::Cables,
+            ("pairs", None) => FaultFamily::CablePairs,
+            ("ocs", cube) => FaultFamily::Ocs { cube: cube.unwrap_or(4) },
+            (_, Some(cube)) => return Err(bad("cube", cube.to_string())),
+            (other, None) => return Err(bad("faults", format!("{other:?}"))),
+        };
+        let solver = crate::synth::Solver::from_name(&h.solver).ok_or_else(|| bad("solver", format!("{:?}", h.solver)))?;
+        let time_limit = Duration::try_from_secs_f64(h.time_limit_s).map_err(|_| bad("time_limit_s", h.time_limit_s.to_string()))?;
+        let members = match h.verify_members.split_once(' ') {
+            None if h.verify_members == "none" => MemberCheck::None,
+            None if h.verify_members == "all" => MemberCheck::All,
+            Some(("sample", n)) => MemberCheck::Sample(n.parse().map_err(|_| bad("verify_members", format!("{:?}", h.verify_members)))?),
+            _ => return Err(bad("verify_members", format!("{:?}", h.verify_members))),
+        };
+        let text = json!({"topology": h.topology, "collective": h.collective}).to_string();
+        let base = Spec::parse(&text, &format!("{source}: field `sweep`"))?;
+        Ok(SweepSetup { base, family, synth: SynthOptions { solver, time_limit, ..SynthOptions::default() }, members, seed: h.seed })
+    }
 }
 
 /// A planned sweep: the healthy network, its fault cases, the symmetry group and the classes.
@@ -222,12 +251,15 @@ impl Plan {
         let index =
             Index { format: INDEX_FORMAT.into(), version: 1, sweep: self.header(), shard, classes: results.into_iter().map(|r| r.entry).collect(), faults };
         index.write_all(out, &set)?;
+        let stale = stale_class_files(out, &index);
         set.commit()?;
+        remove_files(out, &stale)?;
         Ok(index)
     }
 
-    /// The representative's spec: the base spec with the case's faults, as text.
-    fn class_spec(&self, class: usize) -> Result<(Spec, String)> {
+    /// The representative's spec: the base spec with the case's faults, as text (`sweep merge`
+    /// holds each shard's class spec to it).
+    pub(super) fn class_spec(&self, class: usize) -> Result<(Spec, String)> {
         let case = &self.cases[self.classes[class].representative()];
         let mut v = serde_json::to_value(&self.setup.base).expect("a spec serializes");
         let obj = v.as_object_mut().expect("a spec is an object");
@@ -275,18 +307,51 @@ impl Plan {
         say("checking members");
         let maps = self.member_maps(class)?;
         let verified = self.verify_members(class, &maps, &schedule, &certified.cost)?;
-        let faults = self.fault_entries(class, &maps, Some(&class_schedule), &verified);
+        Ok(self.entries(class, status, None, Some(class_schedule), &maps, &verified))
+    }
+
+    /// A class's entry and its faults' entries, as the sweep writes them once the class ended
+    /// (`status`, `reason`, its `schedule` entry), with the members' symmetries `maps` and which
+    /// mapped members were `verified`.
+    fn entries(
+        &self,
+        class: usize,
+        status: ClassStatus,
+        reason: Option<String>,
+        schedule: Option<ClassSchedule>,
+        maps: &[Vec<NodeId>],
+        verified: &[bool],
+    ) -> ClassResult {
+        let faults = self.fault_entries(class, maps, schedule.as_ref(), verified);
         let entry = ClassEntry {
             class,
             representative: self.classes[class].representative(),
             name: self.class_name(class),
             members: self.classes[class].members.len(),
             status,
-            reason: None,
-            schedule: Some(class_schedule),
+            reason,
+            schedule,
             members_verified: verified.iter().filter(|&&v| v).count(),
         };
-        Ok(ClassResult { entry, faults })
+        ClassResult { entry, faults }
+    }
+
+    /// The entries a sweep writes for a class that ended with `status`, `reason` and `schedule`
+    /// (what cannot be re-derived without synthesizing again): its representative, name, member
+    /// count and verified members, every member's number, name, faults and symmetry, and the
+    /// flags of the members the seed's sample verifies. `sweep merge` holds every shard to them.
+    pub(super) fn expected_entries(
+        &self,
+        class: usize,
+        status: ClassStatus,
+        reason: Option<String>,
+        schedule: Option<ClassSchedule>,
+    ) -> Result<(ClassEntry, Vec<FaultEntry>)> {
+        let maps = self.member_maps(class)?;
+        // The sweep verifies exactly the sample's members of a class with a schedule (or fails).
+        let verified = if schedule.is_some() { self.sample(class) } else { Vec::new() };
+        let r = self.entries(class, status, reason, schedule, &maps, &verified);
+        Ok((r.entry, r.faults))
     }
 
     fn class_name(&self, class: usize) -> String {
@@ -294,18 +359,8 @@ impl Plan {
     }
 
     fn without_schedule(&self, class: usize, reason: String) -> Result<ClassResult> {
-        let entry = ClassEntry {
-            class,
-            representative: self.classes[class].representative(),
-            name: self.class_name(class),
-            members: self.classes[class].members.len(),
-            status: ClassStatus::Infeasible,
-            reason: Some(reason),
-            schedule: None,
-            members_verified: 0,
-        };
         let maps = self.member_maps(class)?;
-        Ok(ClassResult { entry, faults: self.fault_entries(class, &maps, None, &[]) })
+        Ok(self.entries(class, ClassStatus::Infeasible, Some(reason), None, &maps, &[]))
     }
 
     /// Verifies the class schedule, writes its bound certificate with the schedule attached and
@@ -527,6 +582,62 @@ impl ClassFiles {
             certificate: format!("certificates/c{class:05}.cert.json"),
         }
     }
+}
+
+/// The class files of the library already in `out` (a folder whose `index.json` is a sweep's) that
+/// the library `new` does not write: in its `schedules/`, `specs/` and `certificates/`, the files
+/// named as a sweep names a class's (`c` and five or more digits, then `.json`, `.spec.json`,
+/// `.cert.json`). Removed once `new` is committed, so that the folder holds one library, whose
+/// certificates all check; a folder that holds no library is left as it is, but for the files
+/// written.
+pub(super) fn stale_class_files(out: &Path, new: &Index) -> Vec<PathBuf> {
+    let is_library = crate::io::read_to_string(&out.join("index.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        .is_some_and(|v| v.get("format").and_then(Value::as_str) == Some(INDEX_FORMAT));
+    if !is_library {
+        return Vec::new();
+    }
+    let mut written = std::collections::HashSet::new();
+    for c in &new.classes {
+        let files = ClassFiles::of(c.class);
+        written.insert(files.spec);
+        if c.schedule.is_some() {
+            written.extend([files.schedule, files.certificate]);
+        }
+    }
+    let mut stale = Vec::new();
+    for (folder, suffix) in [("schedules", ".json"), ("specs", ".spec.json"), ("certificates", ".cert.json")] {
+        let Ok(entries) = std::fs::read_dir(out.join(folder)) else { continue };
+        let mut names: Vec<String> = entries.filter_map(|e| e.ok()).filter_map(|e| e.file_name().into_string().ok()).collect();
+        names.sort();
+        for name in names {
+            let digits = name.strip_prefix('c').and_then(|n| n.strip_suffix(suffix));
+            let a_class_file = digits.is_some_and(|d| d.len() >= 5 && d.bytes().all(|b| b.is_ascii_digit()));
+            let relative = format!("{folder}/{name}");
+            if a_class_file && out.join(&relative).is_file() && !written.contains(&relative) {
+                stale.push(PathBuf::from(relative));
+            }
+        }
+    }
+    stale
+}
+
+/// Removes the files `stale` (relative to `out`) of an earlier library, then those of its
+/// subfolders that this leaves empty.
+pub(super) fn remove_files(out: &Path, stale: &[PathBuf]) -> Result<()> {
+    if stale.is_empty() {
+        return Ok(());
+    }
+    for f in stale {
+        let path = out.join(f);
+        std::fs::remove_file(&path).map_err(|e| Error::io(format!("{}: cannot remove this class file of the earlier library: {e}", path.display())))?;
+    }
+    for folder in ["schedules", "specs", "certificates"] {
+        // Only an empty folder is removed; one that still holds anything stays.
+        let _ = std::fs::remove_dir(out.join(folder));
+    }
+    Ok(())
 }
 
 fn add_meta(schedule: &mut Schedule, sweep: Value) {

@@ -11,7 +11,9 @@
 //! size (4), which on a single cube are exactly the wrap-around cables. A cube has 48 such OCSes:
 //! one per dimension `d` and *face position* `p`, the coordinates in the other dimensions modulo
 //! the cube size (16 positions per dimension). OCS `(d, p)` carries that cable at position `p` in
-//! every cube of the slice. So on 4x4x4 an OCS failure downs one wrap-around cable; on 8x4x4 (two
+//! every cube of the slice; the cable from the last coordinate back to 0 exists on a ring of more
+//! than 2 npus only (a mesh has none, and a dimension of 2 has one cable, inside a cube of side 2,
+//! which no OCS carries). So on 4x4x4 an OCS failure downs one wrap-around cable; on 8x4x4 (two
 //! cubes along dimension 0) the OCS `(2, (2,3))` downs the two parallel cables
 //! `(2,3,3)-(2,3,0)` and `(6,3,3)-(6,3,0)`, and an OCS of dimension 0 downs the two cables that
 //! join the cubes, `(3,y,z)-(4,y,z)` and `(7,y,z)-(0,y,z)`.
@@ -128,10 +130,10 @@ pub fn tpuv4_ocs_cables(shape: &TorusShape, dim: usize, position: &[usize], cube
             continue;
         }
         let next = (c[dim] + 1) % n;
-        if next == 0 && !shape.is_ring(dim) && n > 2 {
-            continue; // a mesh line has no wrap-around cable
-        }
-        if next == c[dim] {
+        // The wrap-around cable exists on a ring only: a mesh line has none, and on a dimension
+        // of size 2 (a ring or not) node 1 back to node 0 is the one inner cable, which stays
+        // inside the cube (and a dimension of size 1 has no cable at all).
+        if next == 0 && !shape.is_ring(dim) {
             continue;
         }
         cables.push((node, shape.with_coord(node, dim, next)));
@@ -197,6 +199,27 @@ mod tests {
         }
         let t = torus(&TorusParams::uniform(&[4, 8], 56.0, 500.0)).unwrap();
         assert_eq!(tpuv4_ocs_cables(t.torus_shape().unwrap(), 1, &[3], 4).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_dimension_of_two_has_no_wrap_cable_for_an_ocs_to_carry() {
+        // On a radix of 2 the only cable, (0)-(1), is inside a cube of side 2: no OCS carries it,
+        // on a mesh or a torus; along a radix of 4 the OCS carries the cube-crossing cable
+        // (1)-(2), and on a mesh not the wrap-around, which a mesh lacks.
+        for wrap in [false, true] {
+            let mut params = TorusParams::uniform(&[4, 2], 56.0, 500.0);
+            params.wrap = vec![wrap; 2];
+            let t = torus(&params).unwrap();
+            let s = t.torus_shape().unwrap();
+            for p in 0..2 {
+                assert_eq!(tpuv4_ocs_cables(s, 1, &[p], 2).unwrap(), vec![], "wrap {wrap}");
+            }
+            let crossing = if wrap { vec!["(1,0)-(2,0)", "(3,0)-(0,0)"] } else { vec!["(1,0)-(2,0)"] };
+            assert_eq!(name_pairs(&t, &tpuv4_ocs_cables(s, 0, &[0], 2).unwrap()), crossing, "wrap {wrap}");
+            // Cubes of side 1: every cable crosses cubes, that of a radix of 2 too, once.
+            let all = vec!["(0,0)-(0,1)", "(1,0)-(1,1)", "(2,0)-(2,1)", "(3,0)-(3,1)"];
+            assert_eq!(name_pairs(&t, &tpuv4_ocs_cables(s, 1, &[0], 1).unwrap()), all, "wrap {wrap}");
+        }
     }
 
     #[test]
