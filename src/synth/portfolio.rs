@@ -1132,7 +1132,7 @@ fn searches_by_kind(
     if !a2a && !found.good_enough() && !large {
         spreading_trees(t, c, counts, deadline, found, progress)?;
     }
-    if t.num_switches() > 0 && !(inst.pieces_given && c.pieces > 1) && !found.good_enough() {
+    if t.num_switches() > 0 && !found.good_enough() {
         route_and_step(t, c, found, progress)?;
     }
     // Cheap where it applies (it fails at once on a torus of more than 7 ranks), and one latency

@@ -520,22 +520,24 @@ fn pipelined_board_hierarchical(t: &Topology, c: &Collective) -> Result<Option<S
 }
 
 /// A board collective (`build`: its steps for the collective cut into pieces, pipelined with a
-/// lag) for a collective of one piece per block: the fastest under the event-driven cost of 2,
-/// 4, 8, 16 and 32 pieces per block and lags of 1, 2, 4 and 8 periods, more pieces only while
-/// they help and for at most [`PIPELINE_SEARCH`], unverified (the caller verifies it); `None`
-/// where `build` has no steps (no boards, or a rank without a path).
+/// lag, each piece a chunk): for a collective of one piece per block, the fastest under the
+/// event-driven cost of 2, 4, 8, 16 and 32 pieces per block and lags of 1, 2, 4 and 8 periods,
+/// more pieces only while they help and for at most [`PIPELINE_SEARCH`]; for one of more pieces
+/// (a spec that fixes them), those pieces at every lag. Unverified (the caller verifies it);
+/// `None` where `build` has no steps (no boards, or a rank without a path).
 fn pipelined(
     t: &Topology,
     c: &Collective,
     method: SwitchedMethod,
     build: impl Fn(&Collective, usize) -> Result<Option<Vec<Step>>>,
 ) -> Result<Option<Schedule>> {
-    if c.pieces != 1 || c.block_bytes.is_some() {
+    if c.block_bytes.is_some() {
         return Ok(None);
     }
+    let counts: &[u32] = if c.pieces == 1 { &[2, 4, 8, 16, 32] } else { &[c.pieces] };
     let started = Instant::now();
     let mut best: Option<(f64, Schedule)> = None;
-    'pieces: for pieces in [2, 4, 8, 16, 32] {
+    'pieces: for &pieces in counts {
         let cp = Collective::new(c.kind, c.ranks.clone(), c.bytes_per_rank, pieces, None, t)?;
         let before = best.as_ref().map(|b| b.0);
         for lag in [1, 2, 4, 8] {
@@ -1098,10 +1100,12 @@ mod tests {
             for faulty in [false, true] {
                 let t = tree(levels, k, osr, faulty);
                 for kind in KINDS {
-                    // EP=32 for all_to_all only: the reused algorithms do not depend on the group.
-                    for ep in if kind == CollectiveKind::AllToAll { vec![32, 64] } else { vec![64] } {
-                        let c = collective(&t, kind, ep);
-                        let what = format!("{levels}L-k{k}-osr{osr} faulty={faulty} {kind} EP={ep}");
+                    // EP=32 for all_to_all only: the reused algorithms do not depend on the group;
+                    // 3 pieces per block as a spec may fix them (every candidate keeps them).
+                    let cases = if kind == CollectiveKind::AllToAll { vec![(32, 1), (64, 1), (64, 3)] } else { vec![(64, 1), (64, 3)] };
+                    for (ep, pieces) in cases {
+                        let c = Collective::new(kind, (0..ep).map(NodeId).collect(), 1 << 20, pieces, None, &t).unwrap();
+                        let what = format!("{levels}L-k{k}-osr{osr} faulty={faulty} {kind} EP={ep} pieces={pieces}");
                         let candidates = fat_tree_candidates(&t, &c).unwrap_or_else(|e| panic!("{what}: {e}"));
                         assert!(!candidates.is_empty(), "{what}");
                         let first = if kind == CollectiveKind::AllToAll { SwitchedMethod::SlottedPairwise } else { SwitchedMethod::BoardHierarchical };

@@ -21,7 +21,8 @@
 //! Each rank sends and receives (B - 1)/m of the vector through the switches against 2(B - 1)/(Bm)
 //! for the two crossings of the reduce-scatter and the all-gather: more bytes for one path latency
 //! less, so it wins at small sizes under the event-driven cost (where a rank's sends of successive
-//! steps pipeline) and never in the step-synchronous one (each round pays the path latency).
+//! steps pipeline), and in the step-synchronous one (each round pays the path latency) only where
+//! boards are few (two boards: one round).
 //! Pipelined over the pieces of each block like the board-hierarchical collectives
 //! ([`super::pipeline`]).
 
