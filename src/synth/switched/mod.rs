@@ -121,7 +121,7 @@ impl fmt::Display for SwitchedMethod {
 ///   `recursive doubling`;
 /// - reduce_scatter: `board hierarchical` (and pipelined), `ring`, `recursive halving`;
 /// - all_reduce: `board hierarchical` (and pipelined), the board all_reduce with one crossing of
-///   the switches ([`one_crossing`], and pipelined), `ring`, `halving-doubling`, `double binary
+///   the switches (ALGORITHMS.md, and pipelined), `ring`, `halving-doubling`, `double binary
 ///   tree`.
 ///
 /// The switched algorithms choose their own piece count (1, or 2 for the double binary tree).
