@@ -351,11 +351,20 @@ fn merge_refuses_a_class_certificate_that_does_not_check() {
     let mut raised: serde_json::Value = serde_json::from_str(&original).unwrap();
     let steps = raised["claims"].as_array_mut().unwrap().iter_mut().find(|c| c["bound"] == "steps").unwrap();
     steps["value"] = serde_json::json!((steps["value"].as_str().unwrap().parse::<u64>().unwrap() + 5).to_string());
+    // A weaker claim still holds (a lower bound below the derived one), but it is not the sweep's.
+    let mut lowered: serde_json::Value = serde_json::from_str(&original).unwrap();
+    let steps = lowered["claims"].as_array_mut().unwrap().iter_mut().find(|c| c["bound"] == "steps").unwrap();
+    let derived = steps["value"].as_str().unwrap().parse::<u64>().unwrap();
+    steps["value"] = serde_json::json!((derived - 1).to_string());
+    let weaker = format!("claim 0 (steps): value {}, where the sweep writes the value the checker derives, {derived}", derived - 1);
     // Class 1's certificate holds, but for class 1's spec and schedule, not class 4's.
     let other = std::fs::read_to_string(shards[1].join("certificates/c00001.cert.json")).unwrap();
+    let compact = serde_json::to_string(&serde_json::from_str::<serde_json::Value>(&original).unwrap()).unwrap();
     for (body, message) in [
         ("not json".to_string(), "not a readable certificate"),
         (serde_json::to_string_pretty(&raised).unwrap(), "does not check: claim 0 (steps)"),
+        (serde_json::to_string_pretty(&lowered).unwrap() + "\n", weaker.as_str()),
+        (compact, "not as the sweep writes it"),
         (other, "field `spec`: names \"../specs/c00001.spec.json\", not the class's ../specs/c00004.spec.json"),
     ] {
         std::fs::write(&cert, body).unwrap();
@@ -596,6 +605,28 @@ fn a_class_schedule_that_does_not_verify_is_bad_input_naming_it() {
     let o = run(&["sweep", "schedule", s(&dir), "3", "-o", s(&tmp("deleted-step.json"))]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains(&format!("{}: the class schedule of fault 3", file.display())) && text(&o).contains("does not verify"), "{}", text(&o));
+}
+
+#[test]
+fn a_folder_whose_index_json_is_not_a_sweeps_is_refused() {
+    // A user's own index.json would be overwritten, and the folder then taken for a library.
+    let dir = tmp("users-index");
+    std::fs::create_dir_all(dir.join("schedules")).unwrap();
+    std::fs::write(dir.join("index.json"), r#"{"my": "data"}"#).unwrap();
+    std::fs::write(dir.join("schedules/c00007.json"), "mine").unwrap();
+    let before = files(&dir);
+    let o = run(&[&MESH[..], &["-o", s(&dir)]].concat());
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains(&format!("{}: there already, and not a sweep's index", dir.join("index.json").display())), "{}", text(&o));
+    assert_eq!(files(&dir), before);
+    assert_eq!(std::fs::read_to_string(dir.join("index.json")).unwrap(), r#"{"my": "data"}"#);
+    // A merge into it: the same.
+    let shard = tmp("users-index-shard");
+    let o = run(&[&MESH[..], &["-o", s(&shard)]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&["sweep", "merge", s(&shard), "-o", s(&dir)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert_eq!(files(&dir), before);
 }
 
 #[test]

@@ -35,6 +35,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Index> {
     if dirs.is_empty() {
         return Err(Error::bad("sweep merge: give the shard folders to merge"));
     }
+    super::run::check_output_folder(out)?;
     let shards: Vec<Index> = dirs.iter().map(|d| Index::read(d)).collect::<Result<_>>()?;
     let first = &shards[0];
     let count = first.shard.map_or(1, |s| s.count);
@@ -266,6 +267,20 @@ fn check_class(dir: &Path, c: &ClassEntry) -> Result<()> {
         NotChecked::Fails(why) => refused(format!("does not check: {}", own(why))),
     })?;
     let report = &checked.report;
+    // The sweep writes each claim at the value the checker derives, pretty-printed: a weaker claim
+    // (a lower bound below the derived one still holds) or a file written otherwise is not the
+    // sweep's, and the merged library would differ from the unsharded run's.
+    if let Some(claim) = report.claims.iter().find(|cl| cl.claimed != cl.derived) {
+        return Err(refused(format!(
+            "claim {} ({}): value {}, where the sweep writes the value the checker derives, {}",
+            claim.index, claim.bound, claim.claimed, claim.derived
+        )));
+    }
+    let text = crate::io::read_to_string(&cert_path)?;
+    let canonical = serde_json::from_str::<Value>(&text).map(|v| serde_json::to_string_pretty(&v).expect("json") + "\n");
+    if canonical.ok().as_deref() != Some(text.as_str()) {
+        return Err(refused("not as the sweep writes it (pretty-printed JSON, one value per line as written by serde_json)".into()));
+    }
     for (field, named, own) in
         [("spec", report.spec.as_deref(), &files.spec), ("schedule.file", report.schedule.as_ref().and_then(|s| s.file.as_deref()), &files.schedule)]
     {

@@ -236,6 +236,7 @@ impl Plan {
     /// Runs the classes of `shard` (all without one) and writes their files and the index into
     /// `out`: all of them, once every class has run, or (on an error) none.
     pub fn run(&self, shard: Option<ShardInfo>, out: &Path, progress: &(dyn Fn(SweepEvent) + Sync)) -> Result<Index> {
+        check_output_folder(out)?;
         let set = OutputSet::new();
         let results: Vec<ClassResult> = self
             .shard_classes(shard)
@@ -584,6 +585,31 @@ impl ClassFiles {
     }
 }
 
+/// Whether the folder `out` holds a library: its `index.json` is a sweep's.
+fn holds_library(out: &Path) -> bool {
+    // Not through `io`, which would take the file for an input and refuse to write it.
+    std::fs::read_to_string(out.join("index.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        .is_some_and(|v| v.get("format").and_then(Value::as_str) == Some(INDEX_FORMAT))
+}
+
+/// Refuses an output folder whose `index.json` is not a sweep's: a file of the user's that the
+/// library's index would overwrite (and whose folder a later sweep would then take for a
+/// library, removing files named like its class files). Checked before anything is run.
+///
+/// Errors: bad input, naming the file.
+pub(super) fn check_output_folder(out: &Path) -> Result<()> {
+    let index = out.join("index.json");
+    if std::fs::symlink_metadata(&index).is_ok() && !holds_library(out) {
+        return Err(Error::bad(format!(
+            "{}: there already, and not a sweep's index (no \"format\": \"{INDEX_FORMAT}\"): the library's index would overwrite it; write the library to another folder (-o) or move the file",
+            index.display()
+        )));
+    }
+    Ok(())
+}
+
 /// The class files of the library already in `out` (a folder whose `index.json` is a sweep's) that
 /// the library `new` does not write: in its `schedules/`, `specs/` and `certificates/`, the files
 /// named as a sweep names a class's (`c` and five or more digits, then `.json`, `.spec.json`,
@@ -591,11 +617,7 @@ impl ClassFiles {
 /// certificates all check; a folder that holds no library is left as it is, but for the files
 /// written.
 pub(super) fn stale_class_files(out: &Path, new: &Index) -> Vec<PathBuf> {
-    let is_library = crate::io::read_to_string(&out.join("index.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-        .is_some_and(|v| v.get("format").and_then(Value::as_str) == Some(INDEX_FORMAT));
-    if !is_library {
+    if !holds_library(out) {
         return Vec::new();
     }
     let mut written = std::collections::HashSet::new();
