@@ -608,6 +608,28 @@ fn a_class_schedule_that_does_not_verify_is_bad_input_naming_it() {
 }
 
 #[test]
+fn a_fault_asked_for_by_name_is_the_one_whose_faults_it_names() {
+    // Fault 3's name edited to fault 6's: asked for by that name, fault 3's faults would be
+    // mapped under fault 6's name. The name is held to the faults it stands for.
+    let dir = tmp("renamed");
+    let o = run(&[&MESH[..], &["-o", s(&dir)]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let mut index = read_json(&dir.join("index.json"));
+    let name = index["faults"][6]["name"].as_str().unwrap().to_string();
+    let o = run(&["sweep", "schedule", s(&dir), &name, "-o", s(&tmp("renamed-6.json"))]);
+    assert!(o.status.code() == Some(0) && text(&o).contains("fault 6 ("), "{}", text(&o));
+    index["faults"][3]["name"] = name.clone().into();
+    std::fs::write(dir.join("index.json"), serde_json::to_string(&index).unwrap()).unwrap();
+    for asked in [name.as_str(), "3"] {
+        let out = tmp("renamed.json");
+        let o = run(&["sweep", "schedule", s(&dir), asked, "-o", s(&out)]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains(&format!("fault 3: field `name`: \"{name}\", where its faults give")), "{}", text(&o));
+        assert!(!out.exists());
+    }
+}
+
+#[test]
 fn a_folder_whose_index_json_is_not_a_sweeps_is_refused() {
     // A user's own index.json would be overwritten, and the folder then taken for a library.
     let dir = tmp("users-index");

@@ -7,8 +7,9 @@ use super::symmetry::{read_description, Automorphism};
 use crate::error::{Error, Result};
 use crate::schedule::{read_schedule_file_hashed, Schedule};
 use crate::spec::{FaultsSpec, Spec};
-use crate::topology::{LinkId, Topology};
+use crate::topology::{LinkId, NodeId, Topology, TorusShape};
 use crate::verify::{verify_schedule, VerifyOptions};
+use serde_json::Value;
 use std::path::Path;
 
 /// The schedule for the fault named `fault` (its number or its name in the index) of the sweep
@@ -67,6 +68,7 @@ pub fn member_schedule(dir: &Path, fault: &str) -> Result<(FaultEntry, Schedule)
     }
     let spec = Spec::load(&dir.join(&cs.spec))?;
     let (g, member_topology) = member_symmetry(&spec, &class_schedule.header.topology.down_links(), &entry, &dir.join("index.json"))?;
+    check_name(&entry, &member_topology, &dir.join("index.json"))?;
     let mapped = map_schedule(&class_schedule, &g, member_topology)?;
     let after = verify_schedule(&mapped, &VerifyOptions::default())?;
     let cost = |r: &crate::verify::Report| r.cost.as_ref().map(|c| (c.time_ns(), c.bandwidth_ns()));
@@ -74,6 +76,39 @@ pub fn member_schedule(dir: &Path, fault: &str) -> Result<(FaultEntry, Schedule)
         return Err(Error::internal(format!("fault {} ({}): the mapped class schedule does not verify or costs otherwise", entry.fault, entry.name)));
     }
     Ok((entry, mapped))
+}
+
+/// Refuses a fault entry whose `name` is not that of its faults (the network `member` with them
+/// applied): a fault asked for by name must be the one whose faults it names. An OCS is named by
+/// its dimension and position (`ocs dim 2 (2,3)`), cables by their ends (`(0,0)-(1,0) + ...`, in
+/// any order and either way round).
+fn check_name(entry: &FaultEntry, member: &Topology, index: &Path) -> Result<()> {
+    let ocs = entry.faults.get("ocs").and_then(Value::as_array).and_then(|a| a.first()).and_then(|o| o.get("tpuv4"));
+    let expected = match ocs {
+        Some(o) => {
+            let dim = o.get("dim").and_then(Value::as_u64).unwrap_or(u64::MAX);
+            let position: Vec<usize> =
+                o.get("position").and_then(Value::as_array).map_or(Vec::new(), |p| p.iter().filter_map(|x| x.as_u64().map(|x| x as usize)).collect());
+            format!("ocs dim {dim} {}", TorusShape::name(&position))
+        }
+        None => {
+            let mut cables: Vec<(NodeId, NodeId)> =
+                member.down_links().into_iter().map(|l| member.link(l)).map(|l| (l.src.min(l.dst), l.src.max(l.dst))).collect();
+            cables.sort_unstable();
+            cables.dedup();
+            cables.iter().map(|&(a, b)| format!("{}-{}", member.node(a).name, member.node(b).name)).collect::<Vec<_>>().join(" + ")
+        }
+    };
+    let same = if ocs.is_some() { expected == entry.name } else { same_fault(&expected, &entry.name) };
+    if !same {
+        return Err(Error::bad(format!(
+            "{}: fault {}: field `name`: \"{}\", where its faults give \"{expected}\" (the library changed since the sweep wrote it?)",
+            index.display(),
+            entry.fault,
+            entry.name
+        )));
+    }
+    Ok(())
 }
 
 /// The error for a fault the index of `dir` does not list: in a shard's folder, that it may be
