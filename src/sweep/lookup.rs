@@ -3,11 +3,12 @@
 
 use super::index::{ClassEntry, FaultEntry, Index};
 use super::mapping::map_schedule;
+use super::patterns::{cables_name, ocs_name};
 use super::symmetry::{read_description, Automorphism};
 use crate::error::{Error, Result};
 use crate::schedule::{read_schedule_file_hashed, Schedule};
 use crate::spec::{FaultsSpec, Spec};
-use crate::topology::{LinkId, NodeId, Topology, TorusShape};
+use crate::topology::{LinkId, NodeId, Topology};
 use crate::verify::{verify_schedule, VerifyOptions};
 use serde_json::Value;
 use std::path::Path;
@@ -86,17 +87,17 @@ fn check_name(entry: &FaultEntry, member: &Topology, index: &Path) -> Result<()>
     let ocs = entry.faults.get("ocs").and_then(Value::as_array).and_then(|a| a.first()).and_then(|o| o.get("tpuv4"));
     let expected = match ocs {
         Some(o) => {
-            let dim = o.get("dim").and_then(Value::as_u64).unwrap_or(u64::MAX);
+            let dim = o.get("dim").and_then(Value::as_u64).map_or(usize::MAX, |d| d as usize);
             let position: Vec<usize> =
                 o.get("position").and_then(Value::as_array).map_or(Vec::new(), |p| p.iter().filter_map(|x| x.as_u64().map(|x| x as usize)).collect());
-            format!("ocs dim {dim} {}", TorusShape::name(&position))
+            ocs_name(dim, &position)
         }
         None => {
             let mut cables: Vec<(NodeId, NodeId)> =
                 member.down_links().into_iter().map(|l| member.link(l)).map(|l| (l.src.min(l.dst), l.src.max(l.dst))).collect();
             cables.sort_unstable();
             cables.dedup();
-            cables.iter().map(|&(a, b)| format!("{}-{}", member.node(a).name, member.node(b).name)).collect::<Vec<_>>().join(" + ")
+            cables_name(member, cables.into_iter())
         }
     };
     let same = if ocs.is_some() { expected == entry.name } else { same_fault(&expected, &entry.name) };

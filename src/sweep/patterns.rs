@@ -154,15 +154,21 @@ impl FaultCase {
 
     /// A name for people: `(0,0,0)-(1,0,0)`, `npu3-leaf0 + leaf0-spine1`, `ocs dim 2 (2,3)`.
     pub fn name(&self, t: &Topology, cables: &Cables) -> String {
-        if let Some((dim, position)) = &self.ocs {
-            return format!("ocs dim {dim} {}", TorusShape::name(position));
+        match &self.ocs {
+            Some((dim, position)) => ocs_name(*dim, position),
+            None => cables_name(t, self.cables.iter().map(|&c| cables.ends(c))),
         }
-        let cable = |c: u32| {
-            let (a, b) = cables.ends(c);
-            format!("{}-{}", t.node(a).name, t.node(b).name)
-        };
-        self.cables.iter().map(|&c| cable(c)).collect::<Vec<_>>().join(" + ")
     }
+}
+
+/// The name of OCS `dim` at `position`: `ocs dim 2 (2,3)`.
+pub fn ocs_name(dim: usize, position: &[usize]) -> String {
+    format!("ocs dim {dim} {}", TorusShape::name(position))
+}
+
+/// The name of cables by their ends: `(0,0,0)-(1,0,0)`, `npu3-leaf0 + leaf0-spine1`.
+pub fn cables_name(t: &Topology, ends: impl Iterator<Item = (NodeId, NodeId)>) -> String {
+    ends.map(|(a, b)| format!("{}-{}", t.node(a).name, t.node(b).name)).collect::<Vec<_>>().join(" + ")
 }
 
 #[cfg(test)]
