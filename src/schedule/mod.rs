@@ -57,6 +57,31 @@ pub struct Step {
     pub transfers: Vec<Transfer>,
 }
 
+impl Step {
+    /// Transfers meant to run at once, as steps where no two transfers share a link
+    /// (docs/design/MODEL.md rule 2): a single step unless multi-link paths (through switches)
+    /// meet, first fit otherwise. The transfers must not depend on each other (none reads what
+    /// another writes), since they may land in different steps in any order.
+    pub fn without_shared_links(num_links: usize, transfers: Vec<Transfer>) -> Vec<Step> {
+        let mut steps: Vec<Step> = Vec::new();
+        let mut used: Vec<Vec<bool>> = Vec::new();
+        for x in transfers {
+            let fits = |u: &Vec<bool>| x.path.iter().all(|l| !u[l.index()]);
+            let i = match used.iter().position(fits) {
+                Some(i) => i,
+                None => {
+                    steps.push(Step::default());
+                    used.push(vec![false; num_links]);
+                    steps.len() - 1
+                }
+            };
+            x.path.iter().for_each(|l| used[i][l.index()] = true);
+            steps[i].transfers.push(x);
+        }
+        steps
+    }
+}
+
 /// Everything in a schedule file but the steps.
 #[derive(Clone, Debug)]
 pub struct ScheduleHeader {

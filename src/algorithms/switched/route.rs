@@ -205,8 +205,6 @@ fn sub_step_ns(t: &Topology, sub: &[(usize, Vec<LinkId>)], bytes: &[f64]) -> f64
     transfer + latency
 }
 
-/// A shortest path from `a` to `b` whose interior nodes are switches, over up links that `used`
-/// leaves free (lowest-numbered next hop first).
 /// Why the switched algorithms find no route from `a` to `b`: they go over a direct link or
 /// through switches, never through other npus. Bad input (exit 2) when the topology itself has
 /// no such route (its npus are joined only through other npus, as a ring or a mesh of several
@@ -238,6 +236,8 @@ pub(crate) fn unrouted(t: &Topology, a: NodeId, b: NodeId) -> Error {
     ))
 }
 
+/// A shortest path from `a` to `b` whose interior nodes are switches, over up links that `used`
+/// leaves free (lowest-numbered next hop first).
 pub(crate) fn free_path(t: &Topology, a: NodeId, b: NodeId, used: &[bool]) -> Option<Vec<LinkId>> {
     let mut via: Vec<Option<LinkId>> = vec![None; t.num_nodes()];
     let mut seen = vec![false; t.num_nodes()];

@@ -116,7 +116,7 @@ impl fmt::Display for SwitchedMethod {
 ///   balanced routing, and, when a rank can only be reached through another npu (a failed npu
 ///   link), the store-and-forward heuristic of the fewest-steps search instead of the slotted
 ///   ones;
-/// - all_gather: `board hierarchical` (on fat trees with boards whose links are up) and, for a
+/// - all_gather: `board hierarchical` (on fat trees with boards, around failed board links) and, for a
 ///   collective of one piece per block, the same `pipelined` over 2 to 32 pieces, `ring`,
 ///   `recursive doubling`;
 /// - reduce_scatter: `board hierarchical` (and pipelined), `ring`, `recursive halving`;
@@ -219,22 +219,70 @@ fn up_link(t: &Topology, a: NodeId, b: NodeId) -> Option<LinkId> {
     t.out_links(a).filter(|&l| t.link(l).up && t.link(l).dst == b).min()
 }
 
-/// The ranks grouped by board (rank indices, in rank order) when every two ranks of a board have
-/// direct links up both ways; `None` off fat trees with boards, or when a board link is down.
-fn board_groups(t: &Topology, c: &Collective) -> Option<Vec<Vec<usize>>> {
-    let shape = t.fat_tree_shape()?;
-    shape.board?;
-    let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
-    for (x, &n) in c.ranks.iter().enumerate() {
-        let b = shape.board_of(n)?;
-        match groups.iter_mut().find(|(g, _)| *g == b) {
-            Some((_, members)) => members.push(x),
-            None => groups.push((b, vec![x])),
+/// The boards of a fat tree as the board collectives use them: their ranks, which of them take
+/// the switched roles, and the path between every two ranks of a board.
+struct Boards {
+    /// Rank indices by board: first those that reach the switches (an up link to a switch and
+    /// one from it), then the others, each in rank order.
+    groups: Vec<Vec<usize>>,
+    /// The fewest ranks that reach the switches on any board: the ranks at positions below it
+    /// take the switched roles (with one board, its size).
+    m: usize,
+    /// Per ordered pair of board mates: their direct link, or, where it is down, a shortest path
+    /// through switches (one transfer crosses it, at a switched path's latency).
+    paths: HashMap<(usize, usize), Vec<LinkId>>,
+}
+
+impl Boards {
+    /// `None` off fat trees with boards, where some board has no rank that reaches the switches
+    /// (and there are others), or where two ranks of a board are joined neither directly nor
+    /// through switches.
+    fn of(t: &Topology, c: &Collective) -> Option<Boards> {
+        let shape = t.fat_tree_shape()?;
+        shape.board?;
+        let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
+        for (x, &n) in c.ranks.iter().enumerate() {
+            let b = shape.board_of(n)?;
+            match groups.iter_mut().find(|(g, _)| *g == b) {
+                Some((_, members)) => members.push(x),
+                None => groups.push((b, vec![x])),
+            }
         }
+        let reaches = |n: NodeId| t.up_out_links(n).any(|l| !t.is_npu(t.link(l).dst)) && t.in_links(n).any(|l| t.link(l).up && !t.is_npu(t.link(l).src));
+        let mut groups: Vec<Vec<usize>> = groups.into_iter().map(|(_, g)| g).collect();
+        for g in &mut groups {
+            g.sort_by_key(|&x| !reaches(c.ranks[x]));
+        }
+        let m = if groups.len() == 1 { groups[0].len() } else { groups.iter().map(|g| g.iter().filter(|&&x| reaches(c.ranks[x])).count()).min().unwrap_or(0) };
+        if m == 0 {
+            return None;
+        }
+        let none = vec![false; t.num_links()];
+        let mut paths = HashMap::new();
+        for g in &groups {
+            for &x in g {
+                for &y in g.iter().filter(|&&y| y != x) {
+                    let (a, b) = (c.ranks[x], c.ranks[y]);
+                    let path = up_link(t, a, b).map(|l| vec![l]).or_else(|| free_path(t, a, b, &none))?;
+                    paths.insert((x, y), path);
+                }
+            }
+        }
+        Some(Boards { groups, m, paths })
     }
-    let linked = |x: usize, y: usize| up_link(t, c.ranks[x], c.ranks[y]).is_some();
-    let cliques = groups.iter().all(|(_, g)| g.iter().all(|&x| g.iter().all(|&y| x == y || linked(x, y))));
-    cliques.then(|| groups.into_iter().map(|(_, g)| g).collect())
+
+    /// A transfer between board mates `x` and `y` (rank indices).
+    fn hop(&self, x: usize, y: usize, op: Op, pieces: Vec<PieceId>) -> Transfer {
+        Transfer { path: self.paths[&(x, y)].clone(), op, pieces }
+    }
+}
+
+/// A board collective's steps as the schedule runs them: the transfers of a step with the same
+/// path and op as one (a rank designated for several boards), then split where paths through
+/// switches meet (a board link that is down, crossed through the switches, beside the switched
+/// flows of a pipelined period), empty steps dropped.
+fn finish(t: &Topology, steps: Vec<Step>) -> Vec<Step> {
+    steps.into_iter().flat_map(|s| Step::without_shared_links(t.num_links(), merge_same_path(s).transfers)).filter(|s| !s.transfers.is_empty()).collect()
 }
 
 /// Hierarchical all_gather, reduce_scatter or all_reduce over boards, in few steps (the latency
@@ -250,11 +298,13 @@ fn board_groups(t: &Topology, c: &Collective) -> Option<Vec<Vec<usize>>> {
 ///   reduces into the owner of each block of b over the board.
 /// - all_reduce: reduce_scatter, then all_gather.
 ///
-/// `None` where [`board_groups`] has none.
+/// The ranks that cross the switches are those at the first m positions of their boards, where
+/// m is the fewest ranks of a board that reach the switches ([`Boards`]); board mates whose link
+/// is down cross the switches instead. `None` where [`Boards::of`] has none.
 fn board_hierarchical(t: &Topology, c: &Collective, pipelined: Option<usize>) -> Result<Option<Vec<Step>>> {
-    let Some(groups) = board_groups(t, c) else { return Ok(None) };
+    let Some(boards) = Boards::of(t, c) else { return Ok(None) };
+    let (groups, m) = (&boards.groups, boards.m);
     let nb = groups.len();
-    let m = groups.iter().map(Vec::len).min().unwrap_or(1);
     // (round, sending board, receiving board, rank index within the boards)
     let mut pairs: Vec<(usize, usize, usize, usize)> = Vec::new();
     for b in 0..nb {
@@ -263,7 +313,7 @@ fn board_hierarchical(t: &Topology, c: &Collective, pipelined: Option<usize>) ->
             pairs.push((k / m, b, b2, k % m));
         }
     }
-    let phases = BoardPhases { t, c, groups: &groups, pairs: &pairs, rounds: pairs.iter().map(|x| x.0 + 1).max().unwrap_or(0) };
+    let phases = BoardPhases { c, boards: &boards, pairs: &pairs, rounds: pairs.iter().map(|x| x.0 + 1).max().unwrap_or(0) };
     let mut router = SlotRouter::new(t);
     // Each kind's phases in order, for the pieces `k` (every piece, or one when pipelined).
     let mut chain = |k: Option<u32>| -> Result<Vec<Phase>> {
@@ -307,9 +357,7 @@ fn board_hierarchical(t: &Topology, c: &Collective, pipelined: Option<usize>) ->
             })
             .collect()
     };
-    // Several transfers on one board link in one step (a rank designated for several boards)
-    // become one transfer carrying all their pieces.
-    Ok(Some(steps.into_iter().filter(|s| !s.transfers.is_empty()).map(merge_same_link).collect()))
+    Ok(Some(finish(t, steps)))
 }
 
 /// One phase of the board-hierarchical collectives: a step over board links, or the sub-steps of
@@ -416,17 +464,10 @@ fn block_pieces(c: &Collective, g: &[usize], k: Option<u32>) -> Vec<PieceId> {
     g.iter().flat_map(|&x| ks.iter().map(move |&k| PieceId::block(x as u32, k))).collect()
 }
 
-/// A transfer over the board link between rank indices `x` and `y`.
-fn board_hop(t: &Topology, c: &Collective, (x, y): (usize, usize), op: Op, pieces: Vec<PieceId>) -> Transfer {
-    Transfer::hop(up_link(t, c.ranks[x], c.ranks[y]).expect("board mates are linked"), op, pieces)
-}
-
 /// The phases of [`board_hierarchical`], each for every piece of the blocks it moves or one.
 struct BoardPhases<'a> {
-    t: &'a Topology,
     c: &'a Collective,
-    /// Rank indices by board.
-    groups: &'a [Vec<usize>],
+    boards: &'a Boards,
     /// (round, sending board, receiving board, rank index within the boards).
     pairs: &'a [(usize, usize, usize, usize)],
     rounds: usize,
@@ -438,13 +479,13 @@ impl BoardPhases<'_> {
     }
 
     fn hop(&self, x: usize, y: usize, op: Op, pieces: Vec<PieceId>) -> Transfer {
-        board_hop(self.t, self.c, (x, y), op, pieces)
+        self.boards.hop(x, y, op, pieces)
     }
 
     /// The switched rounds: the rank of the sending board sends the blocks of that board over to
     /// its partner (`reverse`: the partner sends them back, reducing).
     fn switched(&self, router: &mut SlotRouter, reverse: bool, op: Op, k: Option<u32>) -> Result<Vec<Step>> {
-        let (groups, c) = (self.groups, self.c);
+        let (groups, c) = (&self.boards.groups, self.c);
         let mut steps = Vec::new();
         for q in 0..self.rounds {
             let mut flows: Vec<(usize, usize, Vec<PieceId>)> = Vec::new();
@@ -463,7 +504,7 @@ impl BoardPhases<'_> {
     /// all_gather, first: every rank copies its block to its board mates.
     fn share_from_owners(&self, k: Option<u32>) -> Step {
         let mut step = Step::default();
-        for g in self.groups {
+        for g in &self.boards.groups {
             for &x in g {
                 for &y in g.iter().filter(|&&y| y != x) {
                     step.transfers.push(self.hop(x, y, Op::Copy, self.blocks(&[x], k)));
@@ -479,10 +520,10 @@ impl BoardPhases<'_> {
     fn designated(&self, op: Op, k: Option<u32>) -> Step {
         let mut step = Step::default();
         for &(_, b, b2, i) in self.pairs {
-            let y = self.groups[b2][i];
-            for &z in self.groups[b2].iter().filter(|&&z| z != y) {
+            let y = self.boards.groups[b2][i];
+            for &z in self.boards.groups[b2].iter().filter(|&&z| z != y) {
                 let (from, to) = if op == Op::Copy { (y, z) } else { (z, y) };
-                step.transfers.push(self.hop(from, to, op, self.blocks(&self.groups[b], k)));
+                step.transfers.push(self.hop(from, to, op, self.blocks(&self.boards.groups[b], k)));
             }
         }
         step
@@ -491,7 +532,7 @@ impl BoardPhases<'_> {
     /// reduce_scatter, last: every rank reduces into the owner of each block of its board.
     fn to_owners(&self, k: Option<u32>) -> Step {
         let mut step = Step::default();
-        for g in self.groups {
+        for g in &self.boards.groups {
             for &x in g {
                 for &j in g.iter().filter(|&&j| j != x) {
                     step.transfers.push(self.hop(x, j, Op::Reduce, self.blocks(&[j], k)));
@@ -507,13 +548,12 @@ const PIPELINE_SEARCH: Duration = Duration::from_secs(5);
 
 /// [`board_hierarchical`] pipelined over chunks ([`pipelined`]); `None` where there are no
 /// boards, or a rank has no path, or the boards need more than one switched round (more boards
-/// than a board has ranks, plus one: a chunk's switched phase then keeps the uplinks busy over
+/// than a board has ranks that reach the switches, plus one: a chunk's switched phase then keeps the uplinks busy over
 /// several sub-steps by itself, and on 512 npus in 64 boards the pipelined schedules took longer,
 /// 133 against 103 us).
 fn pipelined_board_hierarchical(t: &Topology, c: &Collective) -> Result<Option<Schedule>> {
-    let Some(groups) = board_groups(t, c) else { return Ok(None) };
-    let smallest = groups.iter().map(Vec::len).min().unwrap_or(1);
-    if groups.len() > smallest + 1 {
+    let Some(boards) = Boards::of(t, c) else { return Ok(None) };
+    if boards.groups.len() > boards.m + 1 {
         return Ok(None);
     }
     pipelined(t, c, SwitchedMethod::BoardHierarchicalPipelined, |cp: &Collective, lag: usize| board_hierarchical(t, cp, Some(lag)))
@@ -562,13 +602,17 @@ fn pipelined(
     Ok(best.map(|(_, s)| s))
 }
 
-/// Merges the one-link transfers of a step that use the same link and op into one.
-fn merge_same_link(step: Step) -> Step {
+/// Merges the transfers of a step that take the same path with the same op into one.
+fn merge_same_path(step: Step) -> Step {
     let mut out: Vec<Transfer> = Vec::new();
+    let mut at: HashMap<(Vec<LinkId>, Op), usize> = HashMap::new();
     for tr in step.transfers {
-        match out.iter_mut().find(|o| o.path.len() == 1 && tr.path.len() == 1 && o.path == tr.path && o.op == tr.op) {
-            Some(o) => o.pieces.extend(tr.pieces),
-            None => out.push(tr),
+        match at.entry((tr.path.clone(), tr.op)) {
+            std::collections::hash_map::Entry::Occupied(e) => out[*e.get()].pieces.extend(tr.pieces),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(out.len());
+                out.push(tr);
+            }
         }
     }
     Step { transfers: out }
@@ -1197,6 +1241,70 @@ mod tests {
                 let r = verify_schedule(&sched, &VerifyOptions::default()).unwrap();
                 let first: Vec<String> = r.findings.failures().iter().take(3).map(|d| d.to_string()).collect();
                 proptest::prop_assert!(r.is_valid(), "lag {lag:?}: {first:?}");
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 24, ..Default::default() })]
+
+        /// Over tree shapes, board sizes, groups and failed cables of every kind (leaf to spine,
+        /// npu to leaf, board links), every route-and-step candidate of the gathering and reducing
+        /// kinds verifies, plain and at 3 pieces per block; the board collectives are among them
+        /// wherever every board keeps a rank that reaches the switches (two, for the one-crossing
+        /// all_reduce), since board mates whose link is down cross the switches instead.
+        #[test]
+        fn board_collectives_run_around_failed_board_and_npu_links(
+            (levels, k, osr, npus, board) in proptest::sample::select(vec![(2u32, 4usize, 1.0f64, 8usize, 4usize), (2, 8, 1.0, 32, 8), (2, 8, 1.0, 32, 4), (2, 12, 2.0, 48, 8), (3, 4, 1.0, 16, 4)]),
+            mask in 0u64..u64::MAX,
+            boards in proptest::collection::vec((0usize..64, 1usize..8), 0..=2),
+            npu_links in proptest::collection::vec(0usize..64, 0..=2),
+            kind in proptest::sample::select(vec![CollectiveKind::AllGather, CollectiveKind::ReduceScatter, CollectiveKind::AllReduce]),
+        ) {
+            let params = FatTreeParams { levels, k, osr, npus, board: Some(board), bandwidth_gbps: 100.0, latency_ns: 25.0, switch_latency_ns: 500.0 };
+            let mut t = fat_tree(&params).unwrap();
+            let s = t.fat_tree_shape().unwrap().clone();
+            let mut cables: Vec<(NodeId, NodeId)> = Vec::new();
+            for &(a, d) in &boards {
+                let a = a % npus;
+                let b = a - a % board + (a % board + d) % board;
+                if a != b && !cables.iter().any(|&(x, y)| (x, y) == (NodeId(a as u32), NodeId(b as u32)) || (y, x) == (NodeId(a as u32), NodeId(b as u32))) {
+                    cables.push((NodeId(a as u32), NodeId(b as u32)));
+                }
+            }
+            for &a in &npu_links {
+                let n = NodeId((a % npus) as u32);
+                if !cables.contains(&(n, s.leaf(s.leaf_of(n)))) {
+                    cables.push((n, s.leaf(s.leaf_of(n))));
+                }
+            }
+            FaultPattern { cables, ..Default::default() }.apply(&mut t).unwrap();
+            let ranks: Vec<NodeId> = (0..npus).filter(|i| mask >> i & 1 == 1).map(|i| NodeId(i as u32)).collect();
+            proptest::prop_assume!(ranks.len() >= 2 && t.check_connected(&ranks).is_ok());
+            let reaches = |n: NodeId| t.in_links(n).chain(t.out_links(n)).filter(|&l| t.link(l).up && !(t.is_npu(t.link(l).src) && t.is_npu(t.link(l).dst))).count() == 2;
+            let mut per_board: HashMap<usize, usize> = HashMap::new();
+            for &n in &ranks {
+                *per_board.entry(s.board_of(n).unwrap()).or_default() += usize::from(reaches(n));
+            }
+            let fewest = per_board.values().copied().min().unwrap();
+            // Board mates whose link is down are joined through the switches when both reach them.
+            let is_rank = |n: NodeId| ranks.contains(&n);
+            let joined = t.down_links().iter().map(|&l| t.link(l)).filter(|l| is_rank(l.src) && is_rank(l.dst)).all(|l| reaches(l.src) && reaches(l.dst));
+            for pieces in [1, 3] {
+                let c = Collective::new(kind, ranks.clone(), 1 << 16, pieces, None, &t).unwrap();
+                let candidates = route_and_step_candidates(&t, &c).unwrap();
+                for (m, sched) in &candidates {
+                    let r = verify_schedule(sched, &VerifyOptions::default()).unwrap();
+                    let first: Vec<String> = r.findings.failures().iter().take(3).map(|d| d.to_string()).collect();
+                    proptest::prop_assert!(r.is_valid(), "{m} at {pieces} pieces: {first:?}");
+                }
+                let has = |m: SwitchedMethod| candidates.iter().any(|x| x.0 == m);
+                if joined && (fewest >= 1 || per_board.len() == 1) {
+                    proptest::prop_assert!(has(SwitchedMethod::BoardHierarchical), "no board hierarchical: {per_board:?}");
+                }
+                if joined && kind == CollectiveKind::AllReduce && fewest >= 2 && per_board.len() >= 2 {
+                    proptest::prop_assert!(has(SwitchedMethod::BoardOneCrossing), "no one crossing: {per_board:?}");
+                }
             }
         }
     }

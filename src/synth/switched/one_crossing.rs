@@ -26,7 +26,7 @@
 //! Pipelined over the pieces of each block like the board-hierarchical collectives
 //! ([`super::pipeline`]).
 
-use super::{block_pieces, board_groups, board_hop, pipeline, Phase, SlotRouter};
+use super::{block_pieces, finish, pipeline, Boards, Phase, SlotRouter};
 use crate::collective::{Collective, CollectiveKind, PieceId};
 use crate::error::Result;
 use crate::schedule::{Op, Step, Transfer};
@@ -34,18 +34,19 @@ use crate::topology::Topology;
 
 /// The one-crossing all_reduce's steps (one chain, or chunk `k` of each block per chain when
 /// `pipelined` gives the lag of [`super::pipeline`]); `None` off fat trees with boards, for other
-/// kinds, or where the smallest board has fewer than two ranks (a sender would be its own
-/// accumulator).
+/// kinds, or where some board has fewer than two ranks that reach the switches (a sender would be
+/// its own accumulator). Senders and accumulators are ranks that reach the switches; board mates
+/// whose link is down cross the switches instead ([`Boards`]).
 pub(super) fn one_crossing(t: &Topology, c: &Collective, pipelined: Option<usize>) -> Result<Option<Vec<Step>>> {
     if c.kind != CollectiveKind::AllReduce {
         return Ok(None);
     }
-    let Some(groups) = board_groups(t, c) else { return Ok(None) };
-    let m = groups.iter().map(Vec::len).min().unwrap_or(0);
-    if m < 2 || groups.len() < 2 {
+    let Some(boards) = Boards::of(t, c) else { return Ok(None) };
+    let m = boards.m;
+    if m < 2 || boards.groups.len() < 2 {
         return Ok(None);
     }
-    let plan = Plan { t, c, m, slices: slices(&groups, m), groups: &groups };
+    let plan = Plan { c, m, slices: slices(&boards.groups, m), boards: &boards };
     let mut router = SlotRouter::new(t);
     let steps = match pipelined {
         Some(lag) => {
@@ -61,7 +62,7 @@ pub(super) fn one_crossing(t: &Topology, c: &Collective, pipelined: Option<usize
             })
             .collect(),
     };
-    Ok(Some(steps.into_iter().filter(|s| !s.transfers.is_empty()).collect()))
+    Ok(Some(finish(t, steps)))
 }
 
 /// The rank indices whose blocks make slice i: those at positions i, i + m, ... of their boards.
@@ -76,23 +77,22 @@ fn slices(groups: &[Vec<usize>], m: usize) -> Vec<Vec<usize>> {
 }
 
 struct Plan<'a> {
-    t: &'a Topology,
     c: &'a Collective,
     /// The smallest board's size: the number of slices.
     m: usize,
     /// Rank indices per slice.
     slices: Vec<Vec<usize>>,
-    /// Rank indices per board.
-    groups: &'a [Vec<usize>],
+    /// The boards: rank indices, those that reach the switches first, and the paths between mates.
+    boards: &'a Boards,
 }
 
 impl Plan<'_> {
     fn sender(&self, b: usize, i: usize) -> usize {
-        self.groups[b][i]
+        self.boards.groups[b][i]
     }
 
     fn accumulator(&self, b: usize, i: usize) -> usize {
-        self.groups[b][(i + 1) % self.m]
+        self.boards.groups[b][(i + 1) % self.m]
     }
 
     /// The pieces of slice i: all of its blocks', or piece `k` of each.
@@ -101,14 +101,14 @@ impl Plan<'_> {
     }
 
     fn hop(&self, x: usize, y: usize, op: Op, pieces: Vec<PieceId>) -> Transfer {
-        board_hop(self.t, self.c, (x, y), op, pieces)
+        self.boards.hop(x, y, op, pieces)
     }
 
     /// The four phases for the pieces `k` (module documentation).
     fn chain(&self, router: &mut SlotRouter, k: Option<u32>) -> Result<Vec<Phase>> {
-        let nb = self.groups.len();
+        let nb = self.boards.groups.len();
         let (mut sums, mut handover, mut share) = (Step::default(), Step::default(), Step::default());
-        for (b, g) in self.groups.iter().enumerate() {
+        for (b, g) in self.boards.groups.iter().enumerate() {
             for i in 0..self.m {
                 let (s, a) = (self.sender(b, i), self.accumulator(b, i));
                 for &z in g.iter().filter(|&&z| z != s) {

@@ -802,7 +802,7 @@ pub fn layered_steps(t: &Topology, c: &Collective, g: &TreeGraph, forest: &Fores
             };
             Transfer { path: g.hops.hops[hop].path.clone(), op, pieces }
         });
-        without_shared_links(t, transfers.collect())
+        Step::without_shared_links(t.num_links(), transfers.collect())
     };
     match c.kind {
         CollectiveKind::AllGather => levels.into_iter().flat_map(|l| level_steps(l, true)).collect(),
@@ -841,27 +841,6 @@ fn tile_lists(g: &TreeGraph, forest: &Forest, v0: usize) -> Vec<(usize, usize, V
         ranks.clone().filter_map(|v| slot(q, v)).for_each(|i| lists[i].push(id));
     }
     lists.into_iter().enumerate().filter(|(_, l)| !l.is_empty()).map(|(i, l)| (i / width, g.cand[first + i % width].0 as usize, l)).collect()
-}
-
-/// One level's transfers as steps where no two transfers share a link (docs/design/MODEL.md
-/// rule 2): a single step unless multi-link hops (through switches) meet, first fit otherwise.
-fn without_shared_links(t: &Topology, transfers: Vec<Transfer>) -> Vec<Step> {
-    let mut steps: Vec<Step> = Vec::new();
-    let mut used: Vec<Vec<bool>> = Vec::new();
-    for x in transfers {
-        let fits = |u: &Vec<bool>| x.path.iter().all(|l| !u[l.index()]);
-        let i = match used.iter().position(fits) {
-            Some(i) => i,
-            None => {
-                steps.push(Step::default());
-                used.push(vec![false; t.num_links()]);
-                steps.len() - 1
-            }
-        };
-        x.path.iter().for_each(|l| used[i][l.index()] = true);
-        steps[i].transfers.push(x);
-    }
-    steps
 }
 
 /// What [`tree_steps`] found.
