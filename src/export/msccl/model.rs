@@ -509,6 +509,12 @@ fn parse_tree(xml: &str, out: &mut Problems) -> Option<Node> {
         None => xml,
     };
     let lines = Lines::new(xml);
+    // What the XML library lets through but XML does not allow (XML 1.0, section 2): a control
+    // character anywhere, and in an attribute value `<` or an `&` that starts no reference.
+    if let Some(at) = xml.bytes().position(|b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r')) {
+        out.errors.push(format!("line {}: not well-formed XML: the control character {:#04x}", lines.of(at as u64), xml.as_bytes()[at]));
+        return None;
+    }
     let mut reader = Reader::from_str(xml);
     let mut stack: Vec<Node> = Vec::new();
     let mut top: Vec<Node> = Vec::new();
@@ -524,6 +530,15 @@ fn parse_tree(xml: &str, out: &mut Problems) -> Option<Node> {
         };
         let layout = |what: &str, out: &mut Problems| out.errors.push(format!("line {line}: {what}, which the runtime's XML reader cannot parse"));
         match event {
+            Event::Start(e) | Event::Empty(e) if attribute_values_malformed(&e).is_some() => {
+                let what = attribute_values_malformed(&e).unwrap_or_default();
+                out.errors.push(format!("line {line}: <{}>: not well-formed XML: {what}", String::from_utf8_lossy(e.name().as_ref())));
+                return None;
+            }
+            Event::Start(_) | Event::Empty(_) if stack.is_empty() && !top.is_empty() => {
+                out.errors.push(format!("line {line}: not well-formed XML: a second root element (a document has one)"));
+                return None;
+            }
             Event::Start(e) | Event::Empty(e) if stack.last().is_some_and(|n| n.name == "step") => {
                 layout(&format!("<{}> inside <step>", String::from_utf8_lossy(e.name().as_ref())), out);
             }
@@ -541,6 +556,15 @@ fn parse_tree(xml: &str, out: &mut Problems) -> Option<Node> {
                     attach(node, &mut stack, &mut top);
                 }
             }
+            Event::Text(t) if stack.is_empty() && !t.iter().all(u8::is_ascii_whitespace) => {
+                let at = lines.of(start + t.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(0) as u64);
+                out.errors.push(format!("line {at}: not well-formed XML: text outside the root element"));
+                return None;
+            }
+            Event::GeneralRef(_) | Event::CData(_) if stack.is_empty() => {
+                out.errors.push(format!("line {line}: not well-formed XML: text outside the root element"));
+                return None;
+            }
             Event::Text(t) => {
                 if let Some(bad) = t.iter().position(|b| !matches!(b, b' ' | b'\n' | b'\r')) {
                     let what = if t.iter().all(u8::is_ascii_whitespace) { "a tab between elements" } else { "text between elements" };
@@ -552,7 +576,13 @@ fn parse_tree(xml: &str, out: &mut Problems) -> Option<Node> {
             Event::Decl(_) => layout("an XML declaration <?xml ...?>", out),
             Event::PI(_) => layout("a processing instruction <?...?>", out),
             Event::DocType(_) => layout("a <!DOCTYPE>", out),
-            Event::Comment(_) => {}
+            Event::Comment(c) => {
+                let text: &[u8] = &c;
+                if text.windows(2).any(|w| w == b"--") || text.ends_with(b"-") {
+                    out.errors.push(format!("line {line}: not well-formed XML: `--` inside a comment"));
+                    return None;
+                }
+            }
             Event::Eof => break,
         }
     }
@@ -602,6 +632,38 @@ fn element(e: &BytesStart<'_>, line: usize, out: &mut Problems) -> Option<Node> 
         }
     }
     Some(Node { name, attrs, children: Vec::new(), line })
+}
+
+/// What XML forbids in a tag's attribute values that the XML library lets through: `<`, and an
+/// `&` that starts no reference (`&amp;`, `&lt;`, `&gt;`, `&quot;`, `&apos;`, `&#N;`, `&#xH;`;
+/// a document without a DTD declares no other entity).
+fn attribute_values_malformed(e: &BytesStart<'_>) -> Option<String> {
+    let raw: &[u8] = e;
+    let mut quote: Option<u8> = None;
+    for (i, &b) in raw.iter().enumerate() {
+        match quote {
+            Some(q) if b == q => quote = None,
+            Some(_) if b == b'<' => return Some("`<` in an attribute value".into()),
+            Some(_) if b == b'&' => {
+                let rest = &raw[i + 1..];
+                let end = rest.iter().position(|&c| c == b';' || c == b'"' || c == b'\'' || c == b'&').filter(|&n| rest[n] == b';');
+                let name = end.map(|n| &rest[..n]);
+                let known = name.is_some_and(|n| {
+                    matches!(n, b"amp" | b"lt" | b"gt" | b"quot" | b"apos")
+                        || n.strip_prefix(b"#x").is_some_and(|h| !h.is_empty() && h.iter().all(u8::is_ascii_hexdigit))
+                        || n.strip_prefix(b"#").is_some_and(|d| !d.is_empty() && d.iter().all(u8::is_ascii_digit))
+                });
+                if !known {
+                    let shown = String::from_utf8_lossy(&raw[i..(i + 1 + end.map_or(0, |n| n + 1)).min(raw.len())]).into_owned();
+                    return Some(format!("`{shown}` in an attribute value, which is no reference (a literal `&` is written `&amp;`)"));
+                }
+            }
+            Some(_) => {}
+            None if b == b'"' || b == b'\'' => quote = Some(b),
+            None => {}
+        }
+    }
+    None
 }
 
 /// What in a tag's text the runtime's tokenizer fails on: it reads attributes separated by
@@ -981,5 +1043,26 @@ mod tests {
         assert!(r.program.is_some());
         let r = read_program("<algo><gpu></algo>");
         assert!(r.problems.errors[0].contains("not well-formed"), "{:?}", r.problems.errors);
+    }
+
+    /// What XML forbids and the XML library lets through: the file cannot be read as a program
+    /// (exit 2), and the message names the line.
+    #[test]
+    fn xml_that_is_not_well_formed_is_unreadable() {
+        for (bad, want) in [
+            (ONE.replace(r#"ngpus="2""#, r#"ngpus="2" name="a&b""#), "line 1: <algo>: not well-formed XML: `&` in an attribute value"),
+            (ONE.replace(r#"ngpus="2""#, r#"ngpus="2" name="&foo;""#), "line 1: <algo>: not well-formed XML: `&foo;`"),
+            (ONE.replace(r#"ngpus="2""#, r#"ngpus="2" name="a<b""#), "line 1: <algo>: not well-formed XML: `<`"),
+            (ONE.replace(r#"ngpus="2""#, "ngpus=\"2\" name=\"a\u{1}\""), "line 1: not well-formed XML: the control character 0x01"),
+            (ONE.replace("</algo>", "<!-- a -- b --></algo>"), "line 7: not well-formed XML: `--` inside a comment"),
+            (format!("{ONE}\n{ONE}"), "line 9: not well-formed XML: a second root element"),
+            (format!("{ONE}\njunk"), "line 9: not well-formed XML: text outside the root element"),
+        ] {
+            let r = read_program(&bad);
+            assert!(r.program.is_none() && r.problems.errors.iter().any(|e| e.starts_with(want)), "{want}: {:?}", r.problems.errors);
+        }
+        // References XML defines stay readable.
+        let r = read_program(&ONE.replace(r#"ngpus="2""#, r#"ngpus="2" name="a&amp;b&#38;c&#x26;&lt;&gt;&quot;&apos;""#));
+        assert!(r.program.is_some(), "{:?}", r.problems.errors);
     }
 }

@@ -11,69 +11,50 @@
 //! depend on the order any run takes.
 //!
 //! The order is kept as a vector clock per step: for every threadblock, how many of its steps
-//! happen before (or are) the step.
+//! happen before (or are) the step. Since races are between steps of one gpu, a program too
+//! large for every threadblock's clock is ordered one gpu at a time, each watching its own.
 
-/// The most clock entries (steps x threadblocks) kept; a larger program is not checked.
+/// The most clock entries (steps x threadblocks watched) one order keeps; a larger program is
+/// checked one gpu at a time ([`StepGraph::order`] over that gpu's threadblocks).
 pub const MAX_CLOCK_ENTRIES: usize = 1 << 25;
 
-/// The happens-before order of a program's steps, numbered threadblock after threadblock (the
-/// steps of threadblock `t` are `starts[t]..starts[t + 1]`, in program order).
-pub struct HappensBefore {
-    threadblocks: usize,
+/// The most work (steps and edges, times the threadblocks watched, summed over the gpus) spent
+/// on orders one gpu at a time; a larger program is not checked for races.
+pub const MAX_ORDER_WORK: usize = 1 << 33;
+
+/// A program's steps, numbered threadblock after threadblock (the steps of threadblock `t` are
+/// `starts[t]..starts[t + 1]`, in program order), with what orders them, in a topological order.
+pub struct StepGraph {
     /// Per step: its threadblock and position in it.
     place: Vec<(usize, u32)>,
-    /// Per step, `threadblocks` entries: how many steps of each threadblock happen before or
-    /// are it.
-    clocks: Vec<u32>,
+    /// Per step: the steps that happen just before it (the step before it in its threadblock,
+    /// then the further edges).
+    preds: Vec<Vec<usize>>,
+    /// Every step, each after those that happen before it.
+    topological: Vec<usize>,
 }
 
-impl HappensBefore {
-    /// The order of `lengths[t]` steps per threadblock in program order, and the further
+impl StepGraph {
+    /// The graph of `lengths[t]` steps per threadblock in program order, and the further
     /// `edges` (earlier step, later step) between steps of different threadblocks. `None`: the
-    /// program is too large ([`MAX_CLOCK_ENTRIES`]) or the edges make a cycle (a program that
-    /// cannot run to its end).
-    pub fn new(lengths: &[usize], edges: &[(usize, usize)]) -> Option<HappensBefore> {
-        let threadblocks = lengths.len();
+    /// edges make a cycle (a program that cannot run to its end).
+    pub fn new(lengths: &[usize], edges: &[(usize, usize)]) -> Option<StepGraph> {
         let place: Vec<(usize, u32)> = lengths.iter().enumerate().flat_map(|(t, &n)| (0..n).map(move |k| (t, k as u32))).collect();
         let steps = place.len();
-        if steps.checked_mul(threadblocks)? > MAX_CLOCK_ENTRIES {
-            return None;
-        }
-        let mut preds: Vec<Vec<usize>> = vec![Vec::new(); steps];
-        let mut indegree = vec![0usize; steps];
-        for (x, &(_, k)) in place.iter().enumerate() {
-            if k > 0 {
-                preds[x].push(x - 1);
-                indegree[x] += 1;
-            }
-        }
+        let mut preds: Vec<Vec<usize>> = (0..steps).map(|x| if place[x].1 > 0 { vec![x - 1] } else { Vec::new() }).collect();
         let mut succs: Vec<Vec<usize>> = vec![Vec::new(); steps];
-        for x in 0..steps {
-            if place[x].1 > 0 {
-                succs[x - 1].push(x);
-            }
+        for x in (0..steps).filter(|&x| place[x].1 > 0) {
+            succs[x - 1].push(x);
         }
-        for &(a, b) in edges {
-            if a < steps && b < steps {
-                preds[b].push(a);
-                succs[a].push(b);
-                indegree[b] += 1;
-            }
+        for &(a, b) in edges.iter().filter(|&&(a, b)| a < steps && b < steps) {
+            preds[b].push(a);
+            succs[a].push(b);
         }
-        let mut clocks = vec![0u32; steps * threadblocks];
+        let mut indegree: Vec<usize> = preds.iter().map(Vec::len).collect();
         let mut ready: Vec<usize> = (0..steps).filter(|&x| indegree[x] == 0).collect();
-        let mut done = 0;
+        let mut topological = Vec::with_capacity(steps);
         while let Some(x) = ready.pop() {
-            done += 1;
-            for &p in &preds[x] {
-                for t in 0..threadblocks {
-                    let v = clocks[p * threadblocks + t];
-                    let c = &mut clocks[x * threadblocks + t];
-                    *c = (*c).max(v);
-                }
-            }
-            let (t, k) = place[x];
-            clocks[x * threadblocks + t] = k + 1;
+            topological.push(x);
             for &s in &succs[x] {
                 indegree[s] -= 1;
                 if indegree[s] == 0 {
@@ -81,13 +62,67 @@ impl HappensBefore {
                 }
             }
         }
-        (done == steps).then_some(HappensBefore { threadblocks, place, clocks })
+        (topological.len() == steps).then_some(StepGraph { place, preds, topological })
     }
 
-    /// Whether step `a` happens before step `b` (or is it).
+    /// The work of an order watching `threadblocks` of them: steps and edges, times that.
+    pub fn work(&self, threadblocks: usize) -> usize {
+        (self.place.len() + self.preds.iter().map(Vec::len).sum::<usize>()).saturating_mul(threadblocks)
+    }
+
+    /// The happens-before order as seen by the threadblocks `watched` (distinct; it answers
+    /// whether a step of one of them happens before any step). `None` beyond `limit` clock
+    /// entries ([`MAX_CLOCK_ENTRIES`] but in tests).
+    pub fn order(&self, watched: &[usize], limit: usize) -> Option<HappensBefore> {
+        let (steps, width) = (self.place.len(), watched.len());
+        if steps.checked_mul(width)? > limit {
+            return None;
+        }
+        let threadblocks = self.place.last().map_or(0, |p| p.0 + 1);
+        let mut column = vec![u32::MAX; threadblocks.max(watched.iter().map(|&t| t + 1).max().unwrap_or(0))];
+        for (i, &t) in watched.iter().enumerate() {
+            column[t] = i as u32;
+        }
+        // A threadblock has fewer than 2^16 steps (the runtimes allow 256).
+        let mut clocks = vec![0u16; steps * width];
+        for &x in &self.topological {
+            for &p in &self.preds[x] {
+                let (before, after) = clocks.split_at_mut(x.max(p) * width);
+                let (from, to) =
+                    if p < x { (&before[p * width..][..width], &mut after[..width]) } else { (&after[..width], &mut before[x * width..][..width]) };
+                for (c, &v) in to.iter_mut().zip(from) {
+                    *c = (*c).max(v);
+                }
+            }
+            let (t, k) = self.place[x];
+            if let Some(&i) = column.get(t).filter(|&&i| i != u32::MAX) {
+                clocks[x * width + i as usize] = u16::try_from(k + 1).unwrap_or(u16::MAX);
+            }
+        }
+        Some(HappensBefore { column, width, place: self.place.clone(), clocks })
+    }
+}
+
+/// The happens-before order of a program's steps as seen by some of its threadblocks: a vector
+/// clock per step, for every watched threadblock how many of its steps happen before (or are)
+/// the step.
+pub struct HappensBefore {
+    /// Per threadblock: its column in the clocks (`u32::MAX`: not watched).
+    column: Vec<u32>,
+    /// The watched threadblocks: entries per step.
+    width: usize,
+    /// Per step: its threadblock and position in it.
+    place: Vec<(usize, u32)>,
+    clocks: Vec<u16>,
+}
+
+impl HappensBefore {
+    /// Whether step `a`, of a watched threadblock, happens before step `b` (or is it).
     pub fn ordered(&self, a: usize, b: usize) -> bool {
         let (t, k) = self.place[a];
-        self.clocks[b * self.threadblocks + t] > k
+        let width = self.width;
+        debug_assert!(self.column[t] != u32::MAX, "threadblock {t} is not watched");
+        u32::from(self.clocks[b * width + self.column[t] as usize]) > k
     }
 }
 
@@ -98,9 +133,18 @@ mod tests {
     #[test]
     fn program_order_and_edges_order_steps_transitively() {
         // Threadblocks of 2, 2 and 1 steps: 0 1 | 2 3 | 4; step 0 -> 3, step 3 -> 4.
-        let hb = HappensBefore::new(&[2, 2, 1], &[(0, 3), (3, 4)]).unwrap();
+        let graph = StepGraph::new(&[2, 2, 1], &[(0, 3), (3, 4)]).unwrap();
+        let hb = graph.order(&[0, 1, 2], MAX_CLOCK_ENTRIES).unwrap();
         assert!(hb.ordered(0, 1) && hb.ordered(0, 3) && hb.ordered(0, 4) && hb.ordered(2, 4) && hb.ordered(4, 4));
         assert!(!hb.ordered(1, 3) && !hb.ordered(3, 1) && !hb.ordered(1, 4) && !hb.ordered(4, 0));
-        assert!(HappensBefore::new(&[1, 1], &[(0, 1), (1, 0)]).is_none(), "a cycle");
+        // Watching threadblock 1 alone answers the same for its steps, through the others.
+        let one = graph.order(&[1], MAX_CLOCK_ENTRIES).unwrap();
+        assert!(graph.order(&[0, 1, 2], 14).is_none(), "5 steps x 3 threadblocks");
+        for b in 0..5 {
+            for a in [2, 3] {
+                assert_eq!(one.ordered(a, b), hb.ordered(a, b), "{a} before {b}");
+            }
+        }
+        assert!(StepGraph::new(&[1, 1], &[(0, 1), (1, 0)]).is_none(), "a cycle");
     }
 }

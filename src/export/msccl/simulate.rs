@@ -41,10 +41,12 @@
 //! network that routes a send through switches carries it after the sends in its way.
 
 use super::model::{buffer_index, Coll, Program, Proto, Runtime, StepKind};
-use super::races::HappensBefore;
+use super::races::{HappensBefore, StepGraph, MAX_CLOCK_ENTRIES, MAX_ORDER_WORK};
 use super::rules::{buffer_chunks, check_program};
+use rayon::prelude::*;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
+use std::ops::Range;
 
 /// Slots of one connection's FIFO (`NCCL_STEPS`).
 pub const NCCL_STEPS: usize = 8;
@@ -204,7 +206,7 @@ pub struct Execution {
     /// does not order ([`super::races`]), one line per pair of steps (empty: none).
     pub races: Vec<String>,
     /// Whether races were looked for (not for programs beyond
-    /// [`super::races::MAX_CLOCK_ENTRIES`]).
+    /// [`super::races::MAX_ORDER_WORK`]).
     pub races_checked: bool,
     /// Whether the run had the buffers as the placement aliases them: not for an in-place run of
     /// a collective whose aliasing is not modelled (other than all-reduce, all-gather,
@@ -274,6 +276,12 @@ pub fn simulate(p: &Program, placement: Placement, buffering: Buffering) -> Resu
 /// [`simulate`], with the messages between the gpu pairs of `routes` given paths and levels
 /// that share no link with another pair's (module docs). A pair with no candidate is refused.
 pub fn simulate_routed(p: &Program, placement: Placement, buffering: Buffering, routes: Routes) -> Result<Execution, SimError> {
+    simulate_ordered(p, placement, buffering, routes, MAX_CLOCK_ENTRIES)
+}
+
+/// [`simulate_routed`], with one happens-before order over every threadblock up to `whole` clock
+/// entries, one per gpu beyond ([`super::races`]).
+fn simulate_ordered(p: &Program, placement: Placement, buffering: Buffering, routes: Routes, whole: usize) -> Result<Execution, SimError> {
     if let Some((&(a, b), _)) = routes.iter().find(|(_, paths)| paths.is_empty()) {
         return Err(SimError::Refused(vec![format!("gpu {a} sends to gpu {b}, which no path reaches")]));
     }
@@ -283,7 +291,7 @@ pub fn simulate_routed(p: &Program, placement: Placement, buffering: Buffering, 
     }
     let net = Net::build(p)?;
     let memory = Memory::layout(p, placement)?;
-    let mut sim = Sim::new(p, net, memory, buffering);
+    let mut sim = Sim::new(p, net, memory, buffering, whole);
     sim.routes = routes;
     sim.run();
     if let Some(d) = sim.deadlock() {
@@ -689,9 +697,13 @@ struct Sim {
     /// Per gpu and cell: the step that last wrote it and the steps that read it since.
     last_write: Vec<Vec<Option<usize>>>,
     reads_since: Vec<Vec<Vec<usize>>>,
-    /// Races found, and the pairs of steps already reported.
+    /// Races found, and the pairs of steps already reported (or, for a program ordered one gpu
+    /// at a time, kept for [`Sim::deferred_races`]).
     races: Vec<String>,
     raced: HashSet<(usize, usize)>,
+    /// Pairs of steps that touch a cell, to be ordered after the run (a program too large for
+    /// one order): (earlier step, later step, cell and whether each writes it).
+    deferred: Vec<(usize, usize, Touch)>,
     /// (level, from, to) -> what the pair carries then in the schedule being built.
     pairs: HashMap<(usize, usize, usize), Claim>,
     /// Candidate paths of the gpu pairs given.
@@ -703,10 +715,10 @@ struct Sim {
 }
 
 impl Sim {
-    fn new(p: &Program, net: Net, mem: Memory, buffering: Buffering) -> Sim {
+    fn new(p: &Program, net: Net, mem: Memory, buffering: Buffering, whole: usize) -> Sim {
         let state = net.gpus.iter().map(|tbs| vec![TbState::default(); tbs.len()]).collect();
         let fifos = net.conns.iter().map(|c| Fifo { messages: vec![MessageState::default(); c.messages], ..Fifo::default() }).collect();
-        let order = happens_before(&net);
+        let order = happens_before(&net, whole);
         let last_write = mem.cells.iter().map(|c| vec![None; c.len()]).collect();
         let reads_since = mem.cells.iter().map(|c| vec![Vec::new(); c.len()]).collect();
         Sim {
@@ -715,6 +727,7 @@ impl Sim {
             reads_since,
             races: Vec::new(),
             raced: HashSet::new(),
+            deferred: Vec::new(),
             net,
             mem,
             state,
@@ -1157,37 +1170,28 @@ impl Sim {
 
     /// Threadblock `t` of gpu `g` reads (or writes) `cells`, the chunks from `place` on, in its
     /// current step: a race with the last write, or for a write with a read since, that the
-    /// program does not order before it ([`super::races`]).
+    /// program does not order before it ([`super::races`]). For a program ordered one gpu at a
+    /// time, the pairs are kept and ordered after the run.
     fn touch(&mut self, g: usize, t: usize, place: (usize, usize), cells: &[usize], write: bool) {
-        let Some(hb) = &self.order.hb else { return };
+        let (hb, deferring) = (self.order.hb.as_ref(), self.order.graph.is_some());
+        if hb.is_none() && !deferring {
+            return;
+        }
         let me = self.order.first_op[g][t] + self.state[g][t].pc;
         for (i, &cell) in cells.iter().enumerate() {
             let earlier = self.last_write[g][cell].into_iter().chain(if write { self.reads_since[g][cell].clone() } else { Vec::new() });
-            let unordered: Vec<usize> = earlier.filter(|&x| x != me && !hb.ordered(x, me)).collect();
+            let unordered: Vec<usize> = earlier.filter(|&x| x != me && hb.is_none_or(|hb| !hb.ordered(x, me))).collect();
             for x in unordered {
                 if !self.raced.insert((x, me)) {
                     continue;
                 }
-                let (_, xt, xk) = self.order.op_at[x];
-                let other = &self.net.gpus[g][xt].ops[xk];
-                let wrote = self.last_write[g][cell] == Some(x);
-                let mine = &self.net.gpus[g][t].ops[self.state[g][t].pc];
-                // The writer first, as in docs/design/FORMATS.md "Data races".
-                let (first, second) = if write || !wrote { ((t, mine, write), (xt, other, wrote)) } else { ((xt, other, wrote), (t, mine, write)) };
-                let does = |w: bool| if w { "writes" } else { "reads" };
-                self.races.push(format!(
-                    "gpu {g} buffer {} chunk {}: tb {} step {} ({}) {} it, unordered with tb {} step {} ({}), which {} it",
-                    ["i", "o", "s"][place.0],
-                    place.1 + i,
-                    first.0,
-                    first.1.s,
-                    first.1.kind,
-                    does(first.2),
-                    second.0,
-                    second.1.s,
-                    second.1.kind,
-                    does(second.2)
-                ));
+                let touch = Touch { buffer: place.0, chunk: place.1 + i, write, wrote: self.last_write[g][cell] == Some(x) };
+                if hb.is_some() {
+                    self.races.push(race_line(&self.net, &self.order, (x, me), touch));
+                } else if self.order.op_at[x].1 != t {
+                    // Steps of one threadblock are ordered by it.
+                    self.deferred.push((x, me, touch));
+                }
             }
             if write {
                 self.last_write[g][cell] = Some(me);
@@ -1196,6 +1200,47 @@ impl Sim {
                 self.reads_since[g][cell].push(me);
             }
         }
+    }
+
+    /// Orders the pairs [`Self::touch`] kept, one gpu at a time, each order watching that gpu's
+    /// threadblocks: the races among them, in the order they were touched per gpu; `None` when the
+    /// orders would take more than [`MAX_ORDER_WORK`] or one gpu's clocks more than
+    /// [`super::races::MAX_CLOCK_ENTRIES`].
+    fn deferred_races(&self) -> Option<Vec<String>> {
+        let graph = self.order.graph.as_ref()?;
+        let mut by_gpu: Vec<Vec<&(usize, usize, Touch)>> = vec![Vec::new(); self.net.gpus.len()];
+        for d in &self.deferred {
+            by_gpu[self.order.op_at[d.1].0].push(d);
+        }
+        // Each gpu's order watches the threadblocks whose steps come first in its pairs.
+        let watched: Vec<Vec<usize>> = by_gpu
+            .iter()
+            .map(|pairs| {
+                let mut tbs: Vec<usize> =
+                    pairs.iter().map(|&&(x, _, _)| self.order.threadblocks[self.order.op_at[x].0].start + self.order.op_at[x].1).collect();
+                tbs.sort_unstable();
+                tbs.dedup();
+                tbs
+            })
+            .collect();
+        let work: usize = watched.iter().map(|w| if w.is_empty() { 0 } else { graph.work(w.len()) }).sum();
+        if work > MAX_ORDER_WORK {
+            return None;
+        }
+        // The gpus' orders are independent: on every thread.
+        let per_gpu: Vec<Option<Vec<String>>> = by_gpu
+            .par_iter()
+            .enumerate()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(g, pairs)| {
+                let hb = graph.order(&watched[g], MAX_CLOCK_ENTRIES)?;
+                Some(pairs.iter().filter(|(x, me, _)| !hb.ordered(*x, *me)).map(|&&(x, me, touch)| race_line(&self.net, &self.order, (x, me), touch)).collect())
+            })
+            .collect();
+        per_gpu.into_iter().try_fold(Vec::new(), |mut all, races| {
+            all.extend(races?);
+            Some(all)
+        })
     }
 
     fn finish_op(&mut self, g: usize, t: usize) {
@@ -1333,6 +1378,16 @@ impl Sim {
     }
 
     fn finish(mut self, p: &Program, placement: Placement) -> Execution {
+        let races_checked = self.order.hb.is_some()
+            || self.order.graph.is_some() && {
+                match self.deferred_races() {
+                    Some(races) => {
+                        self.races = races;
+                        true
+                    }
+                    None => false,
+                }
+            };
         let unleveled = self.level();
         let outputs: Vec<Vec<Option<ChunkValue>>> = (0..self.net.gpus.len()).map(|g| self.mem.output(g)).collect();
         let aliasing_modelled =
@@ -1343,7 +1398,6 @@ impl Sim {
             // What the chunks hold depends on the aliasing, which this run does not have.
             errors.clear();
         }
-        let races_checked = self.order.hb.is_some();
         Execution {
             steps: self.executed,
             outputs,
@@ -1358,23 +1412,65 @@ impl Sim {
     }
 }
 
+/// A cell a pair of steps touches: its buffer (0 `i`, 1 `o`, 2 `s`) and chunk, and whether the
+/// later step writes it and the earlier one wrote it.
+#[derive(Clone, Copy)]
+struct Touch {
+    buffer: usize,
+    chunk: usize,
+    write: bool,
+    wrote: bool,
+}
+
+/// The line of a race between ops `x` and `me` (numbered as in [`StepOrder`]) of one gpu over a
+/// cell, the writer first, as in docs/design/FORMATS.md "Data races".
+fn race_line(net: &Net, order: &StepOrder, (x, me): (usize, usize), touch: Touch) -> String {
+    let (g, t, k) = order.op_at[me];
+    let (_, xt, xk) = order.op_at[x];
+    let (other, mine) = (&net.gpus[g][xt].ops[xk], &net.gpus[g][t].ops[k]);
+    let (first, second) =
+        if touch.write || !touch.wrote { ((t, mine, touch.write), (xt, other, touch.wrote)) } else { ((xt, other, touch.wrote), (t, mine, touch.write)) };
+    let does = |w: bool| if w { "writes" } else { "reads" };
+    format!(
+        "gpu {g} buffer {} chunk {}: tb {} step {} ({}) {} it, unordered with tb {} step {} ({}), which {} it",
+        ["i", "o", "s"][touch.buffer],
+        touch.chunk,
+        first.0,
+        first.1.s,
+        first.1.kind,
+        does(first.2),
+        second.0,
+        second.1.s,
+        second.1.kind,
+        does(second.2)
+    )
+}
+
 /// A program's ops numbered threadblock after threadblock, and their happens-before order.
 struct StepOrder {
-    /// The order (`None`: too large to check for races, [`super::races::MAX_CLOCK_ENTRIES`]).
+    /// The order watched by every threadblock (`None`: a cycle, or too large,
+    /// [`super::races::MAX_CLOCK_ENTRIES`]).
     hb: Option<HappensBefore>,
+    /// Where `hb` is too large: the steps and what orders them, for orders one gpu at a time.
+    graph: Option<StepGraph>,
+    /// Per gpu: the numbers of its threadblocks.
+    threadblocks: Vec<Range<usize>>,
     /// Per gpu and threadblock: the number of its first op.
     first_op: Vec<Vec<usize>>,
     /// Per number: (gpu, threadblock, index of the op in it).
     op_at: Vec<(usize, usize, usize)>,
 }
 
-/// The happens-before order of a program's ops ([`super::races`]).
-fn happens_before(net: &Net) -> StepOrder {
+/// The happens-before order of a program's ops ([`super::races`]): over every threadblock up to
+/// `whole` clock entries, else the graph for orders one gpu at a time.
+fn happens_before(net: &Net, whole: usize) -> StepOrder {
     let mut first_op = Vec::new();
     let mut op_at = Vec::new();
     let mut lengths = Vec::new();
+    let mut threadblocks = Vec::new();
     for (g, tbs) in net.gpus.iter().enumerate() {
         let mut firsts = Vec::new();
+        threadblocks.push(lengths.len()..lengths.len() + tbs.len());
         for (t, tb) in tbs.iter().enumerate() {
             firsts.push(op_at.len());
             op_at.extend((0..tb.ops.len()).map(|k| (g, t, k)));
@@ -1398,7 +1494,11 @@ fn happens_before(net: &Net) -> StepOrder {
         // A receive ends after its send has read everything it sends.
         edges.extend(sends.zip(recvs).map(|(sk, rk)| (first_op[a][at] + sk, first_op[b][bt] + rk)));
     }
-    StepOrder { hb: HappensBefore::new(&lengths, &edges), first_op, op_at }
+    let graph = StepGraph::new(&lengths, &edges);
+    let every: Vec<usize> = (0..lengths.len()).collect();
+    let hb = graph.as_ref().and_then(|g| g.order(&every, whole));
+    let graph = if hb.is_none() { graph } else { None };
+    StepOrder { hb, graph, threadblocks, first_op, op_at }
 }
 
 /// Compares the outputs with what `coll` wants (the layout of [`crate::lower::Layout`]);
@@ -1662,6 +1762,13 @@ mod tests {
         for buffering in [Buffering::Runtime, Buffering::Rendezvous] {
             let run = simulate(&racy, Placement::InPlace, buffering).unwrap();
             assert!(run.races_checked && run.races.len() == 3 && !run.is_correct(), "{buffering:?}: {:?}", run.races);
+            // Ordered one gpu at a time (a program too large for one order), the same races.
+            let per_gpu = simulate_ordered(&racy, Placement::InPlace, buffering, Routes::new(), 0).unwrap();
+            let sorted = |mut v: Vec<String>| {
+                v.sort();
+                v
+            };
+            assert!(per_gpu.races_checked && sorted(per_gpu.races) == sorted(run.races.clone()), "{buffering:?}");
             if let Ok(run) = simulate(&fixed, Placement::InPlace, buffering) {
                 assert!(run.races.is_empty() && run.is_correct(), "{buffering:?}: {:?} {:?}", run.races, run.errors);
             }
