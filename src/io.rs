@@ -237,6 +237,17 @@ fn target(path: &Path) -> Result<Target> {
     Err(Error::io(format!("{}: cannot write: more than {MAX_SYMLINKS} symbolic links", path.display())))
 }
 
+/// Where an output named `path` lands once its symbolic links are followed (docs/design/CLI.md:
+/// a link stays a link and its final target gets the bytes): what a file written there names
+/// its neighbours relative to.
+///
+/// Errors: a link that cannot be read, or more than 40 links in a row.
+pub fn output_target(path: &Path) -> Result<PathBuf> {
+    match target(path)? {
+        Target::Replace(p) | Target::Through(p) => Ok(p),
+    }
+}
+
 /// The temporary files and the folders made for outputs, each while it exists: what a run cut
 /// short by a signal removes ([`Scratch::remove_all`]) so that it leaves nothing partial, as a
 /// failure does. One registry for the process, behind one lock that is held across every change

@@ -31,7 +31,7 @@
 //!
 //! // Certify: the bound certificate, re-derived by the checker crate without any solver.
 //! let certificate = certificate_of_instance(&instance, &"0".repeat(64), &FlowOptions::default());
-//! let checked = collsched_checker::check_str(&certificate.to_string()).unwrap();
+//! let checked = collsched_checker::check_bounds_str(&certificate.to_string()).unwrap();
 //! let bound = checked.bandwidth_bound.unwrap();
 //! assert!(collsched::to_checker(&answer.cost.bandwidth_ns()) >= bound);
 //! ```

@@ -11,9 +11,8 @@ use crate::io::sha256_hex;
 use crate::schedule::Schedule;
 use crate::spec::Spec;
 use crate::units::{to_checker, to_f64};
-use crate::verify::{verify_schedule, verify_schedule_against, Report, VerifyOptions};
+use crate::verify::{verify_schedule_against, Report, VerifyOptions};
 use collsched_checker::{CheckReport, ScheduleClaim};
-use serde_json::Value;
 use std::path::Path;
 
 /// An attached schedule and its SHA-256: a schedule file, or an SCCL algorithm (by its keys)
@@ -84,43 +83,42 @@ impl Checked {
 pub fn check_certificate(path: &Path, regenerate: bool) -> std::result::Result<Checked, NotChecked> {
     let report =
         collsched_checker::check_file(path).map_err(|e| if e.unreadable { NotChecked::Unreadable(e.message) } else { NotChecked::Fails(e.message) })?;
-    let dir = path.parent().unwrap_or(Path::new("."));
+    // The folder the certificate really is in: through a symbolic link, its target's, where
+    // `bound --certificate` wrote it and named its files from.
+    let is_link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+    let real = if is_link { std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()) } else { path.to_path_buf() };
+    let dir = real.parent().unwrap_or(Path::new("."));
     // Files are named relative to the certificate's folder, so that a copied folder checks its
     // own files; an absolute name would check the originals.
-    for (field, name) in [("spec", report.spec.as_ref()), ("schedule.file", report.schedule.as_ref().and_then(|c| c.file.as_ref()))] {
+    for (field, name) in [("spec", report.spec.as_ref()), ("schedule.file", report.schedule.as_ref().map(|c| &c.file))] {
         if let Some(name) = name.filter(|n| Path::new(n).is_absolute()) {
             return Err(format!("{}: {field} = \"{name}\": an absolute path; a certificate names its files relative to its own folder", path.display()).into());
         }
     }
-    let mut notes = Vec::new();
-    if let Some(rel) = &report.spec {
-        let spec_path = dir.join(rel);
-        let bytes = std::fs::read(&spec_path).map_err(|e| format!("{}: spec {}: cannot read: {e}", path.display(), spec_path.display()))?;
-        if sha256_hex(&bytes) != report.spec_sha256 {
-            return Err(format!("{}: the spec {} changed since the certificate was made (its SHA-256 differs)", path.display(), spec_path.display()).into());
-        }
-        let inst = Spec::load(&spec_path).and_then(|s| s.instance()).map_err(|e| format!("{}: {e}", path.display()))?;
-        if instance_json(&inst) != report.instance {
-            return Err(format!("{}: the certificate's instance is not the one {} describes", path.display(), spec_path.display()).into());
-        }
-        notes.push(format!("spec {rel}"));
+    // The checker reads no certificate without its spec (`check_str`).
+    let rel = report.spec.as_ref().expect("the checker requires `spec`");
+    let spec_path = dir.join(rel);
+    let bytes = std::fs::read(&spec_path).map_err(|e| format!("{}: spec {}: cannot read: {e}", path.display(), spec_path.display()))?;
+    if sha256_hex(&bytes) != report.spec_sha256 {
+        return Err(format!("{}: the spec {} changed since the certificate was made (its SHA-256 differs)", path.display(), spec_path.display()).into());
     }
+    let inst = Spec::load(&spec_path).and_then(|s| s.instance()).map_err(|e| format!("{}: {e}", path.display()))?;
+    if instance_json(&inst) != report.instance {
+        return Err(format!("{}: the certificate's instance is not the one {} describes", path.display(), spec_path.display()).into());
+    }
+    let mut notes = vec![format!("spec {rel}")];
     let mut schedule = None;
     if let Some(claim) = &report.schedule {
-        if let Some(rel) = &claim.file {
-            let spec = report.spec.as_ref().map(|s| dir.join(s));
-            let (note, s, cost) = check_attached_schedule(path, &dir.join(rel), claim, spec.as_deref(), &report.instance, regenerate)?;
-            notes.push(format!("schedule {rel}{note}"));
-            schedule = Some((s, cost));
-        }
+        let (note, s, cost) = check_attached_schedule(path, &dir.join(&claim.file), claim, &spec_path, inst, regenerate)?;
+        notes.push(format!("schedule {}{note}", claim.file));
+        schedule = Some((s, cost));
     }
     Ok(Checked { report, schedule, notes })
 }
 
 /// Checks the schedule a certificate attaches: the file's SHA-256 is the one recorded, it verifies,
-/// it is for the certificate's instance (its spec's, checked as `verify --spec` checks a schedule;
-/// without a spec, the instance the certificate states), and it costs what the certificate
-/// claims. With `regenerate`, a missing file is regenerated first from the spec that generates it
+/// it is for the certificate's instance (its spec's `inst`, checked as `verify --spec` checks a
+/// schedule), and it costs what the certificate claims. With `regenerate`, a missing file is regenerated first from the spec that generates it
 /// (`generate` is deterministic: the same spec gives the same bytes), so that a fresh clone checks
 /// every certificate without running anything before. Returns what it did, for the summary line,
 /// the schedule and its cost.
@@ -128,8 +126,8 @@ fn check_attached_schedule(
     cert: &Path,
     sched_path: &Path,
     claim: &ScheduleClaim,
-    spec: Option<&Path>,
-    instance: &Value,
+    spec: &Path,
+    inst: crate::spec::Instance,
     regenerate: bool,
 ) -> std::result::Result<(String, Schedule, SyncCost), String> {
     let at = |msg: String| format!("{}: {msg}", cert.display());
@@ -138,7 +136,6 @@ fn check_attached_schedule(
         if !regenerate {
             return Err(at(format!("the attached schedule {}: cannot read: no such file", sched_path.display())));
         }
-        let spec = spec.ok_or_else(|| at(format!("the attached schedule {} is missing and no spec names how to generate it", sched_path.display())))?;
         let spec = Spec::load(spec).map_err(|e| at(e.to_string()))?;
         if !matches!(spec.method, Some(crate::spec::MethodSpec::Generate(_))) {
             return Err(at(format!(
@@ -150,25 +147,13 @@ fn check_attached_schedule(
         crate::schedule::write_schedule_file(sched_path, &schedule).map_err(|e| at(e.to_string()))?;
         note.push_str(" (regenerated from its spec)");
     }
-    let inst = spec.map(|p| Spec::load(p).and_then(|s| s.instance())).transpose().map_err(|e| at(e.to_string()))?;
-    let (s, sha256) = read_attached(sched_path, || Ok(inst.clone())).map_err(|e| at(e.to_string()))?;
-    if let Some(expected) = &claim.sha256 {
-        if sha256 != *expected {
-            return Err(at(format!("the attached schedule {} is not the file the certificate was made with (its SHA-256 differs)", sched_path.display())));
-        }
-        note.push_str(", SHA-256 matches");
+    let (s, sha256) = read_attached(sched_path, || Ok(Some(inst.clone()))).map_err(|e| at(e.to_string()))?;
+    if sha256 != claim.sha256 {
+        return Err(at(format!("the attached schedule {} is not the file the certificate was made with (its SHA-256 differs)", sched_path.display())));
     }
+    note.push_str(", SHA-256 matches");
     let not_for = |why: String| at(format!("the attached schedule {} is not for the certificate's instance: {why}", sched_path.display()));
-    let r = match &inst {
-        Some(inst) => verify_attached(&s, inst).map_err(|e| not_for(e.to_string()))?,
-        None => {
-            let own = crate::spec::Instance { topology: s.header.topology.clone(), collective: s.header.collective.clone(), pieces_given: true };
-            if instance_json(&own) != *instance {
-                return Err(not_for("its network, faults or collective differ from the certificate's `instance`".into()));
-            }
-            verify_schedule(&s, &VerifyOptions::default()).map_err(|e| at(e.to_string()))?
-        }
-    };
+    let r = verify_attached(&s, &inst).map_err(|e| not_for(e.to_string()))?;
     if !r.is_valid() {
         return Err(at(format!("the attached schedule {} fails verification: {}", sched_path.display(), r.findings.failures()[0])));
     }

@@ -1949,6 +1949,79 @@ fn proof_check_says_a_malformed_claim_or_instance_is_bad_input() {
     }
 }
 
+#[test]
+fn proof_check_calls_a_certificate_the_format_does_not_describe_bad() {
+    // Each defect names its field and where; none is read as a certificate that holds or fails.
+    let dir = fresh("proofs-format");
+    let cert = certified(&dir, "r4", &["--torus", "4", "--algorithm", "ring", "--collective", "all_gather", "--bytes", "4KiB"]);
+    let original = std::fs::read_to_string(&cert).unwrap();
+    let good: serde_json::Value = serde_json::from_str(&original).unwrap();
+    let at = |bound: &str| good["claims"].as_array().unwrap().iter().position(|c| c["bound"] == bound).unwrap();
+    let (cut, steps_cut, steps) = (at("cut"), at("steps_cut"), at("steps"));
+    let edit = |f: &dyn Fn(&mut serde_json::Value)| {
+        let mut c = good.clone();
+        f(&mut c);
+        serde_json::to_string_pretty(&c).unwrap()
+    };
+    let remove = |c: &mut serde_json::Value, field: &str| drop(c.as_object_mut().unwrap().remove(field));
+    let cases: Vec<(String, String)> = vec![
+        // An attached schedule without its file or hash: its times would be claims nobody checks.
+        (edit(&|c| remove(&mut c["schedule"], "file")), "schedule: missing field `file`".into()),
+        (edit(&|c| remove(&mut c["schedule"], "sha256")), "schedule: missing field `sha256`".into()),
+        (
+            edit(&|c| {
+                remove(&mut c["schedule"], "file");
+                c["schedule"]["bandwidth_ns"] = c["claims"][cut]["value"].clone();
+                c["schedule"]["bandwidth_optimal"] = true.into();
+            }),
+            "schedule: missing field `file`".into(),
+        ),
+        // A cut witness that does not say which side it counts.
+        (edit(&|c| remove(&mut c["claims"][cut]["witness"], "into")), format!("claim {cut} (cut): missing field `into`")),
+        (edit(&|c| remove(&mut c["claims"][steps_cut]["witness"], "into")), format!("claim {steps_cut} (steps_cut): missing field `into`")),
+        // A key twice, inside the instance and a claim.
+        (original.replacen("\"up\": true", "\"up\": true, \"up\": false", 1), "duplicate key `up` in `instance.links[0]`".into()),
+        (original.replacen("\"bound\": \"steps\"", "\"bound\": \"steps\", \"bound\": \"steps\"", 1), format!("duplicate key `bound` in `claims[{steps}]`")),
+        // Values that are no rationals, negative, or not a whole number of steps.
+        (edit(&|c| c["claims"][cut]["value"] = "1e3".into()), format!("claim {cut} (cut): value: `1e3` is not a rational")),
+        (edit(&|c| c["claims"][cut]["value"] = " 5".into()), format!("claim {cut} (cut): value: ` 5` is not a rational")),
+        (edit(&|c| c["claims"][cut]["value"] = "-1".into()), format!("claim {cut} (cut): value: `-1` is negative")),
+        (edit(&|c| c["claims"][steps]["value"] = "3/2".into()), format!("claim {steps} (steps): value: `3/2` is not a whole number of steps")),
+        (edit(&|c| c["spec_sha256"] = "abc".into()), "spec_sha256 = \"abc\": expected 64 hex digits".into()),
+        // No spec, or no format.
+        (edit(&|c| remove(c, "spec")), "missing field `spec`".into()),
+        (edit(&|c| c["spec"] = serde_json::Value::Null), "missing field `spec`".into()),
+        (edit(&|c| remove(c, "format")), "missing field `format`".into()),
+    ];
+    for (text_of, said) in cases {
+        std::fs::write(&cert, &text_of).unwrap();
+        let o = run(&["proof", "check", s(&cert)]);
+        assert_eq!(o.status.code(), Some(2), "{said}: {}", text(&o));
+        assert!(String::from_utf8_lossy(&o.stdout).starts_with("BAD ") && text(&o).contains(&said), "{said}: {}", text(&o));
+    }
+    std::fs::write(&cert, &original).unwrap();
+    let o = run(&["proof", "check", s(&cert)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+#[test]
+fn certificates_written_through_a_link_name_their_files_from_where_they_land() {
+    // `ln -s nodir/t.json sl/dang.json`: the certificate lands in sl/nodir, created for it, and
+    // names the spec from there; it checks by either name.
+    let dir = fresh("cert-link");
+    std::fs::write(dir.join("ring.json"), RING_SPEC).unwrap();
+    std::fs::create_dir_all(dir.join("sl")).unwrap();
+    std::os::unix::fs::symlink("nodir/t.json", dir.join("sl/dang.json")).unwrap();
+    let o = bin().current_dir(&dir).args(["bound", "ring.json", "--certificate", "sl/dang.json"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("sl/nodir/t.json")).unwrap()).unwrap();
+    assert_eq!(v["spec"].as_str(), Some("../../ring.json"));
+    for name in ["sl/nodir/t.json", "sl/dang.json"] {
+        let o = bin().current_dir(&dir).args(["proof", "check", name]).output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{name}: {}", text(&o));
+    }
+}
+
 /// `generate` with shorthand flags, then `bound` of the same flags certifying it (the spec is
 /// written beside the certificate); returns the certificate.
 fn certified(dir: &Path, name: &str, flags: &[&str]) -> PathBuf {

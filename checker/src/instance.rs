@@ -100,19 +100,19 @@ impl Instance {
         if raw.npus == 0 || raw.npus > raw.nodes {
             return Err(crate::fail(format!("instance: npus = {} must be in 1..={} (nodes)", raw.npus, raw.nodes)));
         }
-        let switch_latency_ns = nonneg(&raw.switch_latency_ns, "instance.switch_latency_ns").map_err(crate::fail)?;
+        let switch_latency_ns = nonneg(&raw.switch_latency_ns, "instance.switch_latency_ns")?;
         let mut links = Vec::with_capacity(raw.links.len());
         for (i, l) in raw.links.iter().enumerate() {
             if l.src >= raw.nodes || l.dst >= raw.nodes || l.src == l.dst {
                 return Err(crate::fail(format!("instance.links[{i}]: {} -> {} is not a link between two distinct nodes of 0..{}", l.src, l.dst, raw.nodes)));
             }
-            let capacity = parse_q(&l.capacity).map_err(|e| crate::fail(format!("instance.links[{i}].capacity: {e}")))?;
+            let capacity = rational(&l.capacity, &format!("instance.links[{i}].capacity"))?;
             // A zero capacity would make a link free in the volume and flow bounds' denominators
             // and infinite in a cut: neither means anything physical.
             if !capacity.is_positive() {
                 return Err(crate::fail(format!("instance.links[{i}].capacity = {}: must be > 0", l.capacity)));
             }
-            let latency_ns = nonneg(&l.latency_ns, &format!("instance.links[{i}].latency_ns")).map_err(crate::fail)?;
+            let latency_ns = nonneg(&l.latency_ns, &format!("instance.links[{i}].latency_ns"))?;
             links.push(Link { src: l.src, dst: l.dst, capacity, latency_ns, up: l.up });
         }
         let c = raw.collective;
@@ -131,7 +131,7 @@ impl Instance {
         let pieces = c.pieces.unwrap_or(1);
         // all_to_all states `pieces` only when it is not 1 (the bytes bounds do not need it).
         let demands = match (c.kind.as_str(), c.block_bytes, c.demands, c.piece_bytes, c.pieces) {
-            ("all_to_all", Some(b), None, None, _) => Demands::UniformAllToAll(nonneg(&b, "instance.collective.block_bytes").map_err(crate::fail)?),
+            ("all_to_all", Some(b), None, None, _) => Demands::UniformAllToAll(nonneg(&b, "instance.collective.block_bytes")?),
             ("all_to_all", None, Some(list), None, _) => {
                 let mut out = Vec::with_capacity(list.len());
                 for (i, (s, d, b)) in list.iter().enumerate() {
@@ -140,7 +140,7 @@ impl Instance {
                     if *s >= raw.nodes || *d >= raw.nodes || !is_rank[*s] || !is_rank[*d] || s == d {
                         return Err(crate::fail(format!("instance.collective.demands[{i}]: {s} -> {d} is not a pair of distinct ranks")));
                     }
-                    out.push((*s, *d, nonneg(b, &format!("instance.collective.demands[{i}]")).map_err(crate::fail)?));
+                    out.push((*s, *d, nonneg(b, &format!("instance.collective.demands[{i}]"))?));
                 }
                 Demands::AllToAll(out)
             }
@@ -150,7 +150,7 @@ impl Instance {
                     "reduce_scatter" => BlockKind::ReduceScatter,
                     _ => BlockKind::AllReduce,
                 };
-                Demands::Blocks { kind, block_bytes: nonneg(&pb, "instance.collective.piece_bytes").map_err(crate::fail)? * Q::from_integer(p.into()) }
+                Demands::Blocks { kind, block_bytes: nonneg(&pb, "instance.collective.piece_bytes")? * Q::from_integer(p.into()) }
             }
             // A kind the format does not have, or fields its kind lacks or does not have: the
             // format's matter (unreadable), like a field missing elsewhere.
@@ -211,10 +211,16 @@ impl Instance {
     }
 }
 
-fn nonneg(text: &str, field: &str) -> Result<Q, String> {
-    let q = parse_q(text).map_err(|e| format!("{field}: {e}"))?;
+/// A number of the instance: text that is no rational is unreadable (the format's matter), a
+/// rational below 0 fails (an instance that makes no sense).
+fn nonneg(text: &str, field: &str) -> Result<Q, crate::CheckError> {
+    let q = rational(text, field)?;
     if q.is_negative() {
-        return Err(format!("{field} = {text}: must be >= 0"));
+        return Err(crate::fail(format!("{field} = {text}: must be >= 0")));
     }
     Ok(q)
+}
+
+fn rational(text: &str, field: &str) -> Result<Q, crate::CheckError> {
+    parse_q(text).map_err(|e| crate::unreadable(format!("{field}: {e}")))
 }

@@ -17,7 +17,7 @@
 //! The format (`"format": "collsched.certificate", "version": 1`):
 //!
 //! ```json
-//! {"format": "collsched.certificate", "version": 1, "spec_sha256": "9f86d0...",
+//! {"format": "collsched.certificate", "version": 1, "spec": "specs/ring3.json", "spec_sha256": "9f86d0...",
 //!  "instance": {"nodes": 3, "npus": 3, "switch_latency_ns": "0",
 //!    "links": [{"src": 0, "dst": 1, "capacity": "32", "latency_ns": "100", "up": true}, ...],
 //!    "collective": {"kind": "all_to_all", "ranks": [0, 1, 2], "block_bytes": "1000/3"}},
@@ -32,8 +32,16 @@
 //!    {"bound": "steps_cut", "value": "1", "witness": {"nodes": [0], "into": false}},
 //!    {"bound": "steps_flow", "value": "1", "witness": {"lengths": ["1", "1", "1", "1", "1", "1"]}},
 //!    {"bound": "steps_arrival", "value": "1", "witness": {"rank": 0, "into": true, "distance": 1}}],
-//!  "schedule": {"bandwidth_ns": "125/12", "time_ns": "1325/12", "bandwidth_optimal": true}}
+//!  "schedule": {"file": "out/ring3.json", "sha256": "4be1c2...", "bandwidth_ns": "125/12",
+//!    "time_ns": "1325/12", "bandwidth_optimal": true}}
 //! ```
+//!
+//! Every field is required but `schedule` (a certificate of bounds alone), `bandwidth_optimal`
+//! (left out, no claim) and those of `collective` its kind does not use; `spec` may be absent
+//! only while a certificate is built ([`check_bounds_str`]). A field the format does not have or
+//! lacks, a key twice in one object, a value of the wrong type, a SHA-256 that is not 64 hex
+//! digits, a claim's value that is no rational, negative, or (a steps claim) not whole make the
+//! text unreadable, not failing.
 //!
 //! **Steps claims** bound the number of steps of a schedule in which a transfer goes from a rank to
 //! a rank and a link carries one piece per step (docs/design/MODEL.md sections 3 and 6); each
@@ -49,7 +57,8 @@
 //! - `steps_arrival`: d - 1 plus the pieces that must enter the rank in a step no earlier than
 //!   the distance d allows (`into`; otherwise leave it no later), over its up links, rounded up.
 //!
-//! Values are exact rationals written as `"7"`, `"25/2"` or `"12.5"`; capacities are bytes per
+//! Values are exact rationals written as `"7"`, `"25/2"` or `"12.5"` (digits on both sides of the
+//! slash or point, a leading `-` at most, nothing else: no spaces, `+`, exponents); capacities are bytes per
 //! ns (GB/s), times are ns, `steps` counts single hops (a hop ends at a rank: only ranks store). `collective` is, for all_to_all, either
 //! `block_bytes` (the same bytes between every ordered pair of distinct ranks) or `demands`
 //! (`[source node, destination node, "bytes"]` triples); for all_gather, reduce_scatter and
@@ -114,9 +123,9 @@ pub struct CheckReport {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ScheduleClaim {
     /// The schedule file, relative to the certificate.
-    pub file: Option<String>,
+    pub file: String,
     /// The hex SHA-256 of the schedule file's bytes.
-    pub sha256: Option<String>,
+    pub sha256: String,
     /// Its step-synchronous time with every latency 0, ns.
     pub bandwidth_ns: Q,
     /// Its step-synchronous time, ns.
@@ -152,33 +161,35 @@ fn unreadable(msg: impl Into<String>) -> CheckError {
     CheckError { claim: None, message: msg.into(), unreadable: true }
 }
 
-/// Parses an exact rational: `"7"`, `"-3"`, `"25/2"` or a decimal such as `"12.5"`.
+/// Parses an exact rational written as the format writes one: `"7"`, `"-3"`, `"25/2"` or a
+/// decimal such as `"12.5"`, with digits on both sides of the point and of the slash, a minus
+/// sign at most in front, and nothing else (no spaces, exponents, `+` or hex).
 pub fn parse_q(text: &str) -> Result<Q, String> {
-    let t = text.trim();
     let bad = || format!("`{text}` is not a rational (examples: \"7\", \"25/2\", \"12.5\")");
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let (negative, t) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
     let int = |s: &str| -> Result<BigInt, String> {
-        if s.is_empty() || !s.trim_start_matches('-').bytes().all(|b| b.is_ascii_digit()) || s.trim_start_matches('-').is_empty() {
+        if !digits(s) {
             return Err(bad());
         }
         s.parse::<BigInt>().map_err(|_| bad())
     };
-    if let Some((n, d)) = t.split_once('/') {
-        let d = int(d)?;
+    let magnitude = if let Some((n, d)) = t.split_once('/') {
+        let (n, d) = (int(n)?, int(d)?);
         if d.is_zero() {
-            return Err(format!("`{text}`: zero denominator"));
+            return Err(format!("`{text}` is not a rational: zero denominator"));
         }
-        return Ok(Q::new(int(n)?, d));
-    }
-    if let Some((i, f)) = t.split_once('.') {
-        if f.is_empty() || !f.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(bad());
-        }
-        let negative = i.starts_with('-');
-        let whole = Q::from_integer(if i == "-" || i.is_empty() { BigInt::zero() } else { int(i)? });
-        let frac = Q::new(f.parse::<BigInt>().map_err(|_| bad())?, num_traits::pow(BigInt::from(10), f.len()));
-        return Ok(if negative { whole - frac } else { whole + frac });
-    }
-    Ok(Q::from_integer(int(t)?))
+        Q::new(n, d)
+    } else if let Some((i, f)) = t.split_once('.') {
+        let (i, f_int) = (int(i)?, int(f)?);
+        Q::from_integer(i) + Q::new(f_int, num_traits::pow(BigInt::from(10), f.len()))
+    } else {
+        Q::from_integer(int(t)?)
+    };
+    Ok(if negative { -magnitude } else { magnitude })
 }
 
 /// A rational for messages: the decimal value, and the exact fraction when it is short.
@@ -201,6 +212,47 @@ pub fn show_q(q: &Q) -> String {
     }
 }
 
+/// Two different rationals for one message (a claim against what its witness supports): as
+/// [`show_q`] writes them, unless that rounds them alike (`262144` against
+/// `262144.0000000001`); then exactly, every digit of a decimal that ends, else the fraction.
+pub fn show_q_pair(a: &Q, b: &Q) -> (String, String) {
+    let micros = |q: &Q| (q * Q::from_integer(BigInt::from(1_000_000u32))).round();
+    if a == b || micros(a) != micros(b) {
+        return (show_q(a), show_q(b));
+    }
+    (show_exact(a), show_exact(b))
+}
+
+/// A rational exactly: its decimal digits when they end (the denominator is a product of 2s and
+/// 5s), else `n/d`.
+fn show_exact(q: &Q) -> String {
+    if q.is_integer() {
+        return q.to_integer().to_string();
+    }
+    let ten = BigInt::from(10);
+    let mut denom = q.denom().clone();
+    let mut places = 0usize;
+    for p in [2u32, 5] {
+        let p = BigInt::from(p);
+        while (&denom % &p).is_zero() {
+            denom /= &p;
+        }
+    }
+    if denom != BigInt::from(1) {
+        return q.to_string();
+    }
+    let mut scaled = q.clone();
+    while !scaled.is_integer() {
+        scaled *= Q::from_integer(ten.clone());
+        places += 1;
+    }
+    let n = scaled.to_integer();
+    let sign = if n < BigInt::zero() { "-" } else { "" };
+    let digits = format!("{:0>width$}", n.magnitude().to_string(), width = places + 1);
+    let (whole, frac) = digits.split_at(digits.len() - places);
+    format!("{sign}{whole}.{frac}")
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawCertificate {
@@ -208,13 +260,14 @@ struct RawCertificate {
     version: u32,
     spec_sha256: String,
     /// Where the spec is, relative to the certificate (for the command that checks that the
-    /// spec still hashes to `spec_sha256`; the checker itself does not read it).
+    /// spec still hashes to `spec_sha256`; the checker itself does not read it). Required of a
+    /// certificate file; absent only while one is built ([`check_bounds_str`]).
     #[serde(default)]
     spec: Option<String>,
     instance: serde_json::Value,
     claims: Vec<serde_json::Value>,
     #[serde(default)]
-    schedule: Option<RawSchedule>,
+    schedule: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -264,7 +317,7 @@ struct PairWitness {
 #[serde(deny_unknown_fields)]
 struct CutWitness {
     nodes: Vec<usize>,
-    #[serde(default)]
+    /// Count the links entering the set (the complement's side) instead of those leaving it.
     into: bool,
 }
 
@@ -294,12 +347,10 @@ struct RawSchedule {
     #[serde(default)]
     bandwidth_optimal: Option<bool>,
     /// The schedule file the times were measured on, relative to the certificate (re-costed by
-    /// the command around the checker).
-    #[serde(default)]
-    file: Option<String>,
+    /// the command around the checker, which the times are only claims without).
+    file: String,
     /// The hex SHA-256 of that file's bytes (compared by the command around the checker).
-    #[serde(default)]
-    sha256: Option<String>,
+    sha256: String,
 }
 
 /// The lengths of a flow witness, parsed.
@@ -311,6 +362,96 @@ fn is_sha256_hex(s: &str) -> bool {
     s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
+/// Reads JSON text as the format reads it: a key twice in one object, at any depth, is refused
+/// (JSON leaves its meaning open; a parser that keeps the last would check another certificate
+/// than one that keeps the first), the key and where named (`instance.links[3]`).
+fn read_json(text: &str) -> Result<serde_json::Value, CheckError> {
+    use serde::de::DeserializeSeed;
+    let mut de = serde_json::Deserializer::from_str(text);
+    let value = NoDuplicates { at: String::new() }.deserialize(&mut de).and_then(|v| de.end().map(|()| v));
+    value.map_err(|e| unreadable(format!("not a certificate: {e}")))
+}
+
+/// A JSON value read with every object's keys held to be distinct; `at` is where it sits.
+struct NoDuplicates {
+    at: String,
+}
+
+impl NoDuplicates {
+    fn inside(&self, step: &str) -> NoDuplicates {
+        let at = if self.at.is_empty() || step.starts_with('[') { format!("{}{step}", self.at) } else { format!("{}.{step}", self.at) };
+        NoDuplicates { at }
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for NoDuplicates {
+    type Value = serde_json::Value;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for NoDuplicates {
+    type Value = serde_json::Value;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(serde_json::Value::Null, serde_json::Value::Number))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+    fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(serde_json::Value::Null)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut out = Vec::new();
+        while let Some(v) = seq.next_element_seed(self.inside(&format!("[{}]", out.len())))? {
+            out.push(v);
+        }
+        Ok(out.into())
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut out = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if out.contains_key(&key) {
+                let at = if self.at.is_empty() { "the top level".to_string() } else { format!("`{}`", self.at) };
+                return Err(serde::de::Error::custom(format!("duplicate key `{key}` in {at}")));
+            }
+            let value = map.next_value_seed(self.inside(&key))?;
+            out.insert(key, value);
+        }
+        Ok(out.into())
+    }
+}
+
+/// A claim's value: an exact rational that is not negative (a bound below zero says nothing,
+/// and is no number a bound computes) and, for a steps claim, a whole number of steps (docs/design/MODEL.md
+/// section 6). Otherwise the claim is not one the format writes: unreadable.
+fn claim_value(text: &str, steps: bool) -> Result<Q, String> {
+    let q = parse_q(text)?;
+    if q < Q::zero() {
+        return Err(format!("`{text}` is negative: a bound is at least 0"));
+    }
+    if steps && !q.is_integer() {
+        return Err(format!("`{text}` is not a whole number of steps"));
+    }
+    Ok(q)
+}
+
 /// Checks a certificate file.
 pub fn check_file(path: impl AsRef<Path>) -> Result<CheckReport, CheckError> {
     let path = path.as_ref();
@@ -318,14 +459,34 @@ pub fn check_file(path: impl AsRef<Path>) -> Result<CheckReport, CheckError> {
     check_str(&text).map_err(|e| CheckError { message: format!("{}: {}", path.display(), e.message), ..e })
 }
 
-/// Checks a certificate given as JSON text: every claim must hold (see the module docs).
+/// Checks a certificate given as JSON text: every claim must hold (see the module docs). A
+/// certificate names its spec (`spec`); one that does not is unreadable.
 pub fn check_str(text: &str) -> Result<CheckReport, CheckError> {
-    let raw: RawCertificate = serde_json::from_str(text).map_err(|e| unreadable(format!("not a certificate: {e}")))?;
+    check(text, true)
+}
+
+/// Checks the claims of a certificate being built, before it names the files it will sit beside
+/// (`bound` and `sweep` check theirs before writing them): as [`check_str`], except that `spec`
+/// may be absent.
+pub fn check_bounds_str(text: &str) -> Result<CheckReport, CheckError> {
+    check(text, false)
+}
+
+fn check(text: &str, names_spec: bool) -> Result<CheckReport, CheckError> {
+    let value = read_json(text)?;
+    // Without `format`, say so rather than which other field serde meets first.
+    if value.get("format").is_none() {
+        return Err(unreadable(format!("not a certificate: missing field `format` (a certificate has \"format\": \"{FORMAT}\", \"version\": {VERSION})")));
+    }
+    let raw: RawCertificate = serde_json::from_value(value).map_err(|e| unreadable(format!("not a certificate: {e}")))?;
     if raw.format != FORMAT || raw.version != VERSION {
         return Err(unreadable(format!("format `{}` version {}: this checker reads `{FORMAT}` version {VERSION}", raw.format, raw.version)));
     }
     if !is_sha256_hex(&raw.spec_sha256) {
-        return Err(fail("spec_sha256: expected 64 hex digits"));
+        return Err(unreadable(format!("spec_sha256 = \"{}\": expected 64 hex digits", raw.spec_sha256)));
+    }
+    if names_spec && raw.spec.is_none() {
+        return Err(unreadable("not a certificate: missing field `spec` (the spec file it was made from, relative to the certificate's folder)"));
     }
     let inst = Instance::from_json(&raw.instance)?;
     let mut claims = Vec::new();
@@ -335,31 +496,46 @@ pub fn check_str(text: &str) -> Result<CheckReport, CheckError> {
     for (index, value) in raw.claims.iter().enumerate() {
         let name = value.get("bound").and_then(|b| b.as_str()).unwrap_or("?").to_string();
         let at = |msg: String| CheckError { claim: Some(index), message: format!("claim {index} ({name}): {msg}"), unreadable: false };
+        let unreadable_at = |msg: String| CheckError { unreadable: true, ..at(msg) };
         // A claim the format does not describe (a field it lacks or does not have, an unknown
-        // bound) is unreadable, not failing: only a witness that does not support its value fails.
-        let claim: RawClaim = serde_json::from_value(value.clone()).map_err(|e| CheckError { unreadable: true, ..at(e.to_string()) })?;
-        let (claimed_text, derived) = match &claim {
-            RawClaim::Steps { value, witness } | RawClaim::Latency { value, witness } => {
+        // bound, a value that is no rational or no bound) is unreadable, not failing: only a
+        // witness that does not support its value fails.
+        let claim: RawClaim = serde_json::from_value(value.clone()).map_err(|e| unreadable_at(e.to_string()))?;
+        let claimed_text = match &claim {
+            RawClaim::Steps { value, .. }
+            | RawClaim::Latency { value, .. }
+            | RawClaim::Volume { value }
+            | RawClaim::Cut { value, .. }
+            | RawClaim::Flow { value, .. }
+            | RawClaim::Transmissions { value, .. }
+            | RawClaim::StepsTransmissions { value, .. }
+            | RawClaim::StepsCut { value, .. }
+            | RawClaim::StepsFlow { value, .. }
+            | RawClaim::StepsArrival { value, .. } => value,
+        };
+        let claimed = claim_value(claimed_text, claim.is_steps()).map_err(|e| unreadable_at(format!("value: {e}")))?;
+        let derived = match &claim {
+            RawClaim::Steps { witness, .. } | RawClaim::Latency { witness, .. } => {
                 let (s, d) = (witness.source, witness.destination);
                 if s >= inst.nodes || d >= inst.nodes || !inst.is_required_pair(s, d) {
                     return Err(at(format!("witness {s} -> {d}: the collective needs nothing of node {s} at node {d}")));
                 }
                 let r = if matches!(claim, RawClaim::Steps { .. }) { derive::steps(&inst, s, d) } else { derive::latency(&inst, s, d) };
-                (value, r.map_err(at)?)
+                r.map_err(at)?
             }
-            RawClaim::Volume { value } => (value, derive::volume(&inst).map_err(at)?),
-            RawClaim::Cut { value, witness } => (value, derive::cut(&inst, &witness.nodes, witness.into).map_err(at)?),
-            RawClaim::Flow { value, witness } => (value, derive::flow(&inst, &lengths(witness).map_err(at)?).map_err(at)?),
-            RawClaim::Transmissions { value, witness } => (value, derive::transmissions(&inst, witness.into).map_err(at)?),
-            RawClaim::StepsTransmissions { value, witness } => (value, derive::steps_transmissions(&inst, witness.into).map_err(at)?),
-            RawClaim::StepsCut { value, witness } => (value, derive::steps_cut(&inst, &witness.nodes, witness.into).map_err(at)?),
-            RawClaim::StepsFlow { value, witness } => (value, derive::steps_flow(&inst, &lengths(witness).map_err(at)?).map_err(at)?),
-            RawClaim::StepsArrival { value, witness } => (value, derive::steps_arrival(&inst, witness.rank, witness.into, witness.distance).map_err(at)?),
+            RawClaim::Volume { .. } => derive::volume(&inst).map_err(at)?,
+            RawClaim::Cut { witness, .. } => derive::cut(&inst, &witness.nodes, witness.into).map_err(at)?,
+            RawClaim::Flow { witness, .. } => derive::flow(&inst, &lengths(witness).map_err(unreadable_at)?).map_err(at)?,
+            RawClaim::Transmissions { witness, .. } => derive::transmissions(&inst, witness.into).map_err(at)?,
+            RawClaim::StepsTransmissions { witness, .. } => derive::steps_transmissions(&inst, witness.into).map_err(at)?,
+            RawClaim::StepsCut { witness, .. } => derive::steps_cut(&inst, &witness.nodes, witness.into).map_err(at)?,
+            RawClaim::StepsFlow { witness, .. } => derive::steps_flow(&inst, &lengths(witness).map_err(unreadable_at)?).map_err(at)?,
+            RawClaim::StepsArrival { witness, .. } => derive::steps_arrival(&inst, witness.rank, witness.into, witness.distance).map_err(at)?,
         };
-        let claimed = parse_q(claimed_text).map_err(|e| at(format!("value: {e}")))?;
         let unit = if claim.is_steps() { " steps" } else { " ns" };
         if derived < claimed {
-            return Err(at(format!("the witness supports {}{unit}, the claim is {}{unit}", show_q(&derived), show_q(&claimed))));
+            let (d, c) = show_q_pair(&derived, &claimed);
+            return Err(at(format!("the witness supports {d}{unit}, the claim is {c}{unit}")));
         }
         match claim {
             RawClaim::Latency { .. } => latency_bound = Some(latency_bound.map_or(derived.clone(), |b| b.max(derived.clone()))),
@@ -377,22 +553,15 @@ pub fn check_str(text: &str) -> Result<CheckReport, CheckError> {
         }
         claims.push(ClaimReport { index, bound: name, claimed, derived });
     }
-    if let Some(s) = &raw.schedule {
-        check_schedule(s, bandwidth.as_ref(), latency_bound.as_ref())?;
-    }
-    let schedule = match raw.schedule {
-        Some(sc) => {
-            if sc.sha256.as_deref().is_some_and(|h| !is_sha256_hex(h)) {
-                return Err(fail("schedule.sha256: expected 64 hex digits"));
-            }
-            Some(ScheduleClaim {
-                bandwidth_ns: parse_q(&sc.bandwidth_ns).map_err(fail)?,
-                time_ns: parse_q(&sc.time_ns).map_err(fail)?,
-                file: sc.file,
-                sha256: sc.sha256,
-            })
-        }
+    let schedule = match &raw.schedule {
         None => None,
+        // An attached schedule is checked by the command around the checker only through its
+        // file: without `file` and `sha256` its times would be claims nobody checks.
+        Some(v) => {
+            let (claim, optimal) = read_schedule(v)?;
+            check_schedule(&claim, optimal, bandwidth.as_ref(), latency_bound.as_ref())?;
+            Some(claim)
+        }
     };
     Ok(CheckReport {
         spec_sha256: raw.spec_sha256,
@@ -405,31 +574,43 @@ pub fn check_str(text: &str) -> Result<CheckReport, CheckError> {
     })
 }
 
+/// The `schedule` attachment as the format writes it: every field but `bandwidth_optimal`
+/// present, its times rationals of at least 0 ns, its SHA-256 64 hex digits; otherwise it is
+/// unreadable, the field named.
+fn read_schedule(v: &serde_json::Value) -> Result<(ScheduleClaim, Option<bool>), CheckError> {
+    let raw: RawSchedule = serde_json::from_value(v.clone()).map_err(|e| unreadable(format!("schedule: {e}")))?;
+    if !is_sha256_hex(&raw.sha256) {
+        return Err(unreadable(format!("schedule.sha256 = \"{}\": expected 64 hex digits", raw.sha256)));
+    }
+    let time = |field: &str, text: &str| claim_value(text, false).map_err(|e| unreadable(format!("schedule.{field}: {e}")));
+    let claim =
+        ScheduleClaim { bandwidth_ns: time("bandwidth_ns", &raw.bandwidth_ns)?, time_ns: time("time_ns", &raw.time_ns)?, file: raw.file, sha256: raw.sha256 };
+    Ok((claim, raw.bandwidth_optimal))
+}
+
 /// A schedule's step-synchronous times against the proven bounds (docs/design/MODEL.md section 6): its
 /// bandwidth time is at least every bandwidth bound, its time at least the best bandwidth bound
 /// plus the latency bound.
-fn check_schedule(s: &RawSchedule, bandwidth: Option<&(Q, Q)>, latency: Option<&Q>) -> Result<(), CheckError> {
-    let bw = parse_q(&s.bandwidth_ns).map_err(|e| fail(format!("schedule.bandwidth_ns: {e}")))?;
-    let time = parse_q(&s.time_ns).map_err(|e| fail(format!("schedule.time_ns: {e}")))?;
+fn check_schedule(s: &ScheduleClaim, bandwidth_optimal: Option<bool>, bandwidth: Option<&(Q, Q)>, latency: Option<&Q>) -> Result<(), CheckError> {
+    let (bw, time) = (&s.bandwidth_ns, &s.time_ns);
     let floor = bandwidth.map_or_else(Q::zero, |(d, _)| d.clone()) + latency.cloned().unwrap_or_else(Q::zero);
-    if time < floor {
-        return Err(fail(format!("schedule: time {} ns is below the proven bandwidth + latency bound {} ns", show_q(&time), show_q(&floor))));
+    if *time < floor {
+        let (t, f) = show_q_pair(time, &floor);
+        return Err(fail(format!("schedule: time {t} ns is below the proven bandwidth + latency bound {f} ns")));
     }
     if let Some((derived, claimed)) = bandwidth {
-        if bw < *derived {
-            return Err(fail(format!("schedule: bandwidth time {} ns is below the proven bandwidth bound {} ns", show_q(&bw), show_q(derived))));
+        if bw < derived {
+            let (b, d) = show_q_pair(bw, derived);
+            return Err(fail(format!("schedule: bandwidth time {b} ns is below the proven bandwidth bound {d} ns")));
         }
-        if s.bandwidth_optimal == Some(true) && bw != *claimed {
-            return Err(fail(format!(
-                "schedule: claims bandwidth-optimal, but its bandwidth time {} ns is not the best claimed bandwidth bound {} ns",
-                show_q(&bw),
-                show_q(claimed)
-            )));
+        if bandwidth_optimal == Some(true) && bw != claimed {
+            let (b, c) = show_q_pair(bw, claimed);
+            return Err(fail(format!("schedule: claims bandwidth-optimal, but its bandwidth time {b} ns is not the best claimed bandwidth bound {c} ns")));
         }
-        if s.bandwidth_optimal == Some(false) && bw == *claimed {
-            return Err(fail(format!("schedule: claims not bandwidth-optimal, but its bandwidth time {} ns is the best claimed bandwidth bound", show_q(&bw))));
+        if bandwidth_optimal == Some(false) && bw == claimed {
+            return Err(fail(format!("schedule: claims not bandwidth-optimal, but its bandwidth time {} ns is the best claimed bandwidth bound", show_q(bw))));
         }
-    } else if s.bandwidth_optimal == Some(true) {
+    } else if bandwidth_optimal == Some(true) {
         return Err(fail("schedule: claims bandwidth-optimal, but the certificate claims no bandwidth bound"));
     }
     Ok(())

@@ -1,7 +1,7 @@
 //! The checker on certificates small enough to re-derive on paper. Each value below is worked out
 //! in the comment beside it, not taken from the code that builds certificates.
 
-use collsched_checker::{check_str, parse_q, Q};
+use collsched_checker::{check_bounds_str, check_str, parse_q, Q};
 use serde_json::{json, Value};
 
 fn q(s: &str) -> Q {
@@ -22,7 +22,7 @@ fn a2a(block: &str) -> Value {
 }
 
 fn cert(instance: Value, claims: Value) -> Value {
-    json!({"format": "collsched.certificate", "version": 1, "spec_sha256": "0".repeat(64), "instance": instance, "claims": claims})
+    json!({"format": "collsched.certificate", "version": 1, "spec": "spec.json", "spec_sha256": "0".repeat(64), "instance": instance, "claims": claims})
 }
 
 fn derived(c: &Value) -> Vec<Q> {
@@ -178,8 +178,10 @@ fn schedule_attachments_are_held_to_the_bounds() {
         {"bound": "latency", "value": "10", "witness": {"source": 0, "destination": 1}},
         {"bound": "volume", "value": "6"}
     ]);
-    let with = |schedule: Value| {
+    let with = |mut schedule: Value| {
         let mut c = cert(ring3(&[], a2a("12")), claims.clone());
+        schedule["file"] = json!("schedule.json");
+        schedule["sha256"] = json!("a".repeat(64));
         c["schedule"] = schedule;
         c
     };
@@ -249,7 +251,7 @@ fn structural_defects_inside_claims_and_instance_are_unreadable() {
 fn rationals_parse_exactly() {
     assert_eq!(q("12.5"), Q::new(25.into(), 2.into()));
     assert_eq!(q("-3/6"), Q::new((-1).into(), 2.into()));
-    for bad in ["", "1/0", "1.", "x", "--1", "1e3"] {
+    for bad in ["", "1/0", "1.", "x", "--1", "1e3", "+4", " 5", "4 ", "0x10", "1/-2", "-", ".5"] {
         assert!(parse_q(bad).is_err(), "{bad}");
     }
 }
@@ -317,4 +319,128 @@ fn a_collective_without_the_fields_of_its_kind_is_unreadable() {
     c["instance"]["collective"]["pieces"] = json!(0);
     let e = check_str(&c.to_string()).expect_err("no pieces");
     assert!(!e.unreadable, "{}", e.message);
+}
+
+/// A ring of 3 all_to_all with a schedule attached, every field the format has.
+fn attached() -> Value {
+    let mut c =
+        cert(ring3(&[], a2a("12")), json!([{"bound": "volume", "value": "6"}, {"bound": "cut", "value": "6", "witness": {"nodes": [0], "into": false}}]));
+    c["schedule"] = json!({"file": "s.json", "sha256": "a".repeat(64), "bandwidth_ns": "6", "time_ns": "16", "bandwidth_optimal": true});
+    c
+}
+
+fn unreadable(c: &str) -> String {
+    let e = check_str(c).expect_err("the certificate must be unreadable");
+    assert!(e.unreadable, "read as a certificate that fails: {}", e.message);
+    e.message
+}
+
+#[test]
+fn an_attached_schedule_names_its_file_and_hash() {
+    // The times of an attachment are checked against the file by the command around the
+    // checker; without `file` (or `sha256`) they would be claims nobody checks.
+    check_str(&attached().to_string()).unwrap_or_else(|e| panic!("{e}"));
+    for field in ["file", "sha256", "bandwidth_ns", "time_ns"] {
+        let mut c = attached();
+        c["schedule"].as_object_mut().unwrap().remove(field);
+        let m = unreadable(&c.to_string());
+        assert!(m.contains("schedule:") && m.contains(&format!("missing field `{field}`")), "{m}");
+    }
+    // `bandwidth_optimal` left out claims nothing.
+    let mut c = attached();
+    c["schedule"].as_object_mut().unwrap().remove("bandwidth_optimal");
+    check_str(&c.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    let mut c = attached();
+    c["schedule"]["sha256"] = json!("abc");
+    assert!(unreadable(&c.to_string()).contains("schedule.sha256 = \"abc\""));
+    let mut c = attached();
+    c["schedule"]["time_ns"] = json!("-16");
+    assert!(unreadable(&c.to_string()).contains("schedule.time_ns"));
+}
+
+#[test]
+fn a_certificate_names_its_spec_and_format() {
+    let mut c = attached();
+    c.as_object_mut().unwrap().remove("spec");
+    assert!(unreadable(&c.to_string()).contains("missing field `spec`"));
+    c["spec"] = Value::Null;
+    assert!(unreadable(&c.to_string()).contains("missing field `spec`"));
+    // While a certificate is built it has no file to name yet.
+    c.as_object_mut().unwrap().remove("spec");
+    check_bounds_str(&c.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    let mut c = attached();
+    c["spec_sha256"] = json!("abc");
+    assert!(unreadable(&c.to_string()).contains("spec_sha256 = \"abc\": expected 64 hex digits"));
+    let mut c = attached();
+    c.as_object_mut().unwrap().remove("format");
+    assert!(unreadable(&c.to_string()).contains("missing field `format`"));
+}
+
+#[test]
+fn a_cut_witness_says_which_side() {
+    for bound in ["cut", "steps_cut"] {
+        let c = cert(ring3(&[], a2a("12")), json!([{"bound": bound, "value": "1", "witness": {"nodes": [0]}}]));
+        let m = unreadable(&c.to_string());
+        assert!(m.starts_with(&format!("claim 0 ({bound}):")) && m.contains("missing field `into`"), "{m}");
+    }
+}
+
+#[test]
+fn a_key_twice_is_unreadable_at_every_depth() {
+    let text = attached().to_string();
+    // Each edit doubles one key in place (JSON keeps no order of meaning; the last would win).
+    let cases = [
+        ("\"capacity\":\"2\"", "\"capacity\":\"2\",\"capacity\":\"9\"", "duplicate key `capacity` in `instance.links[0]`"),
+        ("\"nodes\":[0]", "\"nodes\":[0],\"nodes\":[1]", "duplicate key `nodes` in `claims[1].witness`"),
+        ("\"bound\":\"volume\"", "\"bound\":\"volume\",\"bound\":\"volume\"", "duplicate key `bound` in `claims[0]`"),
+        ("\"npus\":3", "\"npus\":3,\"npus\":3", "duplicate key `npus` in `instance`"),
+        ("\"version\":1", "\"version\":1,\"version\":1", "duplicate key `version` in the top level"),
+        ("\"time_ns\":\"16\"", "\"time_ns\":\"16\",\"time_ns\":\"99\"", "duplicate key `time_ns` in `schedule`"),
+    ];
+    for (once, twice, said) in cases {
+        assert!(text.contains(once), "{once}");
+        let m = unreadable(&text.replacen(once, twice, 1));
+        assert!(m.contains(said), "{said}: {m}");
+    }
+}
+
+#[test]
+fn claim_values_are_rationals_the_format_writes() {
+    let with = |bound: &str, value: &str| {
+        let c = match bound {
+            "volume" => cert(ring3(&[], a2a("12")), json!([{"bound": "volume", "value": value}])),
+            _ => cert(ring3(&[], a2a("12")), json!([{"bound": "steps", "value": value, "witness": {"source": 0, "destination": 2}}])),
+        };
+        c.to_string()
+    };
+    for bad in ["1e3", "0x10", "", "1/0", "+4", "262144/1.0", " 5", "4 ", "-1", "-1/2", "six", ".5", "5."] {
+        let m = unreadable(&with("volume", bad));
+        assert!(m.starts_with("claim 0 (volume): value: ") && m.contains(&format!("`{bad}`")), "{bad}: {m}");
+    }
+    // Steps are counted whole (docs/design/MODEL.md section 6).
+    for bad in ["7/2", "3.5", "1/2"] {
+        let m = unreadable(&with("steps", bad));
+        assert!(m.contains("not a whole number of steps"), "{bad}: {m}");
+    }
+    for good in ["1", "0", "1.0", "2/2"] {
+        check_str(&with("steps", good)).unwrap_or_else(|e| panic!("{good}: {e}"));
+    }
+    // Malformed numbers of the instance and of a flow witness are unreadable too.
+    let mut c = cert(ring3(&[], a2a("12")), json!([{"bound": "volume", "value": "6"}]));
+    c["instance"]["links"][2]["latency_ns"] = json!("1e1");
+    assert!(unreadable(&c.to_string()).contains("instance.links[2].latency_ns"));
+    let c = cert(ring3(&[], a2a("12")), json!([{"bound": "flow", "value": "1", "witness": {"lengths": ["1", "1", "1", "1", "1", " 1"]}}]));
+    assert!(unreadable(&c.to_string()).contains("length of link 5"));
+}
+
+#[test]
+fn a_claim_just_above_its_witness_shows_the_difference() {
+    // 6 ns proven; 6.0000000001 claimed: rounded to six decimals both read 6.
+    let c = cert(ring3(&[], a2a("12")), json!([{"bound": "volume", "value": "6.0000000001"}]));
+    let m = rejected(&c);
+    assert!(m.contains("the witness supports 6 ns, the claim is 6.0000000001 ns"), "{m}");
+    // A fraction whose decimals do not end is shown as the fraction.
+    let c = cert(ring3(&[], a2a("12")), json!([{"bound": "volume", "value": "6000000001/999999999"}]));
+    let m = rejected(&c);
+    assert!(m.contains("the witness supports 6 ns, the claim is 6000000001/999999999 ns"), "{m}");
 }

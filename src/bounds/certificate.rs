@@ -119,7 +119,7 @@ pub fn schedule_json(bandwidth_ns: Rational, time_ns: Rational, bandwidth_optima
 mod tests {
     use super::*;
     use crate::bounds::bounds;
-    use collsched_checker::check_str;
+    use collsched_checker::check_bounds_str;
     use std::time::Duration;
 
     fn quick() -> FlowOptions {
@@ -136,7 +136,7 @@ mod tests {
     }
 
     fn rejected(v: &Value) -> String {
-        check_str(&v.to_string()).expect_err("tampered certificate accepted").message
+        check_bounds_str(&v.to_string()).expect_err("tampered certificate accepted").message
     }
 
     const FAULTY: &str = r#"{"topology": {"torus": {"dims": [4, 4, 4], "bandwidth_gbps": 32.0, "latency_ns": 100.0}},
@@ -155,7 +155,7 @@ mod tests {
         ];
         for s in specs {
             let v = cert(s);
-            let report = check_str(&v.to_string()).unwrap_or_else(|e| panic!("{s}: {e}"));
+            let report = check_bounds_str(&v.to_string()).unwrap_or_else(|e| panic!("{s}: {e}"));
             assert_eq!(report.spec_sha256, sha256_hex(s.as_bytes()));
             assert_eq!(report.instance, instance_json(&Spec::parse(s, "t").unwrap().instance().unwrap()));
             for c in &report.claims {
@@ -199,20 +199,21 @@ mod tests {
         assert!(msg.contains("the witness supports"), "{msg}");
 
         // A schedule that would beat the proven bound, and one that claims optimality it lacks.
-        let report = check_str(&v.to_string()).unwrap();
+        let report = check_bounds_str(&v.to_string()).unwrap();
         let best = report.bandwidth_bound.unwrap();
         let mut t = v.clone();
         let below = &best - collsched_checker::Q::new(1.into(), 1000.into());
-        t["schedule"] = json!({"bandwidth_ns": below.to_string(), "time_ns": "1000000000"});
+        t["schedule"] = json!({"file": "s.json", "sha256": "0".repeat(64), "bandwidth_ns": below.to_string(), "time_ns": "1000000000"});
         let msg = rejected(&t);
         assert!(msg.contains("below the proven bandwidth bound"), "{msg}");
         let mut t = v.clone();
         let above = &best + collsched_checker::Q::new(1.into(), 1000.into());
-        t["schedule"] = json!({"bandwidth_ns": above.to_string(), "time_ns": "1000000000", "bandwidth_optimal": true});
+        t["schedule"] =
+            json!({"file": "s.json", "sha256": "0".repeat(64), "bandwidth_ns": above.to_string(), "time_ns": "1000000000", "bandwidth_optimal": true});
         let msg = rejected(&t);
         assert!(msg.contains("not the best claimed bandwidth bound"), "{msg}");
         t["schedule"]["bandwidth_optimal"] = json!(false);
-        assert!(check_str(&t.to_string()).is_ok());
+        assert!(check_bounds_str(&t.to_string()).is_ok());
     }
 
     #[test]
@@ -222,7 +223,9 @@ mod tests {
         let inst = Spec::parse(s, "t").unwrap().instance().unwrap();
         let volume = bounds(&inst.topology, &inst.collective).volume_ns.unwrap();
         v["schedule"] = schedule_json(volume, volume + Rational::from_integer(10_000), true);
-        let report = check_str(&v.to_string()).unwrap();
+        v["schedule"]["file"] = json!("s.json");
+        v["schedule"]["sha256"] = json!("0".repeat(64));
+        let report = check_bounds_str(&v.to_string()).unwrap();
         assert!(report.schedule.is_some());
         let flow = &report.claims[claim_index(&v, "flow")];
         assert_eq!(flow.derived, report.bandwidth_bound.unwrap());

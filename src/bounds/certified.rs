@@ -35,7 +35,7 @@ pub struct CertifiedBounds {
 pub fn certified_bounds(inst: &Instance, flow_time: Duration, steps_flow: bool) -> Result<CertifiedBounds> {
     let flow = FlowOptions { time_limit: flow_time, ..Default::default() };
     let cert = certificate_of_instance_with(inst, &"0".repeat(64), &flow, steps_flow);
-    let checked = collsched_checker::check_str(&cert.to_string()).map_err(|e| Error::internal(format!("the bound certificate does not check: {e}")))?;
+    let checked = collsched_checker::check_bounds_str(&cert.to_string()).map_err(|e| Error::internal(format!("the bound certificate does not check: {e}")))?;
     let latency = checked.claims.iter().find(|cl| cl.bound == "latency").map(|cl| cl.derived.clone()).unwrap_or_default();
     let steps = checked.steps_bound.as_ref().and_then(|q| q.to_integer().to_u32());
     Ok(CertifiedBounds { bandwidth: checked.bandwidth_bound, latency, steps })
@@ -72,7 +72,8 @@ pub fn certified_steps_bounds(t: &Topology, c: &Collective, flow_time: Duration)
         "instance": instance_json(&inst),
         "claims": bounds.claims.iter().map(StepsClaim::to_json).collect::<Vec<_>>(),
     });
-    let checked = collsched_checker::check_str(&cert.to_string()).map_err(|e| Error::internal(format!("the steps bound certificate does not check: {e}")))?;
+    let checked =
+        collsched_checker::check_bounds_str(&cert.to_string()).map_err(|e| Error::internal(format!("the steps bound certificate does not check: {e}")))?;
     let best = checked.steps_bound.as_ref().and_then(|q| q.to_integer().to_u32()).unwrap_or(0);
     Ok((bounds, best))
 }

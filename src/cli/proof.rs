@@ -30,12 +30,30 @@ fn absolute(path: &Path) -> PathBuf {
     out
 }
 
-/// `target` relative to the folder `base` (both made absolute first), which is how a certificate
-/// names its spec and schedule (docs/design/CLI.md, `proof check`): relative to the
-/// certificate's folder, whatever the working folder, so that a copied folder checks its own
-/// files.
+/// `path` as the file system resolves it: its longest existing ancestor canonicalized (symbolic
+/// links followed), the rest appended (the folders of an output may not exist yet).
+fn resolved(path: &Path) -> PathBuf {
+    let abs = absolute(path);
+    for (n, ancestor) in abs.ancestors().enumerate() {
+        if let Ok(real) = std::fs::canonicalize(ancestor) {
+            let rest: Vec<Component> = abs.components().collect();
+            return rest[rest.len() - n..].iter().fold(real, |p, c| p.join(c));
+        }
+    }
+    abs
+}
+
+/// The file `target` relative to the folder `base`, both resolved through symbolic links first
+/// (the file's folder, not the file: a spec that is a link is named as the link), which is how a
+/// certificate names its spec and schedule (docs/design/CLI.md, `proof check`): relative to the
+/// folder the certificate really lands in, whatever the working folder or the links on the way,
+/// so that a copied folder checks its own files.
 fn relative(target: &Path, base: &Path) -> String {
-    let (t, b) = (absolute(target), absolute(base));
+    let target = match (target.parent(), target.file_name()) {
+        (Some(dir), Some(name)) => resolved(dir).join(name),
+        _ => resolved(target),
+    };
+    let (t, b) = (target, resolved(base));
     let tc: Vec<Component> = t.components().collect();
     let bc: Vec<Component> = b.components().collect();
     let common = tc.iter().zip(&bc).take_while(|(x, y)| x == y).count();
@@ -64,7 +82,11 @@ pub fn bound(spec: &Spec, certificate: Option<&Path>, schedule: Option<&Path>, j
         (None, None) => (PathBuf::from("spec"), spec.to_json_string().into_bytes()),
     };
     let mut cert = certificate_for(spec, &bytes)?;
-    let report = collsched_checker::check_str(&cert.to_string()).map_err(|e| Error::internal(format!("the certificate we built does not check: {e}")))?;
+    // The folder the certificate really lands in (through a symbolic link, its target's), which
+    // it names its files relative to.
+    let cert_folder = certificate.map(|out| crate::io::output_target(out).map(|p| p.parent().unwrap_or(Path::new(".")).to_path_buf())).transpose()?;
+    let report =
+        collsched_checker::check_bounds_str(&cert.to_string()).map_err(|e| Error::internal(format!("the certificate we built does not check: {e}")))?;
     let best = report.bandwidth_bound.clone();
     if let Some(sched_path) = schedule {
         let (s, sha256) = read_attached(sched_path, || Ok(Some(inst.clone())))?;
@@ -75,14 +97,14 @@ pub fn bound(spec: &Spec, certificate: Option<&Path>, schedule: Option<&Path>, j
         let c = r.cost.expect("verification computes the cost");
         let optimal = best.as_ref().is_some_and(|b| &to_checker(&c.bandwidth_ns()) == b);
         let mut attach = schedule_json(c.bandwidth_ns(), c.time_ns(), optimal);
-        if let Some(out) = certificate {
-            attach["file"] = json!(relative(sched_path, out.parent().unwrap_or(Path::new("."))));
+        if let Some(folder) = &cert_folder {
+            attach["file"] = json!(relative(sched_path, folder));
             attach["sha256"] = json!(sha256);
         }
         cert["schedule"] = attach;
     }
-    if let Some(out) = certificate {
-        cert["spec"] = json!(relative(&spec_path, out.parent().unwrap_or(Path::new("."))));
+    if let (Some(out), Some(folder)) = (certificate, &cert_folder) {
+        cert["spec"] = json!(relative(&spec_path, folder));
         collsched_checker::check_str(&cert.to_string()).map_err(|e| Error::bad(format!("the schedule does not meet the bounds: {e}")))?;
         // The spec built from flags and the certificate that names it appear together or not at
         // all: a certificate that cannot be written takes the spec written beside it away.
@@ -131,6 +153,13 @@ fn json_format(path: &Path) -> Option<String> {
     value.as_str().map(str::to_string)
 }
 
+/// Whether a JSON file has a key only a certificate has (`claims`, `spec_sha256`): one that lacks
+/// `format` and keeps `instance` is still a certificate, to be read as one and refused for what it
+/// lacks, not taken for an SCCL algorithm (which has an `instance` too).
+fn has_certificate_keys(path: &Path) -> bool {
+    crate::io::first_top_level_key(path, &["claims", "spec_sha256"]).is_ok_and(|k| k.is_some())
+}
+
 /// The certificate files under the paths, and how many files the folders held that are not
 /// certificates (specs, schedules, a sweep's `index.json`, SCCL algorithms a certificate may
 /// attach), which are passed over. A file named on the command line is checked whatever its
@@ -154,7 +183,7 @@ fn certificate_files(paths: &[PathBuf]) -> Result<(Vec<PathBuf>, usize)> {
                     passed_over += 1;
                 }
             }
-        } else if p.exists() && crate::export::sccl::is_sccl_json(p)? {
+        } else if p.exists() && crate::export::sccl::is_sccl_json(p)? && !has_certificate_keys(p) {
             return Err(Error::bad(format!(
                 "{}: an SCCL algorithm, not a certificate: check it with `collsched verify {0}`, or attach it to one with `collsched bound SPEC --schedule {0} --certificate OUT`",
                 p.display()

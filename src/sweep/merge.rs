@@ -282,7 +282,7 @@ fn check_class(dir: &Path, c: &ClassEntry) -> Result<()> {
         return Err(refused("not as the sweep writes it (pretty-printed JSON, one value per line as written by serde_json)".into()));
     }
     for (field, named, own) in
-        [("spec", report.spec.as_deref(), &files.spec), ("schedule.file", report.schedule.as_ref().and_then(|s| s.file.as_deref()), &files.schedule)]
+        [("spec", report.spec.as_deref(), &files.spec), ("schedule.file", report.schedule.as_ref().map(|s| s.file.as_str()), &files.schedule)]
     {
         let own = format!("../{own}");
         if named != Some(own.as_str()) {
@@ -292,7 +292,7 @@ fn check_class(dir: &Path, c: &ClassEntry) -> Result<()> {
     }
     let (schedule, cost) = checked.schedule.ok_or_else(|| refused("field `schedule.file`: no schedule attached".into()))?;
     let entry = c.schedule.as_ref().expect("a class with a schedule");
-    let sha256 = report.schedule.as_ref().and_then(|s| s.sha256.clone()).unwrap_or_default();
+    let sha256 = report.schedule.as_ref().map(|s| s.sha256.clone()).unwrap_or_default();
     // The candidate chosen is recorded in the schedule too (`meta.sweep`, with the class), which
     // its SHA-256 and the certificate hold.
     let meta = schedule.header.meta.as_ref().and_then(|m| m.get("sweep"));

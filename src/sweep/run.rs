@@ -385,7 +385,7 @@ impl Plan {
         // The same flow budget as the synthesis gives its own certified bound.
         let flow = FlowOptions { time_limit: self.setup.synth.time_limit.mul_f64(0.1).min(Duration::from_secs(20)), ..Default::default() };
         let mut cert = certificate_of_instance(inst, &sha256_hex(spec_text.as_bytes()), &flow);
-        let checked = collsched_checker::check_str(&cert.to_string())
+        let checked = collsched_checker::check_bounds_str(&cert.to_string())
             .map_err(|e| Error::internal(format!("{}: the bound certificate does not check: {e}", files.certificate)))?;
         let certified = Certified::of(&checked, cost);
         let mut attached = schedule_json(certified.cost.bandwidth_ns(), certified.cost.time_ns(), certified.bandwidth_optimal);
