@@ -261,6 +261,24 @@ mod tests {
         assert!(report.findings.failures().iter().any(|d| d.to_string().contains("loses the contributions")), "{:?}", report.findings.failures());
     }
 
+    /// msccl-tools' `examples/mscclang/allreduce_a100_allpairs_v2.py 4 1` (commit 030a750):
+    /// every gpu receives its peers' chunks into scratch, reduces them as a tree there
+    /// (`re s[0] <- s[2]`) and then into its input (`re i[r] <- s[0]`). The receive into
+    /// `s[0]`, the target of the first `re`, is a reduce as much as the one into `s[2]`; it was
+    /// imported as a copy, which met the other's reduce in its step (rule 4).
+    #[test]
+    fn a_receive_reduced_into_by_a_tree_of_local_reduces_is_a_reduce() {
+        let xml = include_str!("../../../tests/data/msccl/allreduce_a100_allpairs_v2_4.xml");
+        let s = import_msccl(xml, None).unwrap();
+        let report = verify_schedule(&s, &VerifyOptions::default()).unwrap();
+        assert!(report.is_valid(), "{:?}", report.findings.failures());
+        // The reduce-scatter half: every gpu's three peers reduce into it; then it sends its
+        // block to each of them.
+        let ops: Vec<(usize, Op)> = s.steps.iter().enumerate().flat_map(|(i, st)| st.transfers.iter().map(move |t| (i, t.op))).collect();
+        assert_eq!(ops.iter().filter(|&&(i, op)| i == 0 && op == Op::Reduce).count(), 12);
+        assert_eq!(ops.iter().filter(|&&(i, op)| i == 1 && op == Op::Copy).count(), 12);
+    }
+
     /// All-pairs all-reduce on 3 gpus over 2 channels (as msccl-scheduler's ndv4 `ap-1pass`):
     /// every gpu sends its raw input to each peer on each channel and reduces what it receives
     /// into its input once the channel's sends are done. Under buffering a channel may finish

@@ -167,8 +167,10 @@ pub struct Message {
     /// The receiving gpu.
     pub to: usize,
     /// Whether the receiver reduces it with its own chunks: in the receiving step (`rr*`), or
-    /// later with a `re` that reads it where it landed (a receive into scratch, then a local
-    /// reduce into the chunk that accumulates), or where a `cpy` moved it unchanged.
+    /// later with a reduction that reads it where it landed or where a `cpy` moved it
+    /// unchanged: a `re` from it (a receive into scratch, then a local reduce into the chunk
+    /// that accumulates) or into it (a tree of `re`s in scratch), or an `rr*` that reduces it
+    /// with what arrives.
     pub reduce: bool,
     /// What it carries.
     pub payload: Vec<Option<ChunkValue>>,
@@ -925,6 +927,8 @@ impl Sim {
             readers.push(node);
         }
         if let (true, Some(c)) = (op.kind.reduces_received(), in_conn) {
+            // What a plain receive left in `cells` is reduced with what arrives now.
+            self.reduced_here(g, &cells);
             let node = self.fifos[c].messages[op.in_msg].node;
             self.nodes[node].after.extend(deps.iter().map(|&d| (d, true)));
             readers.push(node);
@@ -1124,11 +1128,11 @@ impl Sim {
         let landed: Vec<Option<usize>> = src_cells.iter().map(|&c| self.mem.landed[g][c]).collect();
         let value = if op.kind == StepKind::Reduce {
             let (old, _) = self.read(g, op.dst, op.cnt, &at);
-            // What arrived in a plain receive and is reduced here was, for the schedule, a
-            // reduce into this gpu's value.
-            for &m in landed.iter().flatten() {
-                self.messages[m].reduce = true;
-            }
+            // What arrived in a plain receive and is reduced here, on either side (a tree of
+            // `re`s in scratch: `re X <- Y`, then `re i <- X`), was for the schedule a reduce
+            // into this gpu's value.
+            self.reduced_here(g, &src_cells);
+            self.reduced_here(g, &dst_cells);
             self.combine(&old, &src, &at)
         } else {
             src
@@ -1152,6 +1156,16 @@ impl Sim {
             self.mem.by[g][dc] = by;
             self.mem.readers[g][dc].clear();
             self.mem.landed[g][dc] = if op.kind == StepKind::Copy { landed.get(k).copied().flatten() } else { None };
+        }
+    }
+
+    /// Marks the messages whose data `cells` of gpu `g` hold as it arrived in a plain receive
+    /// (or a `cpy` of it) as reduces: a reduction now combines that data with other chunks.
+    fn reduced_here(&mut self, g: usize, cells: &[usize]) {
+        for &c in cells {
+            if let Some(m) = self.mem.landed[g][c] {
+                self.messages[m].reduce = true;
+            }
         }
     }
 
