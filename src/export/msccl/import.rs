@@ -303,6 +303,31 @@ mod tests {
         assert_eq!(s.steps.len(), 1);
     }
 
+    /// The same all-pairs all-reduce onto a one-way ring of 3: its messages must share one step
+    /// (each gpu reduces into the input its sends read), and gpu 0's message to gpu 2 can only
+    /// go 0 -> 1 -> 2, over the link of its message to gpu 1. It was refused ("must share a
+    /// step but cannot"); it imports with the link shared, which verify reports as rule 2
+    /// unless contention is allowed (MODEL.md rule 2), as for msccl-scheduler's ndv4 `ap-1pass`
+    /// onto a fat tree.
+    #[test]
+    fn messages_that_must_share_a_step_share_links_and_rule_2_says_so() {
+        let xml = include_str!("../../../tests/data/msccl/allreduce_allpairs_3gpu_2chan.xml");
+        let mut b = TopologyBuilder::new();
+        let nodes: Vec<NodeId> = (0..3).map(|g| b.node(NodeKind::Npu, format!("gpu{g}"))).collect();
+        for i in 0..3 {
+            b.link(nodes[i], nodes[(i + 1) % 3], 1.0, 0.0, LinkClass::Custom);
+        }
+        let one_way = b.build(Shape::Custom, 0.0).unwrap();
+        let s = import_msccl(xml, Some(&one_way)).unwrap();
+        assert_eq!(s.steps.len(), 1);
+        assert!(s.steps[0].transfers.iter().all(|t| t.op == Op::Reduce));
+        let strict = verify_schedule(&s, &VerifyOptions::default()).unwrap();
+        let failures: Vec<String> = strict.findings.failures().iter().map(|d| d.to_string()).collect();
+        assert!(!failures.is_empty() && failures.iter().all(|f| f.contains("rule 2")), "{failures:?}");
+        let allowed = verify_schedule(&s, &VerifyOptions { allow_contention: true, ..VerifyOptions::default() }).unwrap();
+        assert!(allowed.is_valid(), "{:?}", allowed.findings.failures());
+    }
+
     #[test]
     fn torus_all_to_all_round_trips() {
         for (dims, sched) in [(&[4][..], Scheduler::Sequential), (&[4, 4][..], Scheduler::DimRotation)] {
