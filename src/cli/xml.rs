@@ -10,7 +10,7 @@
 use crate::error::{Error, ExitCode, Result};
 use crate::export::msccl::model::{Program, Proto};
 use crate::export::msccl::races::MAX_ORDER_WORK;
-use crate::export::msccl::{import_program, Onto, PlacementRun, SimError, XmlReport};
+use crate::export::msccl::{import_program, pieces_per_block, Onto, PlacementRun, SimError, XmlReport};
 use crate::export::{check_xml, Buffering};
 use crate::spec::{Instance, Spec};
 use crate::verify::{verify_schedule_checked, VerifyOptions};
@@ -163,9 +163,11 @@ fn same_collective(p: &Program, inst: &Instance) -> Result<()> {
             spec.num_ranks()
         )));
     }
-    // The import cuts each block into nchunksperloop / ngpus pieces.
-    let pieces = p.nchunksperloop.unwrap_or(0).checked_div(ngpus).unwrap_or(0);
-    if inst.pieces_given && pieces != i64::from(spec.pieces) {
+    // The import cuts each block into nchunksperloop / ngpus pieces (an all-reduce's chunks
+    // that are not a multiple of its gpus: the fewest pieces that fill each chunk).
+    let chunks = usize::try_from(p.nchunksperloop.unwrap_or(0)).unwrap_or(0);
+    let pieces = pieces_per_block(spec.kind, spec.num_ranks(), chunks).map_or(0, |(pieces, _)| pieces);
+    if inst.pieces_given && pieces != spec.pieces {
         return Err(Error::bad(format!(
             "the file cuts blocks into {pieces} pieces (nchunksperloop=\"{}\" over ngpus=\"{ngpus}\"), the spec into {}",
             p.nchunksperloop.unwrap_or(0),

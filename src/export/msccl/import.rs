@@ -3,7 +3,8 @@
 //!
 //! **Collective.** `coll` gives the kind (all-to-all, all-gather, reduce-scatter in either
 //! spelling, all-reduce), `ngpus` the ranks R (gpu g is rank g, npu id g), and `nchunksperloop`
-//! = R*P the pieces per block P, laid out as [`crate::lower::Layout`] says. The XML names no
+//! = R*P the pieces per block P, laid out as [`crate::lower::Layout`] says (an all-reduce's
+//! chunks need not be a multiple of R: [`pieces_per_block`]). The XML names no
 //! sizes: onto a spec ([`Onto`]) gpu g is the spec's rank g and the pieces are sized by its bytes
 //! per rank; otherwise gpu g is npu g and the imported collective has `bytes_per_rank` =
 //! `nchunksperloop`, one byte per chunk.
@@ -13,7 +14,9 @@
 //! paths from a to b through switches and npus outside the ranks (a single hop,
 //! docs/design/MODEL.md section 3, as [`crate::topology::hops`] lists them), the first that
 //! shares no link with another pair's transfer in its step; when every one does, the
-//! message moves to a later step (the network carries it after the sends in its way). Where no
+//! message moves to a later step (the network carries it after the sends in its way), unless
+//! it must share its step with messages whose paths cannot all be disjoint even alone in a new
+//! one: they then share links there (rule 2, which `expect.allow_contention` allows). Where no
 //! such path exists, the shortest paths through other ranks' routers (a routed transfer, as the
 //! fold of FoldedRing on a ring with a failed cable). A pair that no path joins is refused.
 //! Without a topology, onto a full mesh of R npus built here (every ordered pair a link,
@@ -39,7 +42,7 @@ use crate::error::{Error, Result};
 use crate::schedule::{Op, Schedule, ScheduleHeader, Step, Transfer};
 use crate::topology::hops::switch_paths;
 use crate::topology::{LinkClass, LinkId, NodeId, NodeKind, Shape, Topology, TopologyBuilder};
-use crate::units::to_f64;
+use crate::units::{to_f64, Rational};
 use std::collections::{BTreeMap, HashMap};
 
 /// A full mesh of `n` npus: every ordered pair a link of bandwidth 1 GB/s and latency 0.
@@ -97,10 +100,8 @@ pub fn import_program(p: &Program, onto: Option<Onto>) -> Result<Schedule> {
         Error::bad(format!("MSCCL XML: coll=\"{coll_text}\": only alltoall, allgather, reducescatter (reduce_scatter) and allreduce can be imported"))
     })?;
     let (n, per_loop) = (usize::try_from(p.ngpus.unwrap_or(0)).unwrap_or(0), usize::try_from(p.nchunksperloop.unwrap_or(0)).unwrap_or(0));
-    if n == 0 || per_loop == 0 || per_loop % n != 0 {
-        return Err(Error::bad(format!("MSCCL XML: nchunksperloop=\"{per_loop}\" is not a positive multiple of ngpus=\"{n}\"")));
-    }
-    let pieces = u32::try_from(per_loop / n).map_err(|_| Error::bad("MSCCL XML: nchunksperloop is too large"))?;
+    let (pieces, per_chunk) = pieces_per_block(kind, n, per_loop)
+        .ok_or_else(|| Error::bad(format!("MSCCL XML: nchunksperloop=\"{per_loop}\" is not a positive multiple of ngpus=\"{n}\"")))?;
     let built;
     let topo = match onto {
         Some(o) => o.topology,
@@ -122,13 +123,15 @@ pub fn import_program(p: &Program, onto: Option<Onto>) -> Result<Schedule> {
     if let Some(why) = &run.unleveled {
         return Err(Error::bad(format!("MSCCL import ({}): {why}", placement.name())));
     }
-    let piece = |v: &ChunkValue| -> Option<PieceId> {
+    // The pieces a chunk holds: one, or for an all-reduce whose chunks are not a multiple of
+    // its gpus, `per_chunk` consecutive ones.
+    let piece = |v: &ChunkValue| -> Option<Vec<PieceId>> {
         let (o, p) = (v.offset as u32, pieces);
         let origin = *v.gpus.first()? as u32;
         Some(match kind {
-            CollectiveKind::AllToAll => PieceId::a2a(origin, o / p, o % p),
-            CollectiveKind::AllGather => PieceId::block(origin, o),
-            _ => PieceId::block(o / p, o % p),
+            CollectiveKind::AllToAll => vec![PieceId::a2a(origin, o / p, o % p)],
+            CollectiveKind::AllGather => vec![PieceId::block(origin, o)],
+            _ => (o * per_chunk..(o + 1) * per_chunk).map(|x| PieceId::block(x / p, x % p)).collect(),
         })
     };
     let mut levels: BTreeMap<usize, Vec<Transfer>> = BTreeMap::new();
@@ -142,7 +145,8 @@ pub fn import_program(p: &Program, onto: Option<Onto>) -> Result<Schedule> {
             .payload
             .iter()
             .map(|v| v.as_ref().and_then(piece))
-            .collect::<Option<_>>()
+            .collect::<Option<Vec<Vec<PieceId>>>>()
+            .map(|p| p.concat())
             .ok_or_else(|| Error::bad(format!("MSCCL XML: gpu {} sends gpu {} a chunk that holds nothing", m.from, m.to)))?;
         let step = levels.entry(m.level).or_default();
         // A transfer lists a piece once (MODEL.md rule 1), as the messages it merges deliver it.
@@ -163,8 +167,30 @@ pub fn import_program(p: &Program, onto: Option<Onto>) -> Result<Schedule> {
     let steps = levels.into_values().map(|transfers| Step { transfers }).collect();
     let name = p.name.clone().unwrap_or_default();
     let proto = p.proto.as_ref().map(|(t, _)| t.clone()).unwrap_or_default();
-    let meta = serde_json::json!({ "imported_from": "msccl-xml", "name": name, "proto": proto, "bytes_per_chunk": serde_json::to_value(to_f64(&collective.piece_size_at(0))).unwrap_or_default(), "placement": placement.name() });
+    let meta = serde_json::json!({ "imported_from": "msccl-xml", "name": name, "proto": proto, "bytes_per_chunk": serde_json::to_value(to_f64(&(collective.piece_size_at(0) * Rational::from_integer(i128::from(per_chunk))))).unwrap_or_default(), "placement": placement.name() });
     Ok(Schedule { header: ScheduleHeader { topology: topo.clone(), collective, meta: Some(meta) }, steps })
+}
+
+/// How the import cuts a block (module docs): the pieces per block P and the pieces of one chunk,
+/// for `ngpus` gpus and `nchunksperloop` chunks. A multiple of the gpus gives P = chunks / gpus
+/// and one piece a chunk; an all-reduce's chunks need not be (msccl-tools'
+/// `allreduce_a100_ncv4_v2.py` cuts the buffer of 4 gpus in 2): the fewest pieces per block
+/// that a whole number of pieces fills each chunk with, P = chunks / g and gpus / g pieces a
+/// chunk, g their greatest common divisor. `None`: no such cut (no gpus or chunks, or another
+/// kind's chunks not a multiple of its gpus, which its reader rules refuse).
+pub fn pieces_per_block(kind: CollectiveKind, ngpus: usize, nchunksperloop: usize) -> Option<(u32, u32)> {
+    if ngpus == 0 || nchunksperloop == 0 {
+        return None;
+    }
+    let (mut a, mut b) = (ngpus, nchunksperloop);
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    let g = if kind == CollectiveKind::AllReduce { a } else { ngpus };
+    if nchunksperloop % g != 0 {
+        return None;
+    }
+    Some((u32::try_from(nchunksperloop / g).ok()?, u32::try_from(ngpus / g).ok()?))
 }
 
 /// The candidate paths of every pair the program sends over (module docs): the direct up link,
@@ -261,6 +287,48 @@ mod tests {
         assert!(report.findings.failures().iter().any(|d| d.to_string().contains("loses the contributions")), "{:?}", report.findings.failures());
     }
 
+    /// msccl-tools' `examples/mscclang/allreduce_a100_allpairs_v2.py 4 1` (commit 030a750):
+    /// every gpu receives its peers' chunks into scratch, reduces them as a tree there
+    /// (`re s[0] <- s[2]`) and then into its input (`re i[r] <- s[0]`). The receive into
+    /// `s[0]`, the target of the first `re`, is a reduce as much as the one into `s[2]`; it was
+    /// imported as a copy, which met the other's reduce in its step (rule 4).
+    #[test]
+    fn a_receive_reduced_into_by_a_tree_of_local_reduces_is_a_reduce() {
+        let xml = include_str!("../../../tests/data/msccl/allreduce_a100_allpairs_v2_4.xml");
+        let s = import_msccl(xml, None).unwrap();
+        let report = verify_schedule(&s, &VerifyOptions::default()).unwrap();
+        assert!(report.is_valid(), "{:?}", report.findings.failures());
+        // The reduce-scatter half: every gpu's three peers reduce into it; then it sends its
+        // block to each of them.
+        let ops: Vec<(usize, Op)> = s.steps.iter().enumerate().flat_map(|(i, st)| st.transfers.iter().map(move |t| (i, t.op))).collect();
+        assert_eq!(ops.iter().filter(|&&(i, op)| i == 0 && op == Op::Reduce).count(), 12);
+        assert_eq!(ops.iter().filter(|&&(i, op)| i == 1 && op == Op::Copy).count(), 12);
+    }
+
+    /// msccl-tools' `examples/mscclang/allreduce_a100_ncv4_v2.py 4 1` cuts the buffer of 4 gpus
+    /// in 2 chunks (nchunksperloop="2"), which the runtime runs; it was refused as "not a
+    /// positive multiple of ngpus". Each chunk is two pieces of blocks of one piece.
+    #[test]
+    fn an_all_reduce_in_fewer_chunks_than_gpus_imports_with_pieces_per_chunk() {
+        assert_eq!(pieces_per_block(CollectiveKind::AllReduce, 4, 2), Some((1, 2)));
+        assert_eq!(pieces_per_block(CollectiveKind::AllReduce, 4, 6), Some((3, 2)));
+        assert_eq!(pieces_per_block(CollectiveKind::AllReduce, 4, 8), Some((2, 1)));
+        assert_eq!(pieces_per_block(CollectiveKind::AllGather, 4, 2), None);
+        assert_eq!(pieces_per_block(CollectiveKind::AllReduce, 0, 2), None);
+        let xml = include_str!("../../../tests/data/msccl/allreduce_a100_ncv4_v2_4.xml");
+        let s = import_msccl(xml, None).unwrap();
+        assert_eq!((s.header.collective.pieces, s.header.collective.bytes_per_rank), (1, 2));
+        assert_eq!(s.header.meta.as_ref().unwrap()["bytes_per_chunk"], 1.0);
+        let report = verify_schedule(&s, &VerifyOptions::default()).unwrap();
+        assert!(report.is_valid(), "{:?}", report.findings.failures());
+        // Every message carries whole chunks: pieces 0 and 1, or 2 and 3.
+        for t in s.steps.iter().flat_map(|st| &st.transfers) {
+            let mut blocks: Vec<u32> = t.pieces.iter().map(|p| p.parts()[0]).collect();
+            blocks.sort_unstable();
+            assert!(blocks.chunks(2).all(|c| c.len() == 2 && c[0] / 2 == c[1] / 2 && c[0] != c[1]), "{blocks:?}");
+        }
+    }
+
     /// All-pairs all-reduce on 3 gpus over 2 channels (as msccl-scheduler's ndv4 `ap-1pass`):
     /// every gpu sends its raw input to each peer on each channel and reduces what it receives
     /// into its input once the channel's sends are done. Under buffering a channel may finish
@@ -283,6 +351,31 @@ mod tests {
         let s = import_msccl(&swapped, None).unwrap();
         assert!(verify_schedule(&s, &VerifyOptions::default()).unwrap().is_valid());
         assert_eq!(s.steps.len(), 1);
+    }
+
+    /// The same all-pairs all-reduce onto a one-way ring of 3: its messages must share one step
+    /// (each gpu reduces into the input its sends read), and gpu 0's message to gpu 2 can only
+    /// go 0 -> 1 -> 2, over the link of its message to gpu 1. It was refused ("must share a
+    /// step but cannot"); it imports with the link shared, which verify reports as rule 2
+    /// unless contention is allowed (MODEL.md rule 2), as for msccl-scheduler's ndv4 `ap-1pass`
+    /// onto a fat tree.
+    #[test]
+    fn messages_that_must_share_a_step_share_links_and_rule_2_says_so() {
+        let xml = include_str!("../../../tests/data/msccl/allreduce_allpairs_3gpu_2chan.xml");
+        let mut b = TopologyBuilder::new();
+        let nodes: Vec<NodeId> = (0..3).map(|g| b.node(NodeKind::Npu, format!("gpu{g}"))).collect();
+        for i in 0..3 {
+            b.link(nodes[i], nodes[(i + 1) % 3], 1.0, 0.0, LinkClass::Custom);
+        }
+        let one_way = b.build(Shape::Custom, 0.0).unwrap();
+        let s = import_msccl(xml, Some(&one_way)).unwrap();
+        assert_eq!(s.steps.len(), 1);
+        assert!(s.steps[0].transfers.iter().all(|t| t.op == Op::Reduce));
+        let strict = verify_schedule(&s, &VerifyOptions::default()).unwrap();
+        let failures: Vec<String> = strict.findings.failures().iter().map(|d| d.to_string()).collect();
+        assert!(!failures.is_empty() && failures.iter().all(|f| f.contains("rule 2")), "{failures:?}");
+        let allowed = verify_schedule(&s, &VerifyOptions { allow_contention: true, ..VerifyOptions::default() }).unwrap();
+        assert!(allowed.is_valid(), "{:?}", allowed.findings.failures());
     }
 
     #[test]

@@ -22,7 +22,7 @@ pub mod simulate;
 pub mod write;
 
 pub use check::{check_reader_rules, check_xml, PlacementRun, XmlReport};
-pub use import::{import_msccl, import_program, Onto};
+pub use import::{import_msccl, import_program, pieces_per_block, Onto};
 pub use model::Runtime;
 pub use simulate::{Buffering, SimError};
 pub use write::{msccl_xml, MscclOptions};

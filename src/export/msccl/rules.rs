@@ -69,8 +69,12 @@ pub fn check_program(p: &Program, runtime: Runtime) -> Problems {
     let mut out = Problems::default();
     algo(p, runtime, &mut out);
     let ngpus = p.ngpus.unwrap_or(0);
-    // The reader stores at most MAX_CHILDREN gpus, so beyond that every gpu is missing anyway
-    // (one error says so, below).
+    // The reader stores at most MAX_CHILDREN gpus: beyond that the count is the one error, not
+    // every gpu that is missing.
+    let too_many = ngpus > MAX_CHILDREN as i64;
+    if too_many {
+        out.errors.push(format!("<algo>: ngpus=\"{ngpus}\" is more gpus than the reader stores (at most {MAX_CHILDREN} <gpu> elements)"));
+    }
     let mut seen = vec![false; usize::try_from(ngpus).unwrap_or(0).min(MAX_CHILDREN)];
     for gpu in &p.gpus {
         match usize::try_from(gpu.id).ok().filter(|&g| g < seen.len()) {
@@ -80,11 +84,8 @@ pub fn check_program(p: &Program, runtime: Runtime) -> Problems {
         }
         gpu_rules(p, gpu, runtime, &mut out);
     }
-    for (g, _) in seen.iter().enumerate().filter(|(_, s)| !**s) {
+    for (g, _) in seen.iter().enumerate().filter(|(_, s)| !**s && !too_many) {
         out.errors.push(format!("gpu {g} is missing: that rank would run nothing and its peers wait for it forever"));
-    }
-    if ngpus > MAX_CHILDREN as i64 {
-        out.errors.push(format!("<algo>: ngpus=\"{ngpus}\" is more gpus than the reader stores (at most {MAX_CHILDREN} <gpu> elements)"));
     }
     if p.gpus.len() > MAX_CHILDREN {
         out.errors.push(format!("<algo>: {} gpus; the reader stores at most {MAX_CHILDREN} children of an element", p.gpus.len()));
@@ -482,6 +483,20 @@ mod tests {
             assert!(p.errors.iter().any(|e| e.contains(want)), "{want}: {:?}", p.errors);
             assert!(p.errors.len() < 2000, "{}", p.errors.len());
         }
+    }
+
+    /// More gpus than the reader stores is one error, not one per missing gpu (a tester's
+    /// ngpus="1025" listed 1021 missing gpus before it).
+    #[test]
+    fn too_many_gpus_is_one_error_not_a_missing_gpu_each() {
+        for ngpus in [1025, 2147483647] {
+            let p = problems(&EXCHANGE.replacen(r#"ngpus="2""#, &format!(r#"ngpus="{ngpus}""#), 1));
+            assert!(p.errors.iter().any(|e| e.contains(&format!(r#"<algo>: ngpus="{ngpus}" is more gpus than the reader stores"#))), "{:?}", p.errors);
+            assert!(!p.errors.iter().any(|e| e.contains("is missing")), "{:?}", &p.errors[..p.errors.len().min(3)]);
+        }
+        // At the limit, a missing gpu is still named.
+        let p = problems(&EXCHANGE.replacen(r#"ngpus="2""#, r#"ngpus="1024""#, 1));
+        assert!(p.errors.iter().any(|e| e.starts_with("gpu 1023 is missing")), "{:?}", &p.errors[..p.errors.len().min(3)]);
     }
 
     /// A gpu with more elements than the reader stores is named once, alike by the reader's rules

@@ -169,8 +169,10 @@ pub struct Message {
     /// The receiving gpu.
     pub to: usize,
     /// Whether the receiver reduces it with its own chunks: in the receiving step (`rr*`), or
-    /// later with a `re` that reads it where it landed (a receive into scratch, then a local
-    /// reduce into the chunk that accumulates), or where a `cpy` moved it unchanged.
+    /// later with a reduction that reads it where it landed or where a `cpy` moved it
+    /// unchanged: a `re` from it (a receive into scratch, then a local reduce into the chunk
+    /// that accumulates) or into it (a tree of `re`s in scratch), or an `rr*` that reduces it
+    /// with what arrives.
     pub reduce: bool,
     /// What it carries.
     pub payload: Vec<Option<ChunkValue>>,
@@ -938,6 +940,8 @@ impl Sim {
             readers.push(node);
         }
         if let (true, Some(c)) = (op.kind.reduces_received(), in_conn) {
+            // What a plain receive left in `cells` is reduced with what arrives now.
+            self.reduced_here(g, &cells);
             let node = self.fifos[c].messages[op.in_msg].node;
             self.nodes[node].after.extend(deps.iter().map(|&d| (d, true)));
             readers.push(node);
@@ -986,9 +990,12 @@ impl Sim {
     /// not come before one another in a cycle (a swap: each overwrites what the other read)
     /// share a level; the groups are taken in an order where each comes after the groups it
     /// follows ([`Node::after`]), each at the first level that is after (or, not strictly, not
-    /// before) them where every member's pair and links are free ([`Sim::claim_at`]). A
-    /// cycle through a strict constraint, or a group whose members cannot share any level,
-    /// leaves level 0 and is described in the answer.
+    /// before) them where every member's pair and links are free ([`Sim::claim_at`]); a group
+    /// that fits in no level with disjoint paths, even alone in a new one, takes that new level
+    /// with paths that share as few links as they can (verify reports rule 2). A cycle through
+    /// a strict constraint, or a group whose members cannot share any level (a gpu pair would
+    /// carry a copy and a reduce, or a piece twice), leaves level 0 and is described in the
+    /// answer.
     fn level(&mut self) -> Option<String> {
         let n = self.messages.len();
         let mut next: Vec<Vec<(usize, bool)>> = vec![Vec::new(); n];
@@ -1039,15 +1046,23 @@ impl Sim {
         while let Some((_, q)) = ready.pop() {
             let mut level = earliest[q];
             let routes = loop {
-                let mut undo = Vec::new();
-                let routes: Option<Vec<Vec<usize>>> = members[q].iter().map(|&m| self.claim_at(level, m, &mut undo)).collect();
-                if let Some(routes) = routes {
+                // Alone in a step of their own, members whose paths cannot all be disjoint
+                // share links: the schedule still runs, and verify reports rule 2 (MODEL.md).
+                let mut found = None;
+                for share in [false, true].into_iter().take(if level > highest { 2 } else { 1 }) {
+                    let mut undo = Vec::new();
+                    let routes: Option<Vec<Vec<usize>>> = members[q].iter().map(|&m| self.claim_at(level, m, share, &mut undo)).collect();
+                    if routes.is_some() {
+                        found = routes;
+                        break;
+                    }
+                    self.undo(undo);
+                }
+                if let Some(routes) = found {
                     break routes;
                 }
-                self.undo(undo);
                 if level > highest {
-                    // Alone in a step of their own, they still do not fit together.
-                    return Some(format!("the messages {} must share a step but cannot (the same gpu pair, pieces or links)", describe(self, &members[q])));
+                    return Some(self.unshareable(&members[q]));
                 }
                 level += 1;
             };
@@ -1074,9 +1089,10 @@ impl Sim {
 
     /// Claims `level` for message `m`, if its gpu pair carries nothing then or the same
     /// operation on other pieces (and, for a pair with candidate paths that carries nothing yet,
-    /// one of them has no link another pair takes then): the path it takes. What it claimed is
+    /// one of them has no link another pair takes then, or with `share` the one with the
+    /// fewest such links): the path it takes. What it claimed is
     /// logged in `undo`.
-    fn claim_at(&mut self, level: usize, m: usize, undo: &mut Vec<Undo>) -> Option<Vec<usize>> {
+    fn claim_at(&mut self, level: usize, m: usize, share: bool, undo: &mut Vec<Undo>) -> Option<Vec<usize>> {
         let (from, to, reduce) = (self.messages[m].from, self.messages[m].to, self.messages[m].reduce);
         let keys: Vec<PieceKey> = self.messages[m]
             .payload
@@ -1088,10 +1104,12 @@ impl Sim {
         let candidates = self.routes.get(&(from, to)).map_or(&direct[..], |c| &c[..]);
         match self.pairs.get_mut(&(level, from, to)) {
             None => {
-                let route = candidates.iter().find(|r| r.iter().all(|&l| !self.taken.contains(&(level, l))))?.clone();
+                let busy = |r: &Vec<usize>| r.iter().filter(|&&l| self.taken.contains(&(level, l))).count();
+                let route = if share { candidates.iter().min_by_key(|r| busy(r)) } else { candidates.iter().find(|r| busy(r) == 0) }?.clone();
                 for &l in &route {
-                    self.taken.insert((level, l));
-                    undo.push(Undo::Link((level, l)));
+                    if self.taken.insert((level, l)) {
+                        undo.push(Undo::Link((level, l)));
+                    }
                 }
                 self.pairs.insert((level, from, to), Claim { reduce, held: keys, route: route.clone() });
                 undo.push(Undo::Pair((level, from, to)));
@@ -1104,6 +1122,45 @@ impl Sim {
             }
             Some(_) => None,
         }
+    }
+
+    /// Why messages that must share a step cannot, even sharing links: the first gpu pair
+    /// among them that would carry both a copy and a reduce, or one piece twice, in that step
+    /// (a transfer has one operation and lists a piece once, MODEL.md section 3 and rule 1).
+    fn unshareable(&self, members: &[usize]) -> String {
+        let keys = |m: usize| -> Vec<PieceKey> {
+            let reducing = self.reducing_kind;
+            self.messages[m].payload.iter().flatten().map(|v| (v.offset, if reducing { usize::MAX } else { v.gpus.first().copied().unwrap_or(0) })).collect()
+        };
+        let mut seen: HashMap<(usize, usize), (bool, Vec<PieceKey>)> = HashMap::new();
+        let mut why = None;
+        for &m in members {
+            let (from, to, reduce) = (self.messages[m].from, self.messages[m].to, self.messages[m].reduce);
+            let k = keys(m);
+            match seen.get_mut(&(from, to)) {
+                Some((r, _)) if *r != reduce => {
+                    why = Some(format!("gpu {from} -> gpu {to} would carry both a copy and a reduce in that step (a transfer has one operation)"))
+                }
+                Some((_, held)) if k.iter().any(|x| held.contains(x)) => {
+                    why = Some(format!("gpu {from} -> gpu {to} would carry one piece twice in that step (a transfer lists a piece once)"))
+                }
+                Some((_, held)) => held.extend(k),
+                None => {
+                    seen.insert((from, to), (reduce, k));
+                }
+            }
+            if why.is_some() {
+                break;
+            }
+        }
+        let shown: Vec<String> = members.iter().take(4).map(|&m| format!("gpu {} -> gpu {}", self.messages[m].from, self.messages[m].to)).collect();
+        format!(
+            "the {} messages {}{} must share a step (each overwrites a chunk another reads, or reads one another writes) but cannot: {}",
+            members.len(),
+            shown.join(", "),
+            if members.len() > 4 { ", ..." } else { "" },
+            why.unwrap_or_else(|| "they do not fit in one step".to_string())
+        )
     }
 
     /// Takes back what [`Sim::claim_at`] claimed, latest first.
@@ -1137,11 +1194,11 @@ impl Sim {
         let landed: Vec<Option<usize>> = src_cells.iter().map(|&c| self.mem.landed[g][c]).collect();
         let value = if op.kind == StepKind::Reduce {
             let (old, _) = self.read(g, op.dst, op.cnt, &at);
-            // What arrived in a plain receive and is reduced here was, for the schedule, a
-            // reduce into this gpu's value.
-            for &m in landed.iter().flatten() {
-                self.messages[m].reduce = true;
-            }
+            // What arrived in a plain receive and is reduced here, on either side (a tree of
+            // `re`s in scratch: `re X <- Y`, then `re i <- X`), was for the schedule a reduce
+            // into this gpu's value.
+            self.reduced_here(g, &src_cells);
+            self.reduced_here(g, &dst_cells);
             self.combine(&old, &src, &at)
         } else {
             src
@@ -1165,6 +1222,16 @@ impl Sim {
             self.mem.by[g][dc] = by;
             self.mem.readers[g][dc].clear();
             self.mem.landed[g][dc] = if op.kind == StepKind::Copy { landed.get(k).copied().flatten() } else { None };
+        }
+    }
+
+    /// Marks the messages whose data `cells` of gpu `g` hold as it arrived in a plain receive
+    /// (or a `cpy` of it) as reduces: a reduction now combines that data with other chunks.
+    fn reduced_here(&mut self, g: usize, cells: &[usize]) {
+        for &c in cells {
+            if let Some(m) = self.mem.landed[g][c] {
+                self.messages[m].reduce = true;
+            }
         }
     }
 
