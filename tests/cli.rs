@@ -142,14 +142,16 @@ fn a_fault_that_cuts_a_rank_off_exits_3() {
     assert!(text(&o).contains("rank 1 (node 1, (1)) is cut off"), "{}", text(&o));
 }
 
+/// A schedule made before a fault is not the faulty spec's instance: exit 2 naming the link, as
+/// `bound --schedule` says it (it was exit 1, rule 1 on the link that is down).
 #[test]
 fn a_new_fault_breaks_an_old_schedule() {
     let (path, _) = ring_schedule("newfault");
     let spec = tmp("newfault.spec.json");
     std::fs::write(&spec, RING_SPEC.replace("\"collective\"", "\"faults\": {\"cables\": [[0, 1]]}, \"collective\"")).unwrap();
     let o = run(&["verify", s(&path), "--spec", s(&spec)]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains("rule 1 structure: the link is down"), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("link 0: (0)->(1): the schedule has it up, the spec down (a schedule for other faults)"), "{}", text(&o));
 }
 
 #[test]
@@ -1651,6 +1653,56 @@ fn verify_spec_names_what_differs_in_the_collective() {
             "{}",
             text(&o)
         );
+    }
+}
+
+/// A schedule for other failed links is another instance's, for `verify --spec` as for `bound
+/// --schedule`: exit 2 naming the link, whichever of the two has it down (a schedule made for a
+/// failed cable passed a healthy spec; a healthy schedule failed rule 1 against a faulty spec).
+#[test]
+fn verify_spec_refuses_a_schedule_for_other_faults() {
+    let dir = fresh("verify-other-faults");
+    let ag = ["--torus", "4", "--collective", "all_gather", "--bytes", "4KiB"];
+    // A schedule of the flags and the spec they build.
+    let made = |name: &str, flags: &[&str]| -> (PathBuf, PathBuf) {
+        let (sched, spec) = (dir.join(format!("{name}.json")), dir.join(format!("{name}.spec.json")));
+        let o = run(&[&["generate"], &ag[..], flags, &["-o", s(&sched)]].concat());
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let o = run(&[&["generate"], &ag[..], flags, &["--print-spec"]].concat());
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        std::fs::write(&spec, &o.stdout).unwrap();
+        let o = run(&["verify", s(&sched), "--spec", s(&spec)]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        (sched, spec)
+    };
+    let (h, healthy) = made("h", &["--algorithm", "ring"]);
+    let (f, faulty) = made("f", &["--algorithm", "foldedring", "--fail", "0-1"]);
+    for (sched, spec, why) in [(&f, &healthy, "the schedule has it down, the spec up"), (&h, &faulty, "the schedule has it up, the spec down")] {
+        let want = format!("link 0: (0)->(1): {why} (a schedule for other faults)");
+        let o = run(&["verify", s(sched), "--spec", s(spec)]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains(&want), "{}", text(&o));
+        let o = run(&["bound", s(spec), "--schedule", s(sched)]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains(&want), "{}", text(&o));
+    }
+}
+
+/// One rank moves nothing: `synthesize` says so, not that the kind has no bound, and prints no
+/// percentage above a bound of 0 (a fat tree's event-driven line said `NaN%`).
+#[test]
+fn synthesize_of_one_rank_says_it_moves_nothing() {
+    let dir = fresh("one-rank");
+    let torus = r#"{"torus": {"dims": [1], "bandwidth_gbps": 32.0, "latency_ns": 100.0}}"#;
+    let fat_tree = r#"{"fat_tree": {"levels": 2, "k": 4, "osr": 1, "npus": 8, "bandwidth_gbps": 32.0, "latency_ns": 100.0}}"#;
+    for (i, topology) in [torus, fat_tree].into_iter().enumerate() {
+        let spec = dir.join(format!("{i}.spec.json"));
+        let body = format!(r#"{{"topology": {topology}, "collective": {{"kind": "all_reduce", "bytes_per_rank": "1MiB", "ranks": [0]}}}}"#);
+        std::fs::write(&spec, body).unwrap();
+        let o = run(&["synthesize", s(&spec), "-o", s(&dir.join(format!("{i}.json")))]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(!text(&o).contains("no certified bandwidth bound") && !text(&o).contains("NaN"), "{}", text(&o));
+        assert!(text(&o).contains("one rank moves nothing") || text(&o).contains("there is nothing to move"), "{}", text(&o));
     }
 }
 

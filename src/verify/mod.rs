@@ -127,9 +127,8 @@ impl Verifier {
     }
 
     /// Verifies against a spec's instance: the schedule must be for the same network (nodes,
-    /// links, their bandwidths and latencies) and collective, and links the spec declares down
-    /// count as down (so a schedule written before
-    /// a failure is checked against it).
+    /// links, their bandwidths and latencies), collective and failed links (a header that is not
+    /// the spec's is bad input, the first difference named).
     pub fn against(mut self, instance: crate::spec::Instance) -> Self {
         self.reference = Some(instance);
         self
@@ -278,8 +277,8 @@ pub fn verify_file_checked(
     Ok((header, v.finish()?))
 }
 
-/// Checks that a schedule's header describes the spec's instance; returns the header with the
-/// spec's down links applied.
+/// Checks that a schedule's header describes the spec's instance, its failed links included
+/// (`verify --spec`, `bound --schedule` and `proof check` alike); returns the header to verify.
 fn match_instance(header: &ScheduleHeader, inst: &crate::spec::Instance) -> Result<ScheduleHeader> {
     use crate::error::Error;
     let (a, b) = (&header.topology, &inst.topology);
@@ -325,11 +324,14 @@ fn match_instance(header: &ScheduleHeader, inst: &crate::spec::Instance) -> Resu
     if inst.pieces_given && c.pieces != d.pieces {
         return Err(Error::bad(format!("the schedule cuts blocks into {} pieces, the spec into {}", c.pieces, d.pieces)));
     }
-    let mut out = header.clone();
-    for l in b.down_links() {
-        out.topology.set_down(l);
+    // A schedule for other faults is another instance's, even where it avoids the spec's failed
+    // links: the same failed links, or the header is not the spec's.
+    let (theirs, ours) = (a.down_links(), b.down_links());
+    if let Some(&l) = theirs.iter().chain(&ours).find(|l| theirs.contains(l) != ours.contains(l)) {
+        let (sched, spec) = if theirs.contains(&l) { ("down", "up") } else { ("up", "down") };
+        return Err(Error::bad(format!("{}: the schedule has it {sched}, the spec {spec} (a schedule for other faults)", b.describe_link(l))));
     }
-    Ok(out)
+    Ok(header.clone())
 }
 
 /// What first differs between a schedule's collective and the spec's (kind, ranks, sizes), said
