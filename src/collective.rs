@@ -17,7 +17,7 @@ use std::fmt;
 pub const MAX_PIECES: u32 = 1 << 16;
 
 /// The kind of collective.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CollectiveKind {
     /// Every rank sends a distinct block to every other rank.
@@ -69,6 +69,19 @@ impl std::str::FromStr for CollectiveKind {
 
     fn from_str(s: &str) -> std::result::Result<Self, String> {
         Self::parse(s).ok_or_else(|| format!("expected one of {}", Self::ALL.map(|k| k.as_str()).join(", ")))
+    }
+}
+
+/// By hand, so that a value that is not a kind's name is named with the list (serde_json says
+/// only "expected value" of a number or `null` where an enum is read).
+impl<'de> serde::Deserialize<'de> for CollectiveKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let v = <serde_json::Value as serde::Deserialize>::deserialize(d)?;
+        let kinds = || Self::ALL.map(|k| k.as_str()).join(", ");
+        match v.as_str() {
+            Some(text) => text.parse().map_err(|e: String| serde::de::Error::custom(format!("\"{text}\": {e}"))),
+            None => Err(serde::de::Error::custom(format!("{v}: expected one of {} (a string)", kinds()))),
+        }
     }
 }
 

@@ -945,8 +945,7 @@ fn verify_xml_sizes_chunks_in_slots_by_the_protocol() {
 }
 
 /// NCCL's tokenizer fails on the first byte of a file that begins with a byte-order mark: a
-/// reader rule at line 1 (exit 1), as a stray byte there is. It was blamed on the last line's
-/// plain `</algo>`.
+/// reader rule at line 1 (exit 1). It was blamed on the last line's plain `</algo>`.
 #[test]
 fn verify_xml_refuses_a_byte_order_mark_at_line_1() {
     let good = exchange_xml(1, true, true);
@@ -955,9 +954,10 @@ fn verify_xml_refuses_a_byte_order_mark_at_line_1() {
     assert_eq!(o.status.code(), Some(1), "{out}");
     assert!(out.contains("MSCCL reader rule: line 1: a byte-order mark before `<algo>`, which the runtime's XML reader cannot parse"), "{out}");
     assert!(!out.contains("</algo>"), "{out}");
+    // A stray byte before the root element is text outside it, which XML does not allow.
     let o = verify_xml_file("stray.xml", &format!("x{good}"), &[]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains("MSCCL reader rule: line 1: text between elements"), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("line 1: not well-formed XML: text outside the root element"), "{}", text(&o));
     // What only NCCL's tokenizer fails on in well-formed XML is a reader rule too (exit 1, not
     // unreadable), reported with the file's other reader rules.
     let quoted = good.replacen(r#"ngpus="2""#, "ngpus='2'", 1);
@@ -1651,6 +1651,60 @@ fn verify_spec_names_what_differs_in_the_collective() {
             "{}",
             text(&o)
         );
+    }
+}
+
+/// `verify --spec` runs a schedule on the spec's network, its failed links down: a schedule
+/// made for a failed cable runs on the healthy network, a healthy one fails rule 1 on the link a
+/// new fault took down (does the old schedule survive the fault?). A certificate is for one
+/// instance: `bound --schedule` refuses a schedule for other failed links (exit 2, the link
+/// named), whichever of the two has it down.
+#[test]
+fn verify_spec_runs_a_schedule_on_the_specs_faults_and_bound_wants_them_equal() {
+    let dir = fresh("verify-other-faults");
+    let ag = ["--torus", "4", "--collective", "all_gather", "--bytes", "4KiB"];
+    // A schedule of the flags and the spec they build.
+    let made = |name: &str, flags: &[&str]| -> (PathBuf, PathBuf) {
+        let (sched, spec) = (dir.join(format!("{name}.json")), dir.join(format!("{name}.spec.json")));
+        let o = run(&[&["generate"], &ag[..], flags, &["-o", s(&sched)]].concat());
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let o = run(&[&["generate"], &ag[..], flags, &["--print-spec"]].concat());
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        std::fs::write(&spec, &o.stdout).unwrap();
+        let o = run(&["verify", s(&sched), "--spec", s(&spec)]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        (sched, spec)
+    };
+    let (h, healthy) = made("h", &["--algorithm", "ring"]);
+    let (f, faulty) = made("f", &["--algorithm", "foldedring", "--fail", "0-1"]);
+    let o = run(&["verify", s(&f), "--spec", s(&healthy)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&["verify", s(&h), "--spec", s(&faulty)]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("rule 1 structure: the link is down"), "{}", text(&o));
+    for (sched, spec, why) in [(&f, &healthy, "the schedule has it down, the spec up"), (&h, &faulty, "the schedule has it up, the spec down")] {
+        let want = format!("link 0: (0)->(1): {why} (a schedule for other faults)");
+        let o = run(&["bound", s(spec), "--schedule", s(sched)]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains(&want), "{}", text(&o));
+    }
+}
+
+/// One rank moves nothing: `synthesize` says so, not that the kind has no bound, and prints no
+/// percentage above a bound of 0 (a fat tree's event-driven line said `NaN%`).
+#[test]
+fn synthesize_of_one_rank_says_it_moves_nothing() {
+    let dir = fresh("one-rank");
+    let torus = r#"{"torus": {"dims": [1], "bandwidth_gbps": 32.0, "latency_ns": 100.0}}"#;
+    let fat_tree = r#"{"fat_tree": {"levels": 2, "k": 4, "osr": 1, "npus": 8, "bandwidth_gbps": 32.0, "latency_ns": 100.0}}"#;
+    for (i, topology) in [torus, fat_tree].into_iter().enumerate() {
+        let spec = dir.join(format!("{i}.spec.json"));
+        let body = format!(r#"{{"topology": {topology}, "collective": {{"kind": "all_reduce", "bytes_per_rank": "1MiB", "ranks": [0]}}}}"#);
+        std::fs::write(&spec, body).unwrap();
+        let o = run(&["synthesize", s(&spec), "-o", s(&dir.join(format!("{i}.json")))]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(!text(&o).contains("no certified bandwidth bound") && !text(&o).contains("NaN"), "{}", text(&o));
+        assert!(text(&o).contains("one rank moves nothing") || text(&o).contains("there is nothing to move"), "{}", text(&o));
     }
 }
 

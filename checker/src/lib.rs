@@ -459,6 +459,31 @@ pub fn check_file(path: impl AsRef<Path>) -> Result<CheckReport, CheckError> {
     check_str(&text).map_err(|e| CheckError { message: format!("{}: {}", path.display(), e.message), ..e })
 }
 
+/// Where the certificate gives one of its objects (itself, the instance, its links and
+/// collective, a claim, a witness, the schedule) as an array: serde reads a struct from an array
+/// of its fields in order too, but the format has objects with named fields there.
+fn object_as_array(cert: &serde_json::Value) -> Option<String> {
+    use serde_json::Value;
+    let items = |v: Option<&Value>| v.and_then(Value::as_array).cloned().unwrap_or_default();
+    let mut objects: Vec<(String, Value)> = vec![("the certificate".into(), cert.clone())];
+    let mut field = |path: String, v: Option<&Value>| {
+        if let Some(v) = v {
+            objects.push((format!("field `{path}`"), v.clone()));
+        }
+    };
+    field("instance".into(), cert.get("instance"));
+    field("schedule".into(), cert.get("schedule"));
+    field("instance.collective".into(), cert.get("instance").and_then(|i| i.get("collective")));
+    for (i, link) in items(cert.get("instance").and_then(|i| i.get("links"))).iter().enumerate() {
+        field(format!("instance.links[{i}]"), Some(link));
+    }
+    for (i, claim) in items(cert.get("claims")).iter().enumerate() {
+        field(format!("claims[{i}]"), Some(claim));
+        field(format!("claims[{i}].witness"), claim.get("witness"));
+    }
+    objects.into_iter().find(|(_, v)| v.is_array()).map(|(at, _)| format!("{at}: expected an object with named fields, found an array"))
+}
+
 /// Checks a certificate given as JSON text: every claim must hold (see the module docs). A
 /// certificate names its spec (`spec`); one that does not is unreadable.
 pub fn check_str(text: &str) -> Result<CheckReport, CheckError> {
@@ -474,6 +499,9 @@ pub fn check_bounds_str(text: &str) -> Result<CheckReport, CheckError> {
 
 fn check(text: &str, names_spec: bool) -> Result<CheckReport, CheckError> {
     let value = read_json(text)?;
+    if let Some(why) = object_as_array(&value) {
+        return Err(unreadable(format!("not a certificate: {why}")));
+    }
     // Without `format`, say so rather than which other field serde meets first.
     if value.get("format").is_none() {
         return Err(unreadable(format!("not a certificate: missing field `format` (a certificate has \"format\": \"{FORMAT}\", \"version\": {VERSION})")));

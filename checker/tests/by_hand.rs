@@ -215,6 +215,34 @@ fn malformed_certificates_say_where() {
     assert!(rejected(&c).contains("needs nothing"));
 }
 
+/// An object of the format given as an array of its values in order (serde reads a struct from
+/// one) is unreadable, as a spec's or a schedule file's is refused: a link, a witness or the
+/// schedule so written checked.
+#[test]
+fn objects_given_as_arrays_are_unreadable() {
+    let mut good =
+        cert(ring3(&[], a2a("12")), json!([{"bound": "volume", "value": "6"}, {"bound": "steps", "value": "1", "witness": {"source": 0, "destination": 2}}]));
+    good["schedule"] = json!({"bandwidth_ns": "6", "time_ns": "16"});
+    assert!(check_str(&good.to_string()).is_ok());
+    type Edit = fn(&mut Value);
+    let edits: [(&str, Edit); 4] = [
+        ("instance.links[0]", |c| c["instance"]["links"][0] = json!([0, 1, "2", "10", true])),
+        ("instance.collective", |c| c["instance"]["collective"] = json!(["all_to_all", [0, 1, 2], "12"])),
+        ("claims[1].witness", |c| c["claims"][1]["witness"] = json!([0, 2])),
+        ("schedule", |c| c["schedule"] = json!(["6", "16"])),
+    ];
+    for (field, edit) in edits {
+        let mut c = good.clone();
+        edit(&mut c);
+        let e = check_str(&c.to_string()).expect_err(field);
+        assert!(
+            e.unreadable && e.message.contains(&format!("field `{field}`: expected an object with named fields, found an array")),
+            "{field}: {}",
+            e.message
+        );
+    }
+}
+
 #[test]
 fn structural_defects_inside_claims_and_instance_are_unreadable() {
     // A claim or an instance the format does not describe cannot be read as a certificate, as at

@@ -115,7 +115,10 @@ pub(crate) fn require_every_npu(topology: &Topology, collective: &Collective, na
             failed.join(", ")
         )));
     }
-    Err(Error::bad(format!("{name}: collective.ranks must be every npu in id order (0..{}); a subset or another order is not supported", topology.num_npus())))
+    Err(Error::bad(format!(
+        "{name}: collective.ranks must be every npu in id order (0..{}); a subset or another order is not supported",
+        topology.num_npus().saturating_sub(1)
+    )))
 }
 
 /// Generates an all-to-all on a torus topology (faults already applied as down links).
@@ -428,7 +431,8 @@ mod tests {
         assert!(e.message().contains("not a torus"), "{e}");
         let subset = Collective::new(CollectiveKind::AllToAll, vec![NodeId(1), NodeId(0)], 8, 1, None, &t).unwrap();
         let e = torus_all_to_all(&t, &subset, RingAlgorithm::Ring, Scheduler::Sequential).unwrap_err();
-        assert!(e.message().contains("every npu in id order"), "{e}");
+        // 16 npus: ids 0 to 15, inclusive as FORMATS.md writes them (0..n-1).
+        assert!(e.message().contains("every npu in id order (0..15)"), "{e}");
         let gather = Collective::new(CollectiveKind::AllGather, t.node_ids().collect(), 8, 1, None, &t).unwrap();
         assert!(torus_all_to_all(&t, &gather, RingAlgorithm::Ring, Scheduler::Sequential).is_err());
         let e = torus_all_to_all(&t, &c, RingAlgorithm::Ring, Scheduler::Pipeline { chunks: 0 }).unwrap_err();

@@ -177,6 +177,7 @@ fn print_text(output: &Path, schedule: &crate::schedule::Schedule, answer: &port
             schedule.header.collective.kind
         ),
     }
+    let one_rank = schedule.header.collective.num_ranks() < 2;
     println!(
         "step-synchronous time {} (bandwidth term {}); {}",
         format_ns(to_f64(&cost.time_ns())),
@@ -189,10 +190,12 @@ fn print_text(output: &Path, schedule: &crate::schedule::Schedule, answer: &port
                 if answer.bandwidth_optimal { " (bandwidth-optimal, certified)" } else { "" }
             ),
             (None, Some(0.0)) => "the certified bounds are 0: there is nothing to move".into(),
+            _ if one_rank => "one rank moves nothing: there is nothing to bound".into(),
             _ => "no certified bandwidth bound for this collective kind".into(),
         }
     );
-    if let (Some(ev), Some(b)) = (answer.event_ns, answer.bound_ns) {
+    // Where nothing moves (one rank, or bounds of 0), a time above the bound has no percentage.
+    if let (Some(ev), Some(b)) = (answer.event_ns, answer.bound_ns.filter(|&b| b > 0.0)) {
         let chose = if answer.objective == Objective::Event { "; it chose the schedule (--objective event)" } else { "" };
         println!(
             "event-driven time {} (what ranks that pipeline their steps approach{chose}): {:.2}% above the same bound, which is proven for the step-synchronous model only",

@@ -32,7 +32,7 @@ pub trait StepSink {
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "an object with named fields")]
 struct RawTopology {
     nodes: Vec<CustomNode>,
     links: Vec<CustomLink>,
@@ -45,7 +45,7 @@ struct RawTopology {
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "an object with named fields")]
 struct RawCollective {
     kind: String,
     ranks: Vec<u64>,
@@ -89,7 +89,7 @@ impl<'de> Deserialize<'de> for PieceId {
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "an object with named fields")]
 struct RawTransfer {
     path: Vec<LinkId>,
     op: RawOp,
@@ -108,7 +108,7 @@ impl<'de> Deserialize<'de> for Transfer {
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "an object with named fields")]
 struct RawStep {
     transfers: Vec<Transfer>,
 }

@@ -52,7 +52,7 @@ impl PerDim {
 
 /// The spec's `torus` object.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "an object with named fields")]
 pub struct TorusSpec {
     /// Radix per dimension.
     pub dims: Vec<usize>,
@@ -67,7 +67,7 @@ pub struct TorusSpec {
 
 /// The spec's `fat_tree` object.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "an object with named fields")]
 pub struct FatTreeSpec {
     /// 2 or 3.
     pub levels: u32,
@@ -91,7 +91,7 @@ pub struct FatTreeSpec {
 
 /// The spec's `custom` object (as the schedule file's topology).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "an object with named fields")]
 pub struct CustomSpec {
     /// Nodes, npus first.
     pub nodes: Vec<CustomNode>,
@@ -118,7 +118,7 @@ pub enum TopologySpec {
 
 /// The TPUv4 OCS preset of an `ocs` entry (see [`crate::topology::tpuv4_ocs_cables`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "an object with named fields")]
 pub struct Tpuv4Ocs {
     /// The dimension whose cube-crossing cables the OCS carries.
     pub dim: usize,
@@ -135,7 +135,7 @@ fn four() -> usize {
 
 /// An optical-switch failure in a spec.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "an object with named fields")]
 pub struct OcsSpec {
     /// A name for messages.
     pub name: String,
@@ -149,7 +149,7 @@ pub struct OcsSpec {
 
 /// The spec's fault pattern.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "an object with named fields")]
 pub struct FaultsSpec {
     /// Cables by their end coordinates (torus) or node ids.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -230,7 +230,7 @@ impl Bytes {
 
 /// The spec's collective.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "an object with named fields")]
 pub struct CollectiveSpec {
     /// all_to_all, all_gather, reduce_scatter or all_reduce.
     pub kind: CollectiveKind,
@@ -250,7 +250,7 @@ pub struct CollectiveSpec {
 
 /// `method.generate`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "an object with named fields")]
 pub struct GenerateSpec {
     /// The algorithm (docs/design/ALGORITHMS.md).
     pub algorithm: Algorithm,
@@ -267,7 +267,7 @@ pub struct GenerateSpec {
 
 /// `method.synthesize`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "an object with named fields")]
 pub struct SynthesizeSpec {
     /// The exact backend (`auto`, `ilp`, `smt`, `highs`).
     #[serde(default = "auto")]
@@ -309,7 +309,7 @@ pub enum MethodSpec {
 
 /// What CI asserts (a closed list, docs/design/FORMATS.md).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "an object with named fields")]
 pub struct ExpectSpec {
     /// Certified bandwidth-optimal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -330,7 +330,7 @@ pub struct ExpectSpec {
 
 /// A whole spec file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "an object with named fields")]
 pub struct Spec {
     /// Free text for people.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -382,6 +382,12 @@ impl Spec {
             // family and says only "expected value" (none) or what is wrong inside it (two).
             if let Some(why) = topology_families(text) {
                 return Error::bad(format!("{source}: field `topology`: {why}"));
+            }
+            // serde names a repeated field only where it reaches the second: an error in the
+            // first (`"topology": {}, "topology": {...}`) hides it.
+            if let Some((path, key)) = repeated_key(text) {
+                let at = if path.is_empty() { String::new() } else { format!("field `{path}`: ") };
+                return Error::bad(format!("{source}: {at}duplicate field `{key}`"));
             }
             let path = e.path().to_string();
             let inner = e.into_inner();
@@ -500,7 +506,8 @@ impl Spec {
             p.nodes.push(node);
         }
         for (i, o) in self.faults.ocs.iter().enumerate() {
-            let field = format!("{src}: faults.ocs[{i}] ({})", o.name);
+            let entry = format!("faults.ocs[{i}] ({})", o.name);
+            let field = format!("{src}: {entry}");
             let cables = match (&o.cables, &o.tpuv4) {
                 (Some(list), None) => list
                     .iter()
@@ -513,6 +520,39 @@ impl Spec {
                 }
                 _ => return Err(Error::bad(format!("{field}: give exactly one of `cables` and `tpuv4`"))),
             };
+            if cables.is_empty() {
+                let what = if o.cables.is_some() { ".cables is empty" } else { ".tpuv4 carries no cable of this torus" };
+                return Err(Error::bad(format!("{field}{what}: an OCS that carries no cable fails nothing; list the cables it carries")));
+            }
+            if let Some(k) = self.faults.ocs[..i].iter().position(|q| q.name == o.name) {
+                return Err(Error::bad(format!("{src}: faults.ocs[{i}]: the same name \"{}\" as faults.ocs[{k}]; name each failed OCS once", o.name)));
+            }
+            // A failure listed twice is a mistake: the same OCS again, or a cable that a listed
+            // cable or OCS already fails (FORMATS.md).
+            let same = |a: &[(NodeId, NodeId)], b: &[(NodeId, NodeId)]| {
+                let set = |l: &[(NodeId, NodeId)]| l.iter().map(key).collect::<std::collections::BTreeSet<_>>();
+                set(a) == set(b)
+            };
+            if let Some(k) = p.ocs.iter().position(|q| same(&q.cables, &cables)) {
+                return Err(Error::bad(format!("{field}: the same OCS (the same cables) as faults.ocs[{k}] ({}); list each failed OCS once", p.ocs[k].name)));
+            }
+            for (j, c) in cables.iter().enumerate() {
+                let earlier = |l: &[(NodeId, NodeId)]| l.iter().position(|d| key(d) == key(c));
+                let carried = if o.cables.is_some() {
+                    format!("{field}.cables[{j}] = {}-{}", name(c.0), name(c.1))
+                } else {
+                    format!("{field} carries {}-{}", name(c.0), name(c.1))
+                };
+                if let Some(k) = earlier(&cables[..j]) {
+                    return Err(Error::bad(format!("{carried}: the same cable as {entry}.cables[{k}]; list each failed cable once")));
+                }
+                if let Some(k) = earlier(&p.cables) {
+                    return Err(Error::bad(format!("{carried}: the same cable as faults.cables[{k}]; list each failed cable once")));
+                }
+                if let Some((k, q)) = p.ocs.iter().enumerate().find(|(_, q)| earlier(&q.cables).is_some()) {
+                    return Err(Error::bad(format!("{carried}: a cable that faults.ocs[{k}] ({}) carries too; list each failed cable once", q.name)));
+                }
+            }
             p.ocs.push(Ocs { name: o.name.clone(), cables });
         }
         Ok(p)
@@ -553,12 +593,77 @@ const TOPOLOGY_FAMILIES: [&str; 4] = ["torus", "fat_tree", "custom", "astra_netw
 /// that does not: the keys found, or that there are none.
 fn topology_families(text: &str) -> Option<String> {
     let v: Value = serde_json::from_str(text).ok()?;
-    let keys: Vec<&String> = v.get("topology")?.as_object()?.keys().collect();
+    let topology = v.get("topology")?;
+    let Some(fields) = topology.as_object() else {
+        return Some(format!("{}: expected an object with one of {}", brief(topology), TOPOLOGY_FAMILIES.join(", ")));
+    };
+    let keys: Vec<&String> = fields.keys().collect();
     if keys.len() == 1 {
         return None;
     }
     let found = if keys.is_empty() { "none".to_string() } else { keys.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ") };
     Some(format!("expected exactly one of {}; found {found}", TOPOLOGY_FAMILIES.join(", ")))
+}
+
+/// The first key that an object of the JSON text repeats: the path of the object (empty at the
+/// top level) and the key.
+fn repeated_key(text: &str) -> Option<(String, String)> {
+    use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
+    /// Finds a repeated key in the value at this path.
+    struct At(String);
+    type Found = Option<(String, String)>;
+    impl<'de> DeserializeSeed<'de> for At {
+        type Value = Found;
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<Found, D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+    impl<'de> Visitor<'de> for At {
+        type Value = Found;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("JSON")
+        }
+        fn visit_bool<E>(self, _: bool) -> std::result::Result<Found, E> {
+            Ok(None)
+        }
+        fn visit_i64<E>(self, _: i64) -> std::result::Result<Found, E> {
+            Ok(None)
+        }
+        fn visit_u64<E>(self, _: u64) -> std::result::Result<Found, E> {
+            Ok(None)
+        }
+        fn visit_f64<E>(self, _: f64) -> std::result::Result<Found, E> {
+            Ok(None)
+        }
+        fn visit_str<E>(self, _: &str) -> std::result::Result<Found, E> {
+            Ok(None)
+        }
+        fn visit_unit<E>(self) -> std::result::Result<Found, E> {
+            Ok(None)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut items: A) -> std::result::Result<Found, A::Error> {
+            let mut found = None;
+            let mut i = 0;
+            while let Some(f) = items.next_element_seed(At(format!("{}[{i}]", self.0)))? {
+                found = found.or(f);
+                i += 1;
+            }
+            Ok(found)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut fields: A) -> std::result::Result<Found, A::Error> {
+            let (mut keys, mut found) = (std::collections::HashSet::new(), None);
+            while let Some(key) = fields.next_key::<String>()? {
+                let at = if self.0.is_empty() { key.clone() } else { format!("{}.{key}", self.0) };
+                let inner = fields.next_value_seed(At(at))?;
+                if !keys.insert(key.clone()) {
+                    found = found.or(Some((self.0.clone(), key)));
+                }
+                found = found.or(inner);
+            }
+            Ok(found)
+        }
+    }
+    At(String::new()).deserialize(&mut serde_json::Deserializer::from_str(text)).ok().flatten()
 }
 
 /// Where the spec file gives one of its objects as an array, the field and what it found.
@@ -583,7 +688,14 @@ fn positional_object(text: &str, spec: &Spec) -> Option<String> {
         }
     }
     let input: Value = serde_json::from_str(text).ok()?;
-    let read = serde_json::to_value(spec).ok()?;
+    let mut read = serde_json::to_value(spec).ok()?;
+    // The objects written back only where they say something: one read empty from an array
+    // (`"faults": []`, `[[], []]`, `"expect": []`) is compared as the empty object it became.
+    if let Some(fields) = read.as_object_mut() {
+        for key in ["faults", "expect"] {
+            fields.entry(key).or_insert_with(|| Value::Object(Default::default()));
+        }
+    }
     walk(&input, &read, "")
 }
 
@@ -671,6 +783,84 @@ mod tests {
         let text = TORUS.replace("\"bandwidth_gbps\": 32.0", "\"bandwidth_gbps\": [32, 16, 8]");
         let inst = Spec::parse(&text, "t.json").unwrap().instance().unwrap();
         assert_eq!(inst.topology.num_links(), 6 * 64);
+    }
+
+    /// Objects given as an empty array, or as arrays of empty arrays, are arrays too: `"faults":
+    /// []` and `[[], []]` read as no faults (exit 0), `"expect": []` as nothing asserted.
+    #[test]
+    fn objects_given_as_empty_arrays_are_refused() {
+        let faults = r#""faults": {"cables": [[[0, 0, 0], [1, 0, 0]]]}"#;
+        for (array, field) in
+            [(r#""faults": []"#, "faults"), (r#""faults": [[]]"#, "faults"), (r#""faults": [[], []]"#, "faults"), (r#""faults": [[], [], []]"#, "faults")]
+        {
+            let e = Spec::parse(&TORUS.replace(faults, array), "t.json").unwrap_err();
+            assert_eq!(e.exit_code(), crate::error::ExitCode::BadInput);
+            assert!(e.message().starts_with(&format!("t.json: field `{field}`: expected an object with named fields, found an array")), "{e}");
+        }
+        let expect = r#""expect": {"max_gap_pct": 5, "deadlock_free": true}"#;
+        for array in [r#""expect": []"#, r#""expect": [null, null]"#] {
+            let e = Spec::parse(&TORUS.replace(expect, array), "t.json").unwrap_err();
+            assert!(e.message().starts_with("t.json: field `expect`: expected an object with named fields, found an array"), "{e}");
+        }
+        // Empty lists of faults stay what they are.
+        Spec::parse(&TORUS.replace(faults, r#""faults": {"cables": [], "nodes": [], "ocs": []}"#), "t.json").unwrap();
+    }
+
+    /// Values of the wrong type are named with what the format has there, not with an internal
+    /// type name or serde_json's bare "expected value"; a repeated key hidden by an error in its
+    /// first value is named as repeated.
+    #[test]
+    fn wrong_types_and_repeated_keys_are_named() {
+        let kind = r#""kind": "all_to_all""#;
+        for (value, shown) in [("1", "1: "), ("null", "null: ")] {
+            let e = Spec::parse(&TORUS.replace(kind, &format!(r#""kind": {value}"#)), "t.json").unwrap_err();
+            let want = format!("t.json: field `collective.kind`: {shown}expected one of all_to_all, all_gather, reduce_scatter, all_reduce");
+            assert!(e.message().starts_with(&want), "{e}");
+        }
+        let e = Spec::parse(&TORUS.replace(r#""faults": {"cables": [[[0, 0, 0], [1, 0, 0]]]}"#, r#""faults": null"#), "t.json").unwrap_err();
+        assert!(e.message().contains("field `faults`: invalid type: null, expected an object with named fields") && !e.message().contains("struct"), "{e}");
+        let text = TORUS.replace(r#""topology": {"torus""#, r#""topology": {}, "topology": {"torus""#);
+        let e = Spec::parse(&text, "t.json").unwrap_err();
+        assert_eq!(e.message(), "t.json: duplicate field `topology`");
+        let text = TORUS.replace(r#""kind": "all_to_all""#, r#""kind": 7, "kind": "all_to_all""#);
+        let e = Spec::parse(&text, "t.json").unwrap_err();
+        assert_eq!(e.message(), "t.json: field `collective`: duplicate field `kind`");
+    }
+
+    /// A failure listed twice through `ocs` (FORMATS.md): the same name, the same OCS, a cable
+    /// also in `cables` or carried by another OCS; and an OCS that carries no cable.
+    #[test]
+    fn ocs_failures_listed_twice_or_empty_are_refused() {
+        let faults = r#""faults": {"cables": [[[0, 0, 0], [1, 0, 0]]]}"#;
+        let a = r#"{"name": "a", "tpuv4": {"dim": 0, "position": [1, 2]}}"#;
+        let b = r#"{"name": "b", "tpuv4": {"dim": 0, "position": [1, 2]}}"#;
+        let cable = "[[3, 1, 2], [0, 1, 2]]";
+        for (ocs, want) in [
+            (format!(r#""ocs": [{a}, {b}]"#), "faults.ocs[1] (b): the same OCS (the same cables) as faults.ocs[0] (a); list each failed OCS once"),
+            (format!(r#""ocs": [{a}, {a}]"#), "faults.ocs[1]: the same name \"a\" as faults.ocs[0]; name each failed OCS once"),
+            (
+                format!(r#""cables": [{cable}], "ocs": [{a}]"#),
+                "faults.ocs[0] (a) carries (3,1,2)-(0,1,2): the same cable as faults.cables[0]; list each failed cable once",
+            ),
+            (
+                format!(r#""ocs": [{a}, {{"name": "c", "cables": [[[0, 0, 0], [1, 0, 0]], {cable}]}}]"#),
+                "faults.ocs[1] (c).cables[1] = (3,1,2)-(0,1,2): a cable that faults.ocs[0] (a) carries too; list each failed cable once",
+            ),
+            (
+                r#""ocs": [{"name": "c", "cables": [[[0, 0, 0], [1, 0, 0]], [[1, 0, 0], [0, 0, 0]]]}]"#.to_string(),
+                "faults.ocs[0] (c).cables[1] = (1,0,0)-(0,0,0): the same cable as faults.ocs[0] (c).cables[0]",
+            ),
+            (r#""ocs": [{"name": "c", "cables": []}]"#.to_string(), "faults.ocs[0] (c).cables is empty: an OCS that carries no cable fails nothing"),
+        ] {
+            let text = TORUS.replace(faults, &format!(r#""faults": {{{ocs}}}"#));
+            let e = Spec::parse(&text, "t.json").unwrap().instance().unwrap_err();
+            assert_eq!(e.exit_code(), crate::error::ExitCode::BadInput, "{e}");
+            // A spec parsed from text is named `spec` (a file, by its path).
+            assert!(e.message().starts_with(&format!("spec: {want}")), "{e}");
+        }
+        // Two OCSes of one dimension at other positions fail their own cables.
+        let text = TORUS.replace(faults, &format!(r#""faults": {{"ocs": [{a}, {}]}}"#, b.replace("[1, 2]", "[2, 1]")));
+        Spec::parse(&text, "t.json").unwrap().instance().unwrap();
     }
 
     /// A topology object must name one family: none, or two, was "expected value" or an error

@@ -20,7 +20,7 @@ pub const INDEX_FORMAT: &str = "collsched.sweep";
 
 /// What a sweep covered: the same in every shard of one sweep.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "an object with named fields")]
 pub struct SweepHeader {
     /// The spec's `topology` object (without faults).
     pub topology: Value,
@@ -51,7 +51,7 @@ pub struct SweepHeader {
 
 /// Which slice of the classes a shard index holds: classes `c` with `c % count == index`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "an object with named fields")]
 pub struct ShardInfo {
     /// K of `--shard K/N`.
     pub index: usize,
@@ -73,7 +73,7 @@ pub enum ClassStatus {
 
 /// A class's schedule: where its files are and what it costs against its certified bound.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "an object with named fields")]
 pub struct ClassSchedule {
     /// The schedule file, relative to the output folder.
     pub file: String,
@@ -107,7 +107,7 @@ pub struct ClassSchedule {
 
 /// One class of the index.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "an object with named fields")]
 pub struct ClassEntry {
     /// Its number (classes are numbered by their representatives' order).
     pub class: usize,
@@ -131,7 +131,7 @@ pub struct ClassEntry {
 
 /// One fault of the index.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "an object with named fields")]
 pub struct FaultEntry {
     /// Its number in the sweep's order.
     pub fault: usize,
@@ -163,7 +163,7 @@ pub struct FaultEntry {
 
 /// A sweep's index, or one shard's.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "an object with named fields")]
 pub struct Index {
     /// [`INDEX_FORMAT`].
     pub format: String,

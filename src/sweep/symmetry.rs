@@ -372,7 +372,7 @@ fn fat_tree_order(s: &FatTreeShape) -> Result<BigUint> {
 /// A torus symmetry in coordinates: the node at `x` goes to the node at `y` with
 /// `y[axes[d]] = ((reflect[d] ? n_d - 1 - x[d] : x[d]) + shift[d]) mod n_d`.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "an object with named fields")]
 pub struct CoordinateMap {
     /// Where each dimension goes.
     pub axes: Vec<usize>,

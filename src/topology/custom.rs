@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 /// A node as written in a schedule file or a custom spec.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "an object with named fields")]
 pub struct CustomNode {
     /// Must equal the node's position in the list when given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -20,7 +20,7 @@ pub struct CustomNode {
 
 /// A directed link as written in a schedule file or a custom spec.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "an object with named fields")]
 pub struct CustomLink {
     /// Must equal the link's position in the list when given.
     #[serde(default, skip_serializing_if = "Option::is_none")]

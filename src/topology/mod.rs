@@ -428,13 +428,13 @@ pub fn shape_json(t: &Topology) -> Option<serde_json::Value> {
 /// shape was read (`topology.shape`, or `meta.shape` in older files) for the messages.
 pub fn adopt_shape(t: Topology, shape: &serde_json::Value, field: &str) -> Result<Topology> {
     #[derive(serde::Deserialize)]
-    #[serde(deny_unknown_fields)]
+    #[serde(deny_unknown_fields, expecting = "an object with named fields")]
     struct T {
         dims: Vec<usize>,
         wrap: Vec<bool>,
     }
     #[derive(serde::Deserialize)]
-    #[serde(deny_unknown_fields)]
+    #[serde(deny_unknown_fields, expecting = "an object with named fields")]
     struct F {
         levels: u32,
         down: usize,

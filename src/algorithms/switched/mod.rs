@@ -130,7 +130,10 @@ pub fn switched(topology: &Topology, collective: &Collective, algorithm: Switche
 /// fastest of 1, 2, 4, ..., [`MAX_DBT_CHUNKS`], then every count between its neighbours (b/2 + 1
 /// to 2b - 1 around the best power of two b). The time is not a function of the count's powers of
 /// two alone: 12 chunks beat 8 and 16, 128 beat 64. Every count of 1 to 128 would cost some
-/// twenty seconds on 64 ranks; the two passes cost a few of the counts they land near.
+/// twenty seconds on 64 ranks; the two passes cost a few of the counts they land near. Neither
+/// goes above [`MAX_DBT_CHUNKS`] (ALGORITHMS.md says so): when 128 is the best power of two, its
+/// window ends at 127, as 129 to 255 would add 127 counts, each dearer than 128, for gains
+/// measured at 0.1-0.4%.
 fn double_binary_tree(topology: &Topology, collective: &Collective, routing: Routing) -> Result<Schedule> {
     let p = collective.num_ranks();
     let given = collective.pieces as usize;
@@ -160,7 +163,7 @@ fn fastest<T: Send>(
     counts.into_par_iter().map(timed).try_reduce_with(|a, b| Ok(if (&b.0, b.1) < (&a.0, a.1) { b } else { a })).transpose()
 }
 
-/// The most chunks per tree the double binary tree tries on its own.
+/// The most chunks per tree the double binary tree tries on its own (a spec's `pieces` gives more).
 const MAX_DBT_CHUNKS: usize = 128;
 
 /// Routes `plan` over `pieces` per block (meta: the algorithm, routing, pieces, logical steps and

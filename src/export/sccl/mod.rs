@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 /// `sccl_type`; both are read, `msccl_type` is written). Fields in the order msccl-tools'
 /// encoder writes them.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "an object with named fields")]
 pub struct ScclAlgorithm {
     /// Always "algorithm".
     #[serde(alias = "sccl_type")]
@@ -49,7 +49,7 @@ pub struct ScclAlgorithm {
 
 /// `msccl_type` "instance": what the synthesizer was asked for.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "an object with named fields")]
 pub struct ScclInstance {
     /// Always "instance".
     #[serde(alias = "sccl_type")]
@@ -73,7 +73,7 @@ pub struct ScclInstance {
 
 /// `msccl_type` "step": its rounds (its bandwidth multiplier) and its sends.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "an object with named fields")]
 pub struct ScclStep {
     /// Always "step".
     #[serde(alias = "sccl_type")]
@@ -86,7 +86,7 @@ pub struct ScclStep {
 
 /// `msccl_type` "collective".
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "an object with named fields")]
 pub struct ScclCollective {
     /// Always "collective".
     #[serde(alias = "sccl_type")]
@@ -105,7 +105,7 @@ pub struct ScclCollective {
 
 /// `msccl_type` "chunk".
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "an object with named fields")]
 pub struct ScclChunk {
     /// Always "chunk".
     #[serde(alias = "sccl_type")]
@@ -120,7 +120,7 @@ pub struct ScclChunk {
 
 /// `msccl_type` "topology".
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "an object with named fields")]
 pub struct ScclTopology {
     /// Always "topology".
     #[serde(alias = "sccl_type")]
