@@ -8,7 +8,7 @@ use num_traits::Signed;
 use serde::Deserialize;
 
 /// A directed link as the checker sees it.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Link {
     pub src: usize,
     pub dst: usize,
@@ -19,7 +19,7 @@ pub(crate) struct Link {
 }
 
 /// What must move, per collective kind.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Demands {
     /// all_to_all with the same bytes from every rank to every other rank.
     UniformAllToAll(Q),
@@ -38,7 +38,7 @@ pub(crate) enum BlockKind {
 }
 
 /// The whole instance: nodes `0..npus` are npus, the rest switches (docs/design/MODEL.md section 1).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Instance {
     pub nodes: usize,
     pub npus: usize,

@@ -452,6 +452,13 @@ fn claim_value(text: &str, steps: bool) -> Result<Q, String> {
     Ok(q)
 }
 
+/// Whether two `instance` objects describe the same instance, their numbers compared as exact
+/// rationals (`"1048576"` and `"1048576.0"`, `"100"` and `"200/2"` alike); an object the format
+/// does not describe is an error.
+pub fn same_instance(a: &serde_json::Value, b: &serde_json::Value) -> Result<bool, CheckError> {
+    Ok(Instance::from_json(a)? == Instance::from_json(b)?)
+}
+
 /// Checks a certificate file.
 pub fn check_file(path: impl AsRef<Path>) -> Result<CheckReport, CheckError> {
     let path = path.as_ref();

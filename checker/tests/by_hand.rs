@@ -222,8 +222,8 @@ fn malformed_certificates_say_where() {
 fn objects_given_as_arrays_are_unreadable() {
     let mut good =
         cert(ring3(&[], a2a("12")), json!([{"bound": "volume", "value": "6"}, {"bound": "steps", "value": "1", "witness": {"source": 0, "destination": 2}}]));
-    good["schedule"] = json!({"bandwidth_ns": "6", "time_ns": "16"});
-    assert!(check_str(&good.to_string()).is_ok());
+    good["schedule"] = json!({"file": "s.json", "sha256": "0".repeat(64), "bandwidth_ns": "6", "time_ns": "16"});
+    assert!(check_str(&good.to_string()).is_ok(), "{:?}", check_str(&good.to_string()).err().map(|e| e.message));
     type Edit = fn(&mut Value);
     let edits: [(&str, Edit); 4] = [
         ("instance.links[0]", |c| c["instance"]["links"][0] = json!([0, 1, "2", "10", true])),

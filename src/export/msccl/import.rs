@@ -182,11 +182,7 @@ pub fn pieces_per_block(kind: CollectiveKind, ngpus: usize, nchunksperloop: usiz
     if ngpus == 0 || nchunksperloop == 0 {
         return None;
     }
-    let (mut a, mut b) = (ngpus, nchunksperloop);
-    while b != 0 {
-        (a, b) = (b, a % b);
-    }
-    let g = if kind == CollectiveKind::AllReduce { a } else { ngpus };
+    let g = if kind == CollectiveKind::AllReduce { num_integer::gcd(ngpus, nchunksperloop) } else { ngpus };
     if nchunksperloop % g != 0 {
         return None;
     }

@@ -516,6 +516,8 @@ fn parse_tree(xml: &str, out: &mut Problems) -> Option<Node> {
         return None;
     }
     let mut reader = Reader::from_str(xml);
+    // Whether a DTD came before (it may declare entities, which the reader does not expand).
+    let mut declared = false;
     let mut stack: Vec<Node> = Vec::new();
     let mut top: Vec<Node> = Vec::new();
     loop {
@@ -530,8 +532,8 @@ fn parse_tree(xml: &str, out: &mut Problems) -> Option<Node> {
         };
         let layout = |what: &str, out: &mut Problems| out.errors.push(format!("line {line}: {what}, which the runtime's XML reader cannot parse"));
         match event {
-            Event::Start(e) | Event::Empty(e) if attribute_values_malformed(&e).is_some() => {
-                let what = attribute_values_malformed(&e).unwrap_or_default();
+            Event::Start(e) | Event::Empty(e) if attribute_values_malformed(&e, declared).is_some() => {
+                let what = attribute_values_malformed(&e, declared).unwrap_or_default();
                 out.errors.push(format!("line {line}: <{}>: not well-formed XML: {what}", String::from_utf8_lossy(e.name().as_ref())));
                 return None;
             }
@@ -565,6 +567,11 @@ fn parse_tree(xml: &str, out: &mut Problems) -> Option<Node> {
                 out.errors.push(format!("line {line}: not well-formed XML: text outside the root element"));
                 return None;
             }
+            Event::Text(t) if t.windows(3).any(|w| w == b"]]>") => {
+                let at = lines.of(start + t.windows(3).position(|w| w == b"]]>").unwrap_or(0) as u64);
+                out.errors.push(format!("line {at}: not well-formed XML: `]]>` in text"));
+                return None;
+            }
             Event::Text(t) => {
                 if let Some(bad) = t.iter().position(|b| !matches!(b, b' ' | b'\n' | b'\r')) {
                     let what = if t.iter().all(u8::is_ascii_whitespace) { "a tab between elements" } else { "text between elements" };
@@ -575,7 +582,10 @@ fn parse_tree(xml: &str, out: &mut Problems) -> Option<Node> {
             Event::GeneralRef(_) | Event::CData(_) => layout("text between elements", out),
             Event::Decl(_) => layout("an XML declaration <?xml ...?>", out),
             Event::PI(_) => layout("a processing instruction <?...?>", out),
-            Event::DocType(_) => layout("a <!DOCTYPE>", out),
+            Event::DocType(_) => {
+                declared = true;
+                layout("a <!DOCTYPE>", out);
+            }
             Event::Comment(c) => {
                 let text: &[u8] = &c;
                 if text.windows(2).any(|w| w == b"--") || text.ends_with(b"-") {
@@ -634,11 +644,23 @@ fn element(e: &BytesStart<'_>, line: usize, out: &mut Problems) -> Option<Node> 
     Some(Node { name, attrs, children: Vec::new(), line })
 }
 
-/// What XML forbids in a tag's attribute values that the XML library lets through: `<`, and an
-/// `&` that starts no reference (`&amp;`, `&lt;`, `&gt;`, `&quot;`, `&apos;`, `&#N;`, `&#xH;`;
-/// a document without a DTD declares no other entity).
-fn attribute_values_malformed(e: &BytesStart<'_>) -> Option<String> {
+/// Whether `n` is an XML name as far as ASCII goes: it starts with a letter, `_`, `:` or a
+/// non-ASCII byte, and goes on with those, digits, `-` and `.`.
+fn is_xml_name(n: &[u8]) -> bool {
+    let start = |b: u8| b.is_ascii_alphabetic() || b == b'_' || b == b':' || !b.is_ascii();
+    n.first().is_some_and(|&b| start(b)) && n.iter().all(|&b| start(b) || b.is_ascii_digit() || b == b'-' || b == b'.')
+}
+
+/// What XML forbids in a tag that the XML library lets through: an element name that is no
+/// name, and in its attribute values `<` and an `&` that starts no reference (`&amp;`, `&lt;`,
+/// `&gt;`, `&quot;`, `&apos;`, `&#N;` or `&#xH;` of a character XML allows, or where the document
+/// has a DTD (`declared`), any `&name;`, which it may declare).
+fn attribute_values_malformed(e: &BytesStart<'_>, declared: bool) -> Option<String> {
     let raw: &[u8] = e;
+    let name = e.name();
+    if !is_xml_name(name.as_ref()) {
+        return Some(format!("`{}` is no element name", String::from_utf8_lossy(name.as_ref())));
+    }
     let mut quote: Option<u8> = None;
     for (i, &b) in raw.iter().enumerate() {
         match quote {
@@ -648,10 +670,16 @@ fn attribute_values_malformed(e: &BytesStart<'_>) -> Option<String> {
                 let rest = &raw[i + 1..];
                 let end = rest.iter().position(|&c| c == b';' || c == b'"' || c == b'\'' || c == b'&').filter(|&n| rest[n] == b';');
                 let name = end.map(|n| &rest[..n]);
+                // A character reference must name a character XML allows (section 2.2).
+                let allowed = |radix: u32, digits: &[u8]| {
+                    let code = std::str::from_utf8(digits).ok().filter(|d| !d.is_empty()).and_then(|d| u32::from_str_radix(d, radix).ok());
+                    code.is_some_and(|c| matches!(c, 0x9 | 0xA | 0xD | 0x20..=0xD7FF | 0xE000..=0xFFFD | 0x10000..=0x10FFFF))
+                };
                 let known = name.is_some_and(|n| {
                     matches!(n, b"amp" | b"lt" | b"gt" | b"quot" | b"apos")
-                        || n.strip_prefix(b"#x").is_some_and(|h| !h.is_empty() && h.iter().all(u8::is_ascii_hexdigit))
-                        || n.strip_prefix(b"#").is_some_and(|d| !d.is_empty() && d.iter().all(u8::is_ascii_digit))
+                        || (declared && is_xml_name(n))
+                        || n.strip_prefix(b"#x").is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit) && allowed(16, h))
+                        || n.strip_prefix(b"#").is_some_and(|d| d.first() != Some(&b'x') && d.iter().all(u8::is_ascii_digit) && allowed(10, d))
                 });
                 if !known {
                     let shown = String::from_utf8_lossy(&raw[i..(i + 1 + end.map_or(0, |n| n + 1)).min(raw.len())]).into_owned();
@@ -1057,10 +1085,17 @@ mod tests {
             (ONE.replace("</algo>", "<!-- a -- b --></algo>"), "line 7: not well-formed XML: `--` inside a comment"),
             (format!("{ONE}\n{ONE}"), "line 9: not well-formed XML: a second root element"),
             (format!("{ONE}\njunk"), "line 9: not well-formed XML: text outside the root element"),
+            (ONE.replace(r#"ngpus="2""#, r#"ngpus="2" name="a&#1;b""#), "line 1: <algo>: not well-formed XML: `&#1;`"),
+            (ONE.replace(r#"ngpus="2""#, r#"ngpus="2" name="a&#xD800;b""#), "line 1: <algo>: not well-formed XML: `&#xD800;`"),
+            (ONE.replace("</gpu>", "<1x/></gpu>"), "line 6: <1x>: not well-formed XML: `1x` is no element name"),
+            (ONE.replace("</gpu>", "]]></gpu>"), "line 6: not well-formed XML: `]]>` in text"),
         ] {
             let r = read_program(&bad);
             assert!(r.program.is_none() && r.problems.errors.iter().any(|e| e.starts_with(want)), "{want}: {:?}", r.problems.errors);
         }
+        // An entity a DTD may declare is a reader rule (the DOCTYPE), not unreadable.
+        let r = read_program(&format!("<!DOCTYPE algo [<!ENTITY foo \"x\">]>\n{}", ONE.replace(r#"ngpus="2""#, r#"ngpus="2" name="a&foo;""#)));
+        assert!(r.program.is_some() && r.problems.errors.iter().any(|e| e.contains("<!DOCTYPE>")), "{:?}", r.problems.errors);
         // References XML defines stay readable.
         let r = read_program(&ONE.replace(r#"ngpus="2""#, r#"ngpus="2" name="a&amp;b&#38;c&#x26;&lt;&gt;&quot;&apos;""#));
         assert!(r.program.is_some(), "{:?}", r.problems.errors);

@@ -15,12 +15,14 @@
 //! large for every threadblock's clock is ordered one gpu at a time, each watching its own.
 
 /// The most clock entries (steps x threadblocks watched) one order keeps; a larger program is
-/// checked one gpu at a time ([`StepGraph::order`] over that gpu's threadblocks).
+/// checked one gpu at a time ([`StepGraph::order`] over that gpu's threadblocks, in as many
+/// orders as its threadblocks need).
 pub const MAX_CLOCK_ENTRIES: usize = 1 << 25;
 
 /// The most work (steps and edges, times the threadblocks watched, summed over the gpus) spent
-/// on orders one gpu at a time; a larger program is not checked for races.
-pub const MAX_ORDER_WORK: usize = 1 << 33;
+/// on orders one gpu at a time (about 30 s on one core); a larger program is not checked for
+/// races.
+pub const MAX_ORDER_WORK: usize = 1 << 35;
 
 /// A program's steps, numbered threadblock after threadblock (the steps of threadblock `t` are
 /// `starts[t]..starts[t + 1]`, in program order), with what orders them, in a topological order.
@@ -63,6 +65,11 @@ impl StepGraph {
             }
         }
         (topological.len() == steps).then_some(StepGraph { place, preds, topological })
+    }
+
+    /// The number of steps.
+    pub fn steps(&self) -> usize {
+        self.place.len()
     }
 
     /// The work of an order watching `threadblocks` of them: steps and edges, times that.

@@ -558,6 +558,11 @@ impl Memory {
         Ok(m)
     }
 
+    /// Those of `cells` of gpu `g` in its scratch buffer.
+    fn scratch_only(&self, g: usize, cells: &[usize]) -> Vec<usize> {
+        cells.iter().copied().filter(|&c| c >= self.base[g][2]).collect()
+    }
+
     fn cell(&self, g: usize, (buffer, offset): (usize, usize)) -> Option<usize> {
         let c = self.base[g][buffer] + offset;
         (c < self.cells[g].len()).then_some(c)
@@ -940,8 +945,8 @@ impl Sim {
             readers.push(node);
         }
         if let (true, Some(c)) = (op.kind.reduces_received(), in_conn) {
-            // What a plain receive left in `cells` is reduced with what arrives now.
-            self.reduced_here(g, &cells);
+            // What a plain receive left in scratch `cells` is reduced with what arrives now.
+            self.reduced_here(g, &self.mem.scratch_only(g, &cells));
             let node = self.fifos[c].messages[op.in_msg].node;
             self.nodes[node].after.extend(deps.iter().map(|&d| (d, true)));
             readers.push(node);
@@ -1194,11 +1199,12 @@ impl Sim {
         let landed: Vec<Option<usize>> = src_cells.iter().map(|&c| self.mem.landed[g][c]).collect();
         let value = if op.kind == StepKind::Reduce {
             let (old, _) = self.read(g, op.dst, op.cnt, &at);
-            // What arrived in a plain receive and is reduced here, on either side (a tree of
-            // `re`s in scratch: `re X <- Y`, then `re i <- X`), was for the schedule a reduce
-            // into this gpu's value.
+            // What arrived in a plain receive and is reduced here, from the source or in scratch
+            // at the destination (a tree of `re`s in scratch: `re X <- Y`, then `re i <- X`),
+            // was for the schedule a reduce into this gpu's value. A receive into the gpu's own
+            // chunk replaced its value (a copy), whatever is reduced into it later.
             self.reduced_here(g, &src_cells);
-            self.reduced_here(g, &dst_cells);
+            self.reduced_here(g, &self.mem.scratch_only(g, &dst_cells));
             self.combine(&old, &src, &at)
         } else {
             src
@@ -1290,24 +1296,40 @@ impl Sim {
                 tbs
             })
             .collect();
-        let work: usize = watched.iter().map(|w| if w.is_empty() { 0 } else { graph.work(w.len()) }).sum();
+        let work: usize = watched.iter().map(|w| graph.work(w.len())).sum();
         if work > MAX_ORDER_WORK {
             return None;
         }
-        // The gpus' orders are independent: on every thread.
-        let per_gpu: Vec<Option<Vec<String>>> = by_gpu
+        // A gpu watching more threadblocks than one order's clocks hold takes several orders,
+        // each watching some of them; the orders are independent: on every thread.
+        let batch = (MAX_CLOCK_ENTRIES / graph.steps().max(1)).max(1);
+        let tasks: Vec<(usize, &[usize])> = watched.iter().enumerate().flat_map(|(g, w)| w.chunks(batch).map(move |b| (g, b))).collect();
+        let found: Vec<Option<Vec<(usize, usize)>>> = tasks
             .par_iter()
-            .enumerate()
-            .filter(|(_, v)| !v.is_empty())
-            .map(|(g, pairs)| {
-                let hb = graph.order(&watched[g], MAX_CLOCK_ENTRIES)?;
-                Some(pairs.iter().filter(|(x, me, _)| !hb.ordered(*x, *me)).map(|&&(x, me, touch)| race_line(&self.net, &self.order, (x, me), touch)).collect())
+            .map(|&(g, tbs)| {
+                let hb = graph.order(tbs, MAX_CLOCK_ENTRIES)?;
+                let tb_of = |x: usize| self.order.threadblocks[self.order.op_at[x].0].start + self.order.op_at[x].1;
+                Some(
+                    by_gpu[g]
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, (x, me, _))| tbs.binary_search(&tb_of(*x)).is_ok() && !hb.ordered(*x, *me))
+                        .map(|(k, _)| (g, k))
+                        .collect(),
+                )
             })
             .collect();
-        per_gpu.into_iter().try_fold(Vec::new(), |mut all, races| {
-            all.extend(races?);
-            Some(all)
-        })
+        let mut races: Vec<(usize, usize)> = found.into_iter().collect::<Option<Vec<_>>>()?.concat();
+        races.sort_unstable();
+        Some(
+            races
+                .into_iter()
+                .map(|(g, k)| {
+                    let &(x, me, touch) = by_gpu[g][k];
+                    race_line(&self.net, &self.order, (x, me), touch)
+                })
+                .collect(),
+        )
     }
 
     fn finish_op(&mut self, g: usize, t: usize) {

@@ -372,23 +372,15 @@ pub fn balancing_piece_counts(t: &Topology, c: &Collective) -> Vec<u32> {
     let base = u64::from(piece_counts(t)[0]);
     let mut out: Vec<u32> = Vec::new();
     for d in degrees.into_iter().filter(|&d| d < most) {
-        let unit = d / gcd(r - 1, d);
+        let unit = d / num_integer::gcd(r - 1, d);
         if unit > 1 {
-            let lcm = unit / gcd(unit, base) * base;
+            let lcm = unit / num_integer::gcd(unit, base) * base;
             out.extend([unit, 2 * unit, lcm].into_iter().filter_map(|p| u32::try_from(p).ok()));
         }
     }
     out.sort_unstable();
     out.dedup();
     out
-}
-
-fn gcd(a: u64, b: u64) -> u64 {
-    if b == 0 {
-        a
-    } else {
-        gcd(b, a % b)
-    }
 }
 
 /// One finer piece count for an all_reduce whose halves are pipelined (ranks with unequal
