@@ -5,8 +5,9 @@
 
 use collsched::check_deadlock;
 use collsched::Schedule;
-use collsched::{chakra_traces, check_reader_rules, check_xml, decode_chakra, msccl_xml, Buffering, MscclOptions};
+use collsched::{chakra_traces, check_reader_rules, check_xml, decode_chakra, import_msccl, msccl_xml, Buffering, MscclOptions};
 use collsched::{fat_tree, torus, FatTreeParams, FaultPattern, NodeId, Topology, TorusParams};
+use collsched::{fat_tree_candidates, verify_schedule, VerifyOptions};
 use collsched::{lower, ChannelSpread, LowerOptions};
 use collsched::{switched, Routing, SwitchedAlgorithm};
 use collsched::{torus_all_to_all, torus_mate, RingAlgorithm, Scheduler};
@@ -54,6 +55,18 @@ fn matrix() -> Vec<(String, Schedule)> {
         let c = Collective::new(kind, ranks.clone(), 1 << 16, 1, None, &ft).unwrap();
         out.push((format!("fat tree {alg:?}"), switched(&ft, &c, alg, Routing::Balanced).unwrap()));
     }
+    // The synthesizer's board collectives (one-crossing all_reduce among them), healthy and with
+    // a board link down (crossed through the switches).
+    let mut broken = ft.clone();
+    FaultPattern { cables: vec![(NodeId(0), NodeId(1))], ..Default::default() }.apply(&mut broken).unwrap();
+    for (state, t) in [("healthy", &ft), ("board link down", &broken)] {
+        for kind in [CollectiveKind::AllReduce, CollectiveKind::AllGather, CollectiveKind::ReduceScatter] {
+            let c = Collective::new(kind, ranks.clone(), 1 << 16, 1, None, t).unwrap();
+            for (m, s) in fat_tree_candidates(t, &c).unwrap().into_iter().filter(|(m, _)| m.to_string().starts_with("board")) {
+                out.push((format!("fat tree {state} {kind} {m}"), s));
+            }
+        }
+    }
     out
 }
 
@@ -75,6 +88,10 @@ fn every_schedule_of_the_matrix_runs_in_msccl_and_astra_sim() {
         let report = check_xml(&xml, Buffering::Rendezvous);
         assert!(report.is_valid(), "{name}: {:?} {:?}", report.problems, report.runs.first().map(|r| r.outcome.as_ref().err()));
         assert!(report.problems.warnings.is_empty(), "{name}: {:?}", report.problems.warnings);
+        // And what `verify FILE.xml` then checks: imported onto the network, rules 1-5.
+        let back = import_msccl(&xml, Some(&s.header.topology)).unwrap_or_else(|e| panic!("{name}: import: {e}"));
+        let r = verify_schedule(&back, &VerifyOptions::default()).unwrap();
+        assert!(r.is_valid(), "{name}: the imported XML: {:?}", r.findings.failures().iter().take(3).map(|d| d.to_string()).collect::<Vec<_>>());
         let traces = chakra_traces(&programs, &s).unwrap();
         let (mut sends, mut recvs) = (0, 0);
         for (_, data) in &traces {

@@ -1,7 +1,7 @@
 //! The checker on certificates small enough to re-derive on paper. Each value below is worked out
 //! in the comment beside it, not taken from the code that builds certificates.
 
-use collsched_checker::{check_bounds_str, check_str, parse_q, Q};
+use collsched_checker::{check_bounds_str, check_str, parse_q, same_instance, Q};
 use serde_json::{json, Value};
 
 fn q(s: &str) -> Q {
@@ -471,4 +471,19 @@ fn a_claim_just_above_its_witness_shows_the_difference() {
     let c = cert(ring3(&[], a2a("12")), json!([{"bound": "volume", "value": "6000000001/999999999"}]));
     let m = rejected(&c);
     assert!(m.contains("the witness supports 6 ns, the claim is 6000000001/999999999 ns"), "{m}");
+}
+
+/// An instance is the same whatever spelling its exact numbers take (`"12"`, `"12.0"`, `"24/2"`);
+/// `proof check` compared the text, and a spec's instance written `"1048576.0"` failed as "not
+/// the one the spec describes".
+#[test]
+fn instances_compare_as_exact_numbers() {
+    let a = ring3(&[], a2a("12"));
+    let mut b = ring3(&[], a2a("12.0"));
+    b["links"][0]["capacity"] = json!("4/2");
+    b["switch_latency_ns"] = json!("0/5");
+    assert!(same_instance(&a, &b).unwrap());
+    assert!(!same_instance(&a, &ring3(&[0], a2a("12"))).unwrap(), "a link down");
+    assert!(!same_instance(&a, &ring3(&[], a2a("13"))).unwrap(), "other bytes");
+    assert!(same_instance(&a, &json!({"nodes": 3})).is_err(), "not an instance");
 }
