@@ -24,8 +24,8 @@ pub const MAX_CLOCK_ENTRIES: usize = 1 << 25;
 /// races.
 pub const MAX_ORDER_WORK: usize = 1 << 35;
 
-/// A program's steps, numbered threadblock after threadblock (the steps of threadblock `t` are
-/// `starts[t]..starts[t + 1]`, in program order), with what orders them, in a topological order.
+/// A program's steps, numbered threadblock after threadblock (each threadblock's in program
+/// order), with what orders them, in a topological order.
 pub struct StepGraph {
     /// Per step: its threadblock and position in it.
     place: Vec<(usize, u32)>,
@@ -70,6 +70,11 @@ impl StepGraph {
     /// The number of steps.
     pub fn steps(&self) -> usize {
         self.place.len()
+    }
+
+    /// The threadblock of step `x` (numbered across the gpus, as the steps are).
+    pub fn threadblock(&self, x: usize) -> usize {
+        self.place[x].0
     }
 
     /// The work of an order watching `threadblocks` of them: steps and edges, times that.

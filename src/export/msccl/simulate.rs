@@ -46,7 +46,6 @@ use super::rules::{buffer_chunks, check_program};
 use rayon::prelude::*;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
-use std::ops::Range;
 
 /// Slots of one connection's FIFO (`NCCL_STEPS`).
 pub const NCCL_STEPS: usize = 8;
@@ -1099,12 +1098,7 @@ impl Sim {
     /// logged in `undo`.
     fn claim_at(&mut self, level: usize, m: usize, share: bool, undo: &mut Vec<Undo>) -> Option<Vec<usize>> {
         let (from, to, reduce) = (self.messages[m].from, self.messages[m].to, self.messages[m].reduce);
-        let keys: Vec<PieceKey> = self.messages[m]
-            .payload
-            .iter()
-            .flatten()
-            .map(|v| (v.offset, if self.reducing_kind { usize::MAX } else { v.gpus.first().copied().unwrap_or(0) }))
-            .collect();
+        let keys = self.piece_keys(m);
         let direct = [Vec::new()];
         let candidates = self.routes.get(&(from, to)).map_or(&direct[..], |c| &c[..]);
         match self.pairs.get_mut(&(level, from, to)) {
@@ -1129,19 +1123,21 @@ impl Sim {
         }
     }
 
+    /// The pieces message `m` carries, as a gpu pair's claim on a level holds them.
+    fn piece_keys(&self, m: usize) -> Vec<PieceKey> {
+        let origin = |v: &ChunkValue| if self.reducing_kind { usize::MAX } else { v.gpus.first().copied().unwrap_or(0) };
+        self.messages[m].payload.iter().flatten().map(|v| (v.offset, origin(v))).collect()
+    }
+
     /// Why messages that must share a step cannot, even sharing links: the first gpu pair
     /// among them that would carry both a copy and a reduce, or one piece twice, in that step
     /// (a transfer has one operation and lists a piece once, MODEL.md section 3 and rule 1).
     fn unshareable(&self, members: &[usize]) -> String {
-        let keys = |m: usize| -> Vec<PieceKey> {
-            let reducing = self.reducing_kind;
-            self.messages[m].payload.iter().flatten().map(|v| (v.offset, if reducing { usize::MAX } else { v.gpus.first().copied().unwrap_or(0) })).collect()
-        };
         let mut seen: HashMap<(usize, usize), (bool, Vec<PieceKey>)> = HashMap::new();
         let mut why = None;
         for &m in members {
             let (from, to, reduce) = (self.messages[m].from, self.messages[m].to, self.messages[m].reduce);
-            let k = keys(m);
+            let k = self.piece_keys(m);
             match seen.get_mut(&(from, to)) {
                 Some((r, _)) if *r != reduce => {
                     why = Some(format!("gpu {from} -> gpu {to} would carry both a copy and a reduce in that step (a transfer has one operation)"))
@@ -1289,8 +1285,7 @@ impl Sim {
         let watched: Vec<Vec<usize>> = by_gpu
             .iter()
             .map(|pairs| {
-                let mut tbs: Vec<usize> =
-                    pairs.iter().map(|&&(x, _, _)| self.order.threadblocks[self.order.op_at[x].0].start + self.order.op_at[x].1).collect();
+                let mut tbs: Vec<usize> = pairs.iter().map(|&&(x, _, _)| graph.threadblock(x)).collect();
                 tbs.sort_unstable();
                 tbs.dedup();
                 tbs
@@ -1308,12 +1303,11 @@ impl Sim {
             .par_iter()
             .map(|&(g, tbs)| {
                 let hb = graph.order(tbs, MAX_CLOCK_ENTRIES)?;
-                let tb_of = |x: usize| self.order.threadblocks[self.order.op_at[x].0].start + self.order.op_at[x].1;
                 Some(
                     by_gpu[g]
                         .iter()
                         .enumerate()
-                        .filter(|(_, (x, me, _))| tbs.binary_search(&tb_of(*x)).is_ok() && !hb.ordered(*x, *me))
+                        .filter(|(_, (x, me, _))| tbs.binary_search(&graph.threadblock(*x)).is_ok() && !hb.ordered(*x, *me))
                         .map(|(k, _)| (g, k))
                         .collect(),
                 )
@@ -1542,8 +1536,6 @@ struct StepOrder {
     hb: Option<HappensBefore>,
     /// Where `hb` is too large: the steps and what orders them, for orders one gpu at a time.
     graph: Option<StepGraph>,
-    /// Per gpu: the numbers of its threadblocks.
-    threadblocks: Vec<Range<usize>>,
     /// Per gpu and threadblock: the number of its first op.
     first_op: Vec<Vec<usize>>,
     /// Per number: (gpu, threadblock, index of the op in it).
@@ -1556,10 +1548,8 @@ fn happens_before(net: &Net, whole: usize) -> StepOrder {
     let mut first_op = Vec::new();
     let mut op_at = Vec::new();
     let mut lengths = Vec::new();
-    let mut threadblocks = Vec::new();
     for (g, tbs) in net.gpus.iter().enumerate() {
         let mut firsts = Vec::new();
-        threadblocks.push(lengths.len()..lengths.len() + tbs.len());
         for (t, tb) in tbs.iter().enumerate() {
             firsts.push(op_at.len());
             op_at.extend((0..tb.ops.len()).map(|k| (g, t, k)));
@@ -1587,7 +1577,7 @@ fn happens_before(net: &Net, whole: usize) -> StepOrder {
     let every: Vec<usize> = (0..lengths.len()).collect();
     let hb = graph.as_ref().and_then(|g| g.order(&every, whole));
     let graph = if hb.is_none() { graph } else { None };
-    StepOrder { hb, graph, threadblocks, first_op, op_at }
+    StepOrder { hb, graph, first_op, op_at }
 }
 
 /// Compares the outputs with what `coll` wants (the layout of [`crate::lower::Layout`]);
