@@ -257,12 +257,17 @@ impl Boards {
                 None => groups.push((b, vec![x])),
             }
         }
-        let reaches = |n: NodeId| t.up_out_links(n).any(|l| !t.is_npu(t.link(l).dst)) && t.in_links(n).any(|l| t.link(l).up && !t.is_npu(t.link(l).src));
+        // Per rank: whether it has an up link to a switch and one from a switch.
+        let reaches: Vec<bool> = c
+            .ranks
+            .iter()
+            .map(|&n| t.up_out_links(n).any(|l| !t.is_npu(t.link(l).dst)) && t.in_links(n).any(|l| t.link(l).up && !t.is_npu(t.link(l).src)))
+            .collect();
         let mut groups: Vec<Vec<usize>> = groups.into_iter().map(|(_, g)| g).collect();
         for g in &mut groups {
-            g.sort_by_key(|&x| !reaches(c.ranks[x]));
+            g.sort_by_key(|&x| !reaches[x]);
         }
-        let m = if groups.len() == 1 { groups[0].len() } else { groups.iter().map(|g| g.iter().filter(|&&x| reaches(c.ranks[x])).count()).min().unwrap_or(0) };
+        let m = if groups.len() == 1 { groups[0].len() } else { groups.iter().map(|g| g.iter().filter(|&&x| reaches[x]).count()).min().unwrap_or(0) };
         if m == 0 {
             return None;
         }
