@@ -74,7 +74,7 @@ pub use algorithms::{
     routed_all_to_all, torus_all_to_all, torus_all_to_all_into, torus_mate, torus_ring_collective, HardwareRouting, RingAlgorithm, Scheduler,
 };
 pub use bounds::certificate::{certificate_for, certificate_of_instance};
-pub use bounds::certified::{certified_bounds, certified_bounds_ns, certified_steps_bounds, CertifiedBounds};
+pub use bounds::certified::{certified_bounds, certified_bounds_ns, certified_steps_bounds, CertifiedBounds, CertifiedNs};
 pub use bounds::flow::{flow_bound, FlowBound, FlowOptions};
 pub use bounds::{bounds, Bounds};
 pub use cli::{clean_up_on_signals, run as run_cli, Cli};

@@ -69,6 +69,13 @@ impl Checked {
     pub fn summary(&self, path: &Path) -> String {
         let report = &self.report;
         let mut best = report.bandwidth_bound.as_ref().map(|b| format!(", bandwidth bound {}", collsched_checker::show_q(b))).unwrap_or_default();
+        // A crossing claim raises the time bound above bandwidth plus latency: say so.
+        let crossing = report.claims.iter().filter(|c| c.bound == "crossing").map(|c| &c.derived).max();
+        if let (Some(time), Some(x)) = (&report.time_bound, crossing) {
+            if time == x {
+                best += &format!(", time bound {} (crossing)", collsched_checker::show_q(time));
+            }
+        }
         if let Some(steps) = &report.steps_bound {
             best += &format!(", steps bound {}", collsched_checker::show_q(steps));
         }

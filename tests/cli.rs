@@ -2809,3 +2809,33 @@ fn the_tutorial_quotes_the_cut_off_message_as_printed() {
     let quoted = format!("$ ./target/release/collsched generate --torus 4 --fail 0-1 --fail 2-3 --algorithm foldedring\n{message}");
     assert!(tutorial.contains(&quoted), "docs/tutorial.md should quote:\n{quoted}");
 }
+
+#[test]
+fn a_fat_tree_all_reduce_is_measured_against_the_crossing_bound() {
+    // 16 npus on boards of 4 under a 2-level tree of k = 8: a chain crossing between boards twice
+    // pays 2 x 3,100 ns; otherwise every board takes the other three boards' vectors over its four
+    // leaf links, 3,100 + 3 x 64 KiB / (4 x 400 bytes/ns) = 3,222.88 ns, which bandwidth plus
+    // latency (3,100 + 40.32 ns) falls short of.
+    let spec = tmp("crossing.spec.json");
+    std::fs::write(
+        &spec,
+        r#"{"topology": {"fat_tree": {"levels": 2, "k": 8, "osr": 1, "npus": 16, "board": 4, "bandwidth_gbps": 400.0, "latency_ns": 25.0, "switch_latency_ns": 1000.0}},
+            "collective": {"kind": "all_reduce", "bytes_per_rank": "64KiB"}}"#,
+    )
+    .unwrap();
+    let o = run(&["bound", s(&spec)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("crossing            3222.880000 (80572/25) ns"), "{}", text(&o));
+    assert!(text(&o).contains("time bound          3222.880000 (80572/25) ns (the crossing bound)"), "{}", text(&o));
+    let out = tmp("crossing.json");
+    let o = run(&["synthesize", s(&spec), "-o", s(&out), "--time-limit", "20"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("above the certified crossing bound (3.2229 us)"), "{}", text(&o));
+    // The certificate with the schedule attached checks, and says which bound it holds it to.
+    let cert = tmp("crossing.cert.json");
+    let o = run(&["bound", s(&spec), "--certificate", s(&cert), "--schedule", s(&out)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&["proof", "check", s(&cert)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("time bound 3222.880000 (80572/25) (crossing)"), "{}", text(&o));
+}

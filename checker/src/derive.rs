@@ -48,10 +48,19 @@ fn single_hops(inst: &Instance, adj: &[Vec<(usize, usize)>], s: usize) -> Vec<Op
 /// Shortest path latency from `s` to `d`: link latencies plus the switch latency for every switch
 /// passed through (docs/design/MODEL.md section 5).
 pub(crate) fn latency(inst: &Instance, s: usize, d: usize) -> Result<Q, String> {
+    latencies_from(inst, &[s])[d].clone().ok_or_else(|| format!("node {d} cannot be reached from node {s} over up links"))
+}
+
+/// Shortest path latencies from the nearest of `sources` to every node (`None`: not reachable over
+/// up links), as [`latency`] measures a path.
+pub(crate) fn latencies_from(inst: &Instance, sources: &[usize]) -> Vec<Option<Q>> {
     let adj = inst.up_adjacency();
     let mut dist: Vec<Option<Q>> = vec![None; inst.nodes];
-    dist[s] = Some(Q::zero());
-    let mut heap = BinaryHeap::from([Reverse((Q::zero(), s))]);
+    let mut heap = BinaryHeap::new();
+    for &s in sources {
+        dist[s] = Some(Q::zero());
+        heap.push(Reverse((Q::zero(), s)));
+    }
     while let Some(Reverse((dn, n))) = heap.pop() {
         if dist[n].as_ref().is_some_and(|x| *x < dn) {
             continue;
@@ -67,7 +76,7 @@ pub(crate) fn latency(inst: &Instance, s: usize, d: usize) -> Result<Q, String> 
             }
         }
     }
-    dist[d].clone().ok_or_else(|| format!("node {d} cannot be reached from node {s} over up links"))
+    dist
 }
 
 /// Shortest distances from `s` under link lengths `len` (`None`: not reachable over up links).
@@ -306,7 +315,7 @@ pub(crate) fn cut_crossing(inst: &Instance, u: &[bool]) -> Q {
 
 /// The membership flags of a cut's node set, complemented with `into` (the set whose outgoing
 /// links are counted). Errors for a node out of range or named twice.
-fn membership(inst: &Instance, nodes: &[usize], into: bool) -> Result<Vec<bool>, String> {
+pub(crate) fn membership(inst: &Instance, nodes: &[usize], into: bool) -> Result<Vec<bool>, String> {
     let mut u = vec![false; inst.nodes];
     for &n in nodes {
         if n >= inst.nodes {

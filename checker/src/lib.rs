@@ -31,7 +31,8 @@
 //!    {"bound": "steps_transmissions", "value": "1", "witness": {"into": false}},
 //!    {"bound": "steps_cut", "value": "1", "witness": {"nodes": [0], "into": false}},
 //!    {"bound": "steps_flow", "value": "1", "witness": {"lengths": ["1", "1", "1", "1", "1", "1"]}},
-//!    {"bound": "steps_arrival", "value": "1", "witness": {"rank": 0, "into": true, "distance": 1}}],
+//!    {"bound": "steps_arrival", "value": "1", "witness": {"rank": 0, "into": true, "distance": 1}},
+//!    {"bound": "group_transmissions", "value": "125/12", "witness": {"groups": [[0], [1], [2]], "into": false}}],
 //!  "schedule": {"file": "out/ring3.json", "sha256": "4be1c2...", "bandwidth_ns": "125/12",
 //!    "time_ns": "1325/12", "bandwidth_optimal": true}}
 //! ```
@@ -57,6 +58,19 @@
 //! - `steps_arrival`: d - 1 plus the pieces that must enter the rank in a step no earlier than
 //!   the distance d allows (`into`; otherwise leave it no later), over its up links, rounded up.
 //!
+//! **Group claims** (docs/design/MODEL.md section 6, "Groups of ranks") name a partition of the
+//! ranks: `groups`, node sets that are disjoint and hold every rank, none without a rank.
+//!
+//! - `group_transmissions` (a bandwidth bound): the crossing transfers every piece needs (a
+//!   transfer crosses when its ends lie in different groups; all_to_all, a demand whose ends do;
+//!   all_gather and reduce_scatter G-1 per piece, all_reduce 2(G-1), G groups) over the up links
+//!   leaving the groups' node sets (`into`: entering them);
+//! - `crossing` (a bound on step-synchronous time, all_gather, reduce_scatter and all_reduce;
+//!   witness `{"groups": [...], "cuts": [{"nodes": [...], "into": false}, ...]}`, each cut holding
+//!   all or none of every group's ranks): re-derived after every other claim, from the best bandwidth and latency bounds
+//!   they prove, as the least over thresholds of latency plus the bandwidth term that the demand
+//!   between groups that must be direct forces across the cuts (see [`CheckReport::time_bound`]).
+//!
 //! Values are exact rationals written as `"7"`, `"25/2"` or `"12.5"` (digits on both sides of the
 //! slash or point, a leading `-` at most, nothing else: no spaces, `+`, exponents); capacities are bytes per
 //! ns (GB/s), times are ns, `steps` counts single hops (a hop ends at a rank: only ranks store). `collective` is, for all_to_all, either
@@ -66,6 +80,7 @@
 //! `pieces` too (pieces per block, 1 when absent), which only the steps claims count.
 
 mod derive;
+mod groups;
 mod instance;
 
 use instance::Instance;
@@ -110,6 +125,9 @@ pub struct CheckReport {
     /// The best bandwidth bound proven (max of volume, cut, flow and transmissions), if any was
     /// claimed.
     pub bandwidth_bound: Option<Q>,
+    /// The best bound on step-synchronous time proven: the best bandwidth bound plus the latency
+    /// bound, or a `crossing` claim where that is larger; `None` when neither was claimed.
+    pub time_bound: Option<Q>,
     /// The best steps bound proven (max of `steps`, `steps_transmissions`, `steps_cut`,
     /// `steps_flow` and `steps_arrival`), if any was claimed.
     pub steps_bound: Option<Q>,
@@ -283,6 +301,8 @@ enum RawClaim {
     StepsCut { value: String, witness: CutWitness },
     StepsFlow { value: String, witness: FlowWitness },
     StepsArrival { value: String, witness: ArrivalWitness },
+    GroupTransmissions { value: String, witness: GroupsWitness },
+    Crossing { value: String, witness: CrossingWitness },
 }
 
 impl RawClaim {
@@ -319,6 +339,24 @@ struct CutWitness {
     nodes: Vec<usize>,
     /// Count the links entering the set (the complement's side) instead of those leaving it.
     into: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GroupsWitness {
+    /// The groups' node sets: disjoint, every rank in one.
+    groups: Vec<Vec<usize>>,
+    /// Count the links entering the groups' sets instead of those leaving them.
+    into: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CrossingWitness {
+    /// The groups' node sets: disjoint, every rank in one (only the ranks matter here).
+    groups: Vec<Vec<usize>>,
+    /// Cuts that hold all or none of each group's ranks, for the demand between groups that must be direct.
+    cuts: Vec<CutWitness>,
 }
 
 #[derive(Deserialize)]
@@ -487,6 +525,9 @@ fn object_as_array(cert: &serde_json::Value) -> Option<String> {
     for (i, claim) in items(cert.get("claims")).iter().enumerate() {
         field(format!("claims[{i}]"), Some(claim));
         field(format!("claims[{i}].witness"), claim.get("witness"));
+        for (j, cut) in items(claim.get("witness").and_then(|w| w.get("cuts"))).iter().enumerate() {
+            field(format!("claims[{i}].witness.cuts[{j}]"), Some(cut));
+        }
     }
     objects.into_iter().find(|(_, v)| v.is_array()).map(|(at, _)| format!("{at}: expected an object with named fields, found an array"))
 }
@@ -528,6 +569,7 @@ fn check(text: &str, names_spec: bool) -> Result<CheckReport, CheckError> {
     let mut bandwidth: Option<(Q, Q)> = None; // (best derived, best claimed)
     let mut latency_bound: Option<Q> = None;
     let mut steps_bound: Option<Q> = None;
+    let mut crossings = Vec::new();
     for (index, value) in raw.claims.iter().enumerate() {
         let name = value.get("bound").and_then(|b| b.as_str()).unwrap_or("?").to_string();
         let at = |msg: String| CheckError { claim: Some(index), message: format!("claim {index} ({name}): {msg}"), unreadable: false };
@@ -546,9 +588,16 @@ fn check(text: &str, names_spec: bool) -> Result<CheckReport, CheckError> {
             | RawClaim::StepsTransmissions { value, .. }
             | RawClaim::StepsCut { value, .. }
             | RawClaim::StepsFlow { value, .. }
-            | RawClaim::StepsArrival { value, .. } => value,
+            | RawClaim::StepsArrival { value, .. }
+            | RawClaim::GroupTransmissions { value, .. }
+            | RawClaim::Crossing { value, .. } => value,
         };
         let claimed = claim_value(claimed_text, claim.is_steps()).map_err(|e| unreadable_at(format!("value: {e}")))?;
+        // A crossing claim builds on the best bandwidth and latency bounds of all the others.
+        if let RawClaim::Crossing { witness, .. } = claim {
+            crossings.push((index, name, claimed, witness));
+            continue;
+        }
         let derived = match &claim {
             RawClaim::Steps { witness, .. } | RawClaim::Latency { witness, .. } => {
                 let (s, d) = (witness.source, witness.destination);
@@ -566,6 +615,11 @@ fn check(text: &str, names_spec: bool) -> Result<CheckReport, CheckError> {
             RawClaim::StepsCut { witness, .. } => derive::steps_cut(&inst, &witness.nodes, witness.into).map_err(at)?,
             RawClaim::StepsFlow { witness, .. } => derive::steps_flow(&inst, &lengths(witness).map_err(unreadable_at)?).map_err(at)?,
             RawClaim::StepsArrival { witness, .. } => derive::steps_arrival(&inst, witness.rank, witness.into, witness.distance).map_err(at)?,
+            RawClaim::GroupTransmissions { witness, .. } => {
+                let groups = groups::Groups::new(&inst, &witness.groups).map_err(at)?;
+                groups::group_transmissions(&inst, &groups, witness.into).map_err(at)?
+            }
+            RawClaim::Crossing { .. } => unreachable!("crossing claims are checked after the others"),
         };
         let unit = if claim.is_steps() { " steps" } else { " ns" };
         if derived < claimed {
@@ -574,7 +628,7 @@ fn check(text: &str, names_spec: bool) -> Result<CheckReport, CheckError> {
         }
         match claim {
             RawClaim::Latency { .. } => latency_bound = Some(latency_bound.map_or(derived.clone(), |b| b.max(derived.clone()))),
-            RawClaim::Volume { .. } | RawClaim::Cut { .. } | RawClaim::Flow { .. } | RawClaim::Transmissions { .. } => {
+            RawClaim::Volume { .. } | RawClaim::Cut { .. } | RawClaim::Flow { .. } | RawClaim::Transmissions { .. } | RawClaim::GroupTransmissions { .. } => {
                 bandwidth = Some(match bandwidth {
                     Some((d, c)) => (d.max(derived.clone()), c.max(claimed.clone())),
                     None => (derived.clone(), claimed.clone()),
@@ -585,16 +639,34 @@ fn check(text: &str, names_spec: bool) -> Result<CheckReport, CheckError> {
             | RawClaim::StepsCut { .. }
             | RawClaim::StepsFlow { .. }
             | RawClaim::StepsArrival { .. } => steps_bound = Some(steps_bound.map_or(derived.clone(), |b| b.max(derived.clone()))),
+            RawClaim::Crossing { .. } => {}
         }
         claims.push(ClaimReport { index, bound: name, claimed, derived });
     }
+    // Bandwidth plus latency bounds the step-synchronous time; a crossing claim may bound it more.
+    let best_bandwidth = bandwidth.as_ref().map_or_else(Q::zero, |(d, _)| d.clone());
+    let best_latency = latency_bound.clone().unwrap_or_else(Q::zero);
+    let mut time_bound = (bandwidth.is_some() || latency_bound.is_some()).then(|| &best_bandwidth + &best_latency);
+    for (index, name, claimed, witness) in crossings {
+        let at = |msg: String| CheckError { claim: Some(index), message: format!("claim {index} ({name}): {msg}"), unreadable: false };
+        let groups = groups::Groups::new(&inst, &witness.groups).map_err(at)?;
+        let cuts: Vec<(Vec<usize>, bool)> = witness.cuts.iter().map(|c| (c.nodes.clone(), c.into)).collect();
+        let derived = groups::crossing(&inst, &groups, &cuts, &best_bandwidth, &best_latency).map_err(at)?;
+        if derived < claimed {
+            let (d, c) = show_q_pair(&derived, &claimed);
+            return Err(at(format!("the witness supports {d} ns, the claim is {c} ns")));
+        }
+        time_bound = Some(time_bound.map_or(derived.clone(), |b| b.max(derived.clone())));
+        claims.push(ClaimReport { index, bound: name, claimed, derived });
+    }
+    claims.sort_by_key(|c| c.index);
     let schedule = match &raw.schedule {
         None => None,
         // An attached schedule is checked by the command around the checker only through its
         // file: without `file` and `sha256` its times would be claims nobody checks.
         Some(v) => {
             let (claim, optimal) = read_schedule(v)?;
-            check_schedule(&claim, optimal, bandwidth.as_ref(), latency_bound.as_ref())?;
+            check_schedule(&claim, optimal, bandwidth.as_ref(), time_bound.as_ref())?;
             Some(claim)
         }
     };
@@ -603,6 +675,7 @@ fn check(text: &str, names_spec: bool) -> Result<CheckReport, CheckError> {
         instance: raw.instance,
         claims,
         bandwidth_bound: bandwidth.map(|(d, _)| d),
+        time_bound,
         steps_bound,
         spec: raw.spec,
         schedule,
@@ -624,14 +697,14 @@ fn read_schedule(v: &serde_json::Value) -> Result<(ScheduleClaim, Option<bool>),
 }
 
 /// A schedule's step-synchronous times against the proven bounds (docs/design/MODEL.md section 6): its
-/// bandwidth time is at least every bandwidth bound, its time at least the best bandwidth bound
-/// plus the latency bound.
-fn check_schedule(s: &ScheduleClaim, bandwidth_optimal: Option<bool>, bandwidth: Option<&(Q, Q)>, latency: Option<&Q>) -> Result<(), CheckError> {
+/// bandwidth time is at least every bandwidth bound, its time at least the best time bound
+/// (bandwidth plus latency, or a crossing claim).
+fn check_schedule(s: &ScheduleClaim, bandwidth_optimal: Option<bool>, bandwidth: Option<&(Q, Q)>, time_bound: Option<&Q>) -> Result<(), CheckError> {
     let (bw, time) = (&s.bandwidth_ns, &s.time_ns);
-    let floor = bandwidth.map_or_else(Q::zero, |(d, _)| d.clone()) + latency.cloned().unwrap_or_else(Q::zero);
+    let floor = time_bound.cloned().unwrap_or_else(Q::zero);
     if *time < floor {
         let (t, f) = show_q_pair(time, &floor);
-        return Err(fail(format!("schedule: time {t} ns is below the proven bandwidth + latency bound {f} ns")));
+        return Err(fail(format!("schedule: time {t} ns is below the proven time bound {f} ns")));
     }
     if let Some((derived, claimed)) = bandwidth {
         if bw < derived {

@@ -187,7 +187,7 @@ fn schedule_attachments_are_held_to_the_bounds() {
     };
     // HalfRing on 3 nodes: one step moving each block one hop, 12 bytes / 2 = 6 ns, plus 10 ns.
     assert!(check_str(&with(json!({"bandwidth_ns": "6", "time_ns": "16", "bandwidth_optimal": true})).to_string()).is_ok());
-    assert!(rejected(&with(json!({"bandwidth_ns": "6", "time_ns": "15"}))).contains("below the proven bandwidth + latency bound"));
+    assert!(rejected(&with(json!({"bandwidth_ns": "6", "time_ns": "15"}))).contains("below the proven time bound"));
     assert!(rejected(&with(json!({"bandwidth_ns": "11/2", "time_ns": "20"}))).contains("below the proven bandwidth bound"));
     assert!(rejected(&with(json!({"bandwidth_ns": "7", "time_ns": "20", "bandwidth_optimal": true}))).contains("claims bandwidth-optimal"));
     // The flag is a claim either way: denying an optimum the bound shows is false too.
@@ -486,4 +486,67 @@ fn instances_compare_as_exact_numbers() {
     assert!(!same_instance(&a, &ring3(&[0], a2a("12"))).unwrap(), "a link down");
     assert!(!same_instance(&a, &ring3(&[], a2a("13"))).unwrap(), "other bytes");
     assert!(same_instance(&a, &json!({"nodes": 3})).is_err(), "not an instance");
+}
+
+/// Three npus 0, 1, 2 under one switch (node 3): links 0->3, 3->0, 1->3, 3->1, 2->3, 3->2, each
+/// 1 byte/ns and 10 ns; the switch adds 100 ns. So every path between npus takes 120 ns.
+fn star3(collective: Value) -> Value {
+    let pairs = [(0, 3), (3, 0), (1, 3), (3, 1), (2, 3), (3, 2)];
+    let links: Vec<Value> = pairs.iter().map(|(s, d)| json!({"src": s, "dst": d, "capacity": "1", "latency_ns": "10", "up": true})).collect();
+    json!({"nodes": 4, "npus": 3, "switch_latency_ns": "100", "links": links, "collective": collective})
+}
+
+#[test]
+fn groups_count_crossings_and_direct_demand() {
+    // all_reduce of 3 ranks, blocks of one 6-byte piece: each rank holds 18 bytes.
+    let ar = json!({"kind": "all_reduce", "ranks": [0, 1, 2], "piece_bytes": "6", "pieces": 1});
+    // transmissions: 3 pieces x 2(R-1) = 4 transfers x 6 bytes = 72 over the 3 links out of
+    // ranks: 24 ns. group_transmissions with groups {0, 1} and {2}: 2(G-1) = 2 crossings per
+    // piece, 36 bytes, over the links leaving the groups (0->3, 1->3, 2->3): 12 ns. Latency: 120.
+    //
+    // crossing, singleton groups: Lx = 120 between any two, L2 = 120 + 120 = 240 (through the
+    // third group; 3 x 120 otherwise). At the threshold 120 (the latency bound) every pair must
+    // be direct: the cut {0} sends 0's whole vector to each of 1 and 2, 36 bytes over one link of
+    // 1 byte/ns: 120 + 36 = 156. At 240 nothing must be direct: 240 + 24 = 264. The bound is 156
+    // (every rank sending its vector to both others in one step takes exactly that), above the
+    // bandwidth + latency bound of 144.
+    let groups = json!([[0], [1], [2]]);
+    let claims = json!([
+        {"bound": "latency", "value": "120", "witness": {"source": 0, "destination": 2}},
+        {"bound": "transmissions", "value": "24", "witness": {"into": false}},
+        {"bound": "crossing", "value": "156", "witness": {"groups": groups, "cuts": [{"nodes": [0], "into": false}]}},
+        {"bound": "group_transmissions", "value": "12", "witness": {"groups": [[0, 1], [2]], "into": false}},
+        // Without a cut only the bandwidth bound counts: min(120 + 24, 240 + 24).
+        {"bound": "crossing", "value": "144", "witness": {"groups": groups, "cuts": []}}
+    ]);
+    let c = cert(star3(ar.clone()), claims);
+    assert_eq!(derived(&c), ["120", "24", "156", "12", "144"].map(q));
+    let report = check_str(&c.to_string()).unwrap();
+    assert_eq!(report.bandwidth_bound, Some(q("24")));
+    assert_eq!(report.time_bound, Some(q("156")));
+
+    // A schedule faster than the crossing bound is refused, though above bandwidth + latency.
+    let mut fast = c.clone();
+    fast["schedule"] = json!({"file": "s.json", "sha256": "0".repeat(64), "bandwidth_ns": "36", "time_ns": "150"});
+    assert!(rejected(&fast).contains("time 150 ns is below the proven time bound 156 ns"), "{}", rejected(&fast));
+
+    // Claiming more than the witness supports, a cut that splits a group, a rank in no group.
+    let over = cert(star3(ar.clone()), json!([{"bound": "crossing", "value": "157", "witness": {"groups": groups, "cuts": [{"nodes": [0], "into": false}]}}]));
+    // Without latency and bandwidth claims: min(0 + 36, 240 + 0), the cut alone.
+    assert!(rejected(&over).contains("claim 0 (crossing): the witness supports 36 ns, the claim is 157 ns"), "{}", rejected(&over));
+    let split =
+        cert(star3(ar.clone()), json!([{"bound": "crossing", "value": "0", "witness": {"groups": [[0, 1], [2]], "cuts": [{"nodes": [0], "into": false}]}}]));
+    assert!(rejected(&split).contains("cut 0 splits the group of rank 1"), "{}", rejected(&split));
+    let missing = cert(star3(ar.clone()), json!([{"bound": "group_transmissions", "value": "0", "witness": {"groups": [[0, 1]], "into": false}}]));
+    assert!(rejected(&missing).contains("rank 2 is in no group"), "{}", rejected(&missing));
+    let twice = cert(star3(ar), json!([{"bound": "group_transmissions", "value": "0", "witness": {"groups": [[0, 1, 3], [2, 3]], "into": false}}]));
+    assert!(rejected(&twice).contains("node 3 is in group 0 and in group 1"), "{}", rejected(&twice));
+
+    // all_to_all has no crossing bound (its demands are direct already).
+    let a2a3 = cert(star3(a2a("6")), json!([{"bound": "crossing", "value": "0", "witness": {"groups": groups, "cuts": []}}]));
+    assert!(rejected(&a2a3).contains("for all_gather, reduce_scatter and all_reduce"), "{}", rejected(&a2a3));
+    // all_to_all over groups {0, 1} and {2}: 4 of the 6 demands cross, 24 bytes, over 3 links
+    // leaving groups: 8 ns; entering them (3->0, 3->1, 3->2) likewise.
+    let a2a_groups = cert(star3(a2a("6")), json!([{"bound": "group_transmissions", "value": "8", "witness": {"groups": [[0, 1], [2]], "into": true}}]));
+    assert_eq!(derived(&a2a_groups), [q("8")]);
 }

@@ -3,13 +3,15 @@
 
 use super::cut::best_cut;
 use super::flow::{flow_bound, FlowOptions};
+use super::groups::{crossing, group_transmissions, partitions};
 use super::steps::{steps_bounds_with, StepsClaim};
 use super::{bounds_with, farthest};
-use crate::collective::CollectiveKind;
+use crate::collective::{Collective, CollectiveKind};
 use crate::error::Result;
 use crate::io::sha256_hex;
 use crate::spec::{Instance, Spec};
-use crate::units::{rational_from_decimal, Rational};
+use crate::topology::{NodeId, Topology};
+use crate::units::{rational_from_decimal, to_checker, Rational};
 use serde_json::{json, Value};
 
 fn q(r: Rational) -> String {
@@ -100,6 +102,7 @@ pub fn certificate_of_instance_with(inst: &Instance, spec_sha256: &str, flow: &F
         let lengths: Vec<String> = f.lengths.iter().map(|y| y.to_string()).collect();
         claims.push(json!({"bound": "flow", "value": f.lower.to_string(), "witness": {"lengths": lengths}}));
     }
+    claims.extend(group_claims(t, c, &claims, far.latency.map(|(l, ..)| l)));
     json!({
         "format": "collsched.certificate",
         "version": 1,
@@ -107,6 +110,36 @@ pub fn certificate_of_instance_with(inst: &Instance, spec_sha256: &str, flow: &F
         "instance": instance_json(inst),
         "claims": claims,
     })
+}
+
+/// The claims over groups of ranks (docs/design/MODEL.md section 6, "Groups of ranks"), given
+/// the claims made so far and the latency bound: the best group transmission count where it beats
+/// every bandwidth claim, then the best crossing bound where it beats bandwidth plus latency.
+fn group_claims(t: &Topology, c: &Collective, claims: &[Value], latency: Option<Rational>) -> Vec<Value> {
+    let bandwidth_kinds = ["volume", "transmissions", "cut", "flow"];
+    let mut bandwidth = claims
+        .iter()
+        .filter(|cl| cl["bound"].as_str().is_some_and(|b| bandwidth_kinds.contains(&b)))
+        .filter_map(|cl| cl["value"].as_str().and_then(|v| collsched_checker::parse_q(v).ok()))
+        .max()
+        .unwrap_or_default();
+    let latency = latency.map(|l| to_checker(&l)).unwrap_or_default();
+    let parts = partitions(t, c);
+    let ids = |nodes: &[NodeId]| nodes.iter().map(|n| n.0).collect::<Vec<u32>>();
+    let mut out = Vec::new();
+    let best_count = parts.iter().filter_map(|p| group_transmissions(t, c, p).map(|(v, into)| (v, into, p))).max_by(|a, b| a.0.cmp(&b.0));
+    if let Some((v, into, p)) = best_count.filter(|(v, ..)| *v > bandwidth) {
+        let groups: Vec<Vec<u32>> = p.groups.iter().map(|g| ids(g)).collect();
+        out.push(json!({"bound": "group_transmissions", "value": v.to_string(), "witness": {"groups": groups, "into": into}}));
+        bandwidth = v;
+    }
+    let best_crossing = parts.iter().filter_map(|p| crossing(t, c, p, &bandwidth, &latency).map(|b| (b, p))).max_by(|a, b| a.0.value_ns.cmp(&b.0.value_ns));
+    if let Some((b, p)) = best_crossing.filter(|(b, _)| b.value_ns > &bandwidth + &latency) {
+        let groups: Vec<Vec<u32>> = p.groups.iter().map(|g| ids(g)).collect();
+        let cuts: Vec<Value> = b.cuts.iter().map(|(nodes, into)| json!({"nodes": ids(nodes), "into": into})).collect();
+        out.push(json!({"bound": "crossing", "value": b.value_ns.to_string(), "witness": {"groups": groups, "cuts": cuts}}));
+    }
+    out
 }
 
 /// The optional `schedule` attachment: a schedule's step-synchronous bandwidth time (latencies

@@ -22,6 +22,10 @@ pub struct CertifiedBounds {
     pub bandwidth: Option<Q>,
     /// The latency bound.
     pub latency: Q,
+    /// The best bound on step-synchronous time: bandwidth plus latency, or a crossing bound
+    /// (docs/design/MODEL.md section 6, "Groups of ranks") where that is larger; what gaps are
+    /// measured against. `None` when no bandwidth bound applies.
+    pub time: Option<Q>,
     /// The largest steps bound (docs/design/MODEL.md section 6: distance, transmissions, cut,
     /// flow), in steps; `None` when the certificate has none.
     pub steps: Option<u32>,
@@ -38,7 +42,9 @@ pub fn certified_bounds(inst: &Instance, flow_time: Duration, steps_flow: bool) 
     let checked = collsched_checker::check_bounds_str(&cert.to_string()).map_err(|e| Error::internal(format!("the bound certificate does not check: {e}")))?;
     let latency = checked.claims.iter().find(|cl| cl.bound == "latency").map(|cl| cl.derived.clone()).unwrap_or_default();
     let steps = checked.steps_bound.as_ref().and_then(|q| q.to_integer().to_u32());
-    Ok(CertifiedBounds { bandwidth: checked.bandwidth_bound, latency, steps })
+    // A time bound without a bandwidth bound (latency alone) gives no gap.
+    let time = checked.bandwidth_bound.as_ref().and(checked.time_bound);
+    Ok(CertifiedBounds { bandwidth: checked.bandwidth_bound, latency, time, steps })
 }
 
 /// An exact number as a float.
@@ -46,14 +52,29 @@ pub fn q_to_f64(x: &Q) -> Option<f64> {
     num_traits::ToPrimitive::to_f64(x)
 }
 
-/// The certified bounds of an instance in ns ([`certified_bounds`]): the best
-/// bandwidth bound (`None` when none applies) and the latency bound.
+/// The certified bounds of an instance in ns ([`CertifiedBounds`] as floats).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CertifiedNs {
+    /// The best bandwidth bound; `None` when none applies.
+    pub bandwidth: Option<f64>,
+    /// The latency bound.
+    pub latency: f64,
+    /// The best bound on step-synchronous time (bandwidth plus latency, or a crossing bound);
+    /// `None` when no bandwidth bound applies.
+    pub time: Option<f64>,
+}
+
+/// The certified bounds of an instance in ns ([`certified_bounds`]).
 ///
 /// Errors: [`Error::Internal`] when the certificate does not check (a bug).
-pub fn certified_bounds_ns(t: &Topology, c: &Collective, flow_time: Duration) -> Result<(Option<f64>, f64)> {
+pub fn certified_bounds_ns(t: &Topology, c: &Collective, flow_time: Duration) -> Result<CertifiedNs> {
     let inst = Instance { topology: t.clone(), collective: c.clone(), pieces_given: true };
     let b = certified_bounds(&inst, flow_time, false)?;
-    Ok((b.bandwidth.as_ref().and_then(q_to_f64), q_to_f64(&b.latency).unwrap_or(0.0)))
+    Ok(CertifiedNs {
+        bandwidth: b.bandwidth.as_ref().and_then(q_to_f64),
+        latency: q_to_f64(&b.latency).unwrap_or(0.0),
+        time: b.time.as_ref().and_then(q_to_f64),
+    })
 }
 
 /// The steps bounds of an instance, re-derived by the independent checker from their certificate

@@ -7,6 +7,7 @@ pub mod certificate;
 pub mod certified;
 pub mod cut;
 pub mod flow;
+pub mod groups;
 pub mod steps;
 
 use crate::collective::{Collective, CollectiveKind};
@@ -168,9 +169,18 @@ impl LatencyMetric {
         if let Some(lats) = self.uniform_distances(&up.hop_distances(from)) {
             return lats;
         }
+        self.scaled_distances_from_set(up, &[from])
+    }
+
+    /// Shortest latencies from the nearest of `sources` to every node, as
+    /// [`LatencyMetric::scaled_distances`] measures them (Dijkstra).
+    pub fn scaled_distances_from_set(&self, up: &UpAdjacency, sources: &[NodeId]) -> Vec<Option<i128>> {
         let mut dist: Vec<Option<i128>> = vec![None; up.num_nodes()];
-        dist[from.index()] = Some(0);
-        let mut heap = BinaryHeap::from([Reverse((0i128, from.0))]);
+        let mut heap = BinaryHeap::new();
+        for &s in sources {
+            dist[s.index()] = Some(0);
+            heap.push(Reverse((0i128, s.0)));
+        }
         while let Some(Reverse((d, n))) = heap.pop() {
             if dist[n as usize].is_some_and(|x| x < d) {
                 continue;

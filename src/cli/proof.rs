@@ -132,6 +132,12 @@ pub fn bound(spec: &Spec, certificate: Option<&Path>, schedule: Option<&Path>, j
             let unit = if bound.starts_with("steps") { "steps" } else { "ns" };
             println!("  {bound:<19} {v} {unit}");
         }
+        // The best bound on step-synchronous time (docs/design/MODEL.md section 6).
+        if let (Some(time), Some(bw)) = (&report.time_bound, &report.bandwidth_bound) {
+            let lat = report.claims.iter().filter(|c| c.bound == "latency").map(|c| c.derived.clone()).max().unwrap_or_default();
+            let how = if *time > bw + &lat { "the crossing bound".to_string() } else { "bandwidth + latency".to_string() };
+            println!("  time bound          {} ns ({how})", collsched_checker::show_q(time));
+        }
         if let Some(s) = cert.get("schedule") {
             println!("  schedule: bandwidth term {} ns, time {} ns, bandwidth-optimal: {}", s["bandwidth_ns"], s["time_ns"], s["bandwidth_optimal"]);
         }

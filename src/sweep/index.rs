@@ -322,7 +322,7 @@ impl Index {
         let (left, top, plot_w, plot_h) = (70.0, 50.0, 760.0, 300.0);
         let bar_w = plot_w / bins as f64;
         let mut out = format!(
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"{}\" y=\"20\" font-size=\"15\" text-anchor=\"middle\">{}</text>\n<text x=\"{}\" y=\"38\" text-anchor=\"middle\" fill=\"#555\">gap to the certified bound (bandwidth + latency), {} faults with a schedule in {} classes</text>\n",
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"{}\" y=\"20\" font-size=\"15\" text-anchor=\"middle\">{}</text>\n<text x=\"{}\" y=\"38\" text-anchor=\"middle\" fill=\"#555\">gap to the certified time bound, {} faults with a schedule in {} classes</text>\n",
             left + plot_w + 30.0,
             top + plot_h + 60.0,
             (left + plot_w) / 2.0,

@@ -512,17 +512,19 @@ pub(super) struct Certified {
     cost: SyncCost,
     bandwidth: Option<collsched_checker::Q>,
     latency: collsched_checker::Q,
+    time: Option<collsched_checker::Q>,
     bandwidth_optimal: bool,
 }
 
 impl Certified {
     /// The bounds the checker re-derived from a class's certificate (its best bandwidth bound,
-    /// its latency claim) with the schedule's cost.
+    /// its latency claim, its best time bound) with the schedule's cost.
     pub(super) fn of(checked: &collsched_checker::CheckReport, cost: SyncCost) -> Certified {
         let latency = checked.claims.iter().find(|c| c.bound == "latency").map(|c| c.derived.clone()).unwrap_or_default();
         let bandwidth = checked.bandwidth_bound.clone();
         let bandwidth_optimal = bandwidth.as_ref().is_some_and(|b| *b == to_checker(&cost.bandwidth_ns()));
-        Certified { cost, bandwidth, latency, bandwidth_optimal }
+        let time = bandwidth.as_ref().and(checked.time_bound.clone());
+        Certified { cost, bandwidth, latency, time, bandwidth_optimal }
     }
 
     /// The class's schedule entry of the index: its files, the candidate chosen, and the
@@ -547,9 +549,9 @@ impl Certified {
         }
     }
 
-    /// Bandwidth bound plus latency bound.
+    /// The best time bound: bandwidth plus latency, or a crossing bound where that is larger.
     fn bound(&self) -> Option<collsched_checker::Q> {
-        self.bandwidth.as_ref().map(|b| b + &self.latency)
+        self.time.clone()
     }
 
     /// `time / bound - 1`.

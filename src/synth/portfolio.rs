@@ -262,8 +262,12 @@ pub struct Answer {
     pub schedule: Schedule,
     /// Its exact step-synchronous cost.
     pub cost: SyncCost,
-    /// Certified bandwidth bound + latency bound, in ns (`None` when no bandwidth bound applies).
+    /// The certified time bound, in ns: bandwidth bound plus latency bound, or the crossing bound
+    /// where that is larger (`None` when no bandwidth bound applies).
     pub bound_ns: Option<f64>,
+    /// Whether that bound is the crossing bound (docs/design/MODEL.md section 6, "Groups of
+    /// ranks") rather than bandwidth plus latency.
+    pub crossing_bound: bool,
     /// `time / bound - 1` (step-synchronous time).
     pub gap: Option<f64>,
     /// Event-driven time of the chosen schedule in ns (switched networks).
@@ -346,7 +350,7 @@ struct Gathered<'a> {
     verify_every: bool,
     /// When the time limit ends: the searches' `deadline` leaves room for writing the answer.
     end: Instant,
-    /// The certified bandwidth + latency bound, ns, to stop once a candidate is good enough.
+    /// The certified time bound, ns, to stop once a candidate is good enough.
     bound_ns: Option<f64>,
     best: Option<(Entry, Schedule, SyncCost)>,
     entries: Vec<Entry>,
@@ -560,7 +564,7 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
     let flat = c.kind != CollectiveKind::AllToAll || a2a_piece_hops(t, c, c.pieces).is_none_or(|h| h <= MAX_FLAT_PIECE_HOPS);
     let fewest = (c.kind == CollectiveKind::AllToAll && flat) || objective == Objective::Steps;
     let bounds = certified_bounds(inst, flow_budget, fewest)?;
-    let bound = bounds.bandwidth.as_ref().map(|b| b + &bounds.latency);
+    let bound = bounds.time.clone();
     let mut found = Gathered {
         inst,
         objective,
@@ -653,6 +657,7 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
         schedule,
         cost,
         bound_ns: bound.as_ref().and_then(q_to_f64),
+        crossing_bound: bounds.bandwidth.as_ref().zip(bound.as_ref()).is_some_and(|(b, t)| *t > b + &bounds.latency),
         gap,
         event_ns: chosen.event_ns,
         bandwidth_optimal,

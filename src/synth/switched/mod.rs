@@ -1244,8 +1244,7 @@ mod tests {
         let candidates = fat_tree_candidates(&t, &c).unwrap();
         let time = |m: SwitchedMethod| event_cost(&candidates.iter().find(|x| x.0 == m).unwrap().1, false).unwrap().time_ns;
         let (plain, pipelined) = (time(SwitchedMethod::BoardHierarchical), time(SwitchedMethod::BoardHierarchicalPipelined));
-        let (bandwidth, latency) = certified_bounds_ns(&t, &c, Duration::from_secs(2)).unwrap();
-        let bound = bandwidth.unwrap() + latency;
+        let bound = certified_bounds_ns(&t, &c, Duration::from_secs(2)).unwrap().time.unwrap();
         assert!(pipelined < 0.6 * plain && pipelined < 1.25 * bound, "pipelined {pipelined} ns, plain {plain} ns, bound {bound} ns");
     }
 
@@ -1386,8 +1385,7 @@ mod tests {
         // Each rank has 56 blocks for npus off its board: one slot each, one sub-step per slot.
         assert_eq!(s.steps.len(), 56);
         let event = event_cost(s, false).unwrap().time_ns;
-        let (bandwidth, latency) = certified_bounds_ns(&t, &c, Duration::from_secs(2)).unwrap();
-        let bound = bandwidth.unwrap() + latency;
+        let bound = certified_bounds_ns(&t, &c, Duration::from_secs(2)).unwrap().time.unwrap();
         assert!((5300.0..5500.0).contains(&bound), "bound {bound} ns");
         assert!(event <= 1.1 * bound, "event-driven {event} ns against the bound {bound} ns");
     }

@@ -981,8 +981,8 @@ mod tests {
         assert!(crate::verify::check_deadlock(&programs).is_empty(), "{kind}: rule 6");
         let time = to_f64(&r.cost.unwrap().time_ns());
         assert!(announced.is_none_or(|at_most| time <= at_most * (1.0 + 1e-9)), "{kind}: {time} ns, announced at most {announced:?}");
-        let (bw, lat) = certified_bounds_ns(t, &c, Duration::from_secs(5)).unwrap();
-        (s.steps.len(), time, bw.unwrap() + lat)
+        let b = certified_bounds_ns(t, &c, Duration::from_secs(5)).unwrap();
+        (s.steps.len(), time, b.time.unwrap())
     }
 
     #[test]
@@ -1159,7 +1159,7 @@ mod tests {
                 let mut best = f64::INFINITY;
                 for pieces in piece_counts(&t) {
                     let c = Collective::new(kind, t.node_ids().collect(), 8 << 20, pieces, None, &t).unwrap();
-                    let (bw, _) = certified_bounds_ns(&t, &c, Duration::from_secs(5)).unwrap();
+                    let bw = certified_bounds_ns(&t, &c, Duration::from_secs(5)).unwrap().bandwidth;
                     let (steps, time, bound) = measured(&t, kind, t.node_ids().collect(), pieces);
                     proptest::prop_assert_eq!(steps, halves * diameter, "{:?} {} P={}", dims, kind, pieces);
                     proptest::prop_assert!(time - lat >= bw.unwrap() - 1e-6, "{:?} {} P={}: below the bound", dims, kind, pieces);
