@@ -66,10 +66,11 @@
 //!   all_gather and reduce_scatter G-1 per piece, all_reduce 2(G-1), G groups) over the up links
 //!   leaving the groups' node sets (`into`: entering them);
 //! - `crossing` (a bound on step-synchronous time, all_gather, reduce_scatter and all_reduce;
-//!   witness `{"groups": [...], "cuts": [{"nodes": [...], "into": false}, ...]}`, each cut holding
-//!   all or none of every group's ranks): re-derived after every other claim, from the best bandwidth and latency bounds
-//!   they prove, as the least over thresholds of latency plus the bandwidth term that the demand
-//!   between groups that must be direct forces across the cuts (see [`CheckReport::time_bound`]).
+//!   witness `{"groups": [...], "cuts": [{"nodes": [...], "into": false}, ...]}`, at most 256
+//!   groups, each cut holding all or none of every group's ranks): re-derived after every other
+//!   claim, from the best bandwidth and latency bounds they prove, as the least over thresholds of
+//!   latency plus the bandwidth term that the demand between groups that must be direct forces
+//!   across the cuts (see [`CheckReport::time_bound`]).
 //!
 //! Values are exact rationals written as `"7"`, `"25/2"` or `"12.5"` (digits on both sides of the
 //! slash or point, a leading `-` at most, nothing else: no spaces, `+`, exponents); capacities are bytes per
@@ -649,6 +650,10 @@ fn check(text: &str, names_spec: bool) -> Result<CheckReport, CheckError> {
     let mut time_bound = (bandwidth.is_some() || latency_bound.is_some()).then(|| &best_bandwidth + &best_latency);
     for (index, name, claimed, witness) in crossings {
         let at = |msg: String| CheckError { claim: Some(index), message: format!("claim {index} ({name}): {msg}"), unreadable: false };
+        if witness.groups.len() > groups::MAX_CROSSING_GROUPS {
+            let msg = format!("witness: {} groups; a crossing claim names at most {}", witness.groups.len(), groups::MAX_CROSSING_GROUPS);
+            return Err(CheckError { unreadable: true, ..at(msg) });
+        }
         let groups = groups::Groups::new(&inst, &witness.groups).map_err(at)?;
         let cuts: Vec<(Vec<usize>, bool)> = witness.cuts.iter().map(|c| (c.nodes.clone(), c.into)).collect();
         let derived = groups::crossing(&inst, &groups, &cuts, &best_bandwidth, &best_latency).map_err(at)?;

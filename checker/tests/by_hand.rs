@@ -550,3 +550,17 @@ fn groups_count_crossings_and_direct_demand() {
     let a2a_groups = cert(star3(a2a("6")), json!([{"bound": "group_transmissions", "value": "8", "witness": {"groups": [[0, 1], [2]], "into": true}}]));
     assert_eq!(derived(&a2a_groups), [q("8")]);
 }
+
+#[test]
+fn a_crossing_claim_names_at_most_256_groups() {
+    // 300 npus, every one its own group: the checker refuses to weigh 89,700 pairs of groups
+    // through every third, before reading further.
+    let links: Vec<Value> = (0..300).map(|i| json!({"src": i, "dst": (i + 1) % 300, "capacity": "1", "latency_ns": "1", "up": true})).collect();
+    let ranks: Vec<usize> = (0..300).collect();
+    let instance = json!({"nodes": 300, "npus": 300, "switch_latency_ns": "0", "links": links,
+        "collective": {"kind": "all_reduce", "ranks": ranks, "piece_bytes": "1", "pieces": 1}});
+    let groups: Vec<Vec<usize>> = (0..300).map(|i| vec![i]).collect();
+    let c = cert(instance, json!([{"bound": "crossing", "value": "0", "witness": {"groups": groups, "cuts": []}}]));
+    let e = check_str(&c.to_string()).expect_err("refused");
+    assert!(e.unreadable && e.message.contains("300 groups; a crossing claim names at most 256"), "{}", e.message);
+}

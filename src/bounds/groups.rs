@@ -16,9 +16,9 @@ use crate::units::to_checker;
 use collsched_checker::Q;
 use num_traits::Zero;
 
-/// Groups past this many are not tried: the crossing bound weighs every pair of groups at every
-/// threshold.
-const MAX_GROUPS: usize = 256;
+/// Groups past this many are not tried: the crossing bound weighs every pair of groups through
+/// every third (the checker takes at most 256).
+const MAX_GROUPS: usize = 128;
 
 /// A partition of the ranks: each group a node set holding at least one rank (and, for the links
 /// that count as leaving it, other nodes: a board's npus outside the ranks, a leaf).
@@ -244,14 +244,29 @@ pub fn crossing(t: &Topology, c: &Collective, p: &Partition, bandwidth_ns: &Q, l
     thresholds.push(latency_ns.clone());
     thresholds.sort();
     thresholds.dedup();
+    // Thresholds from the largest down: each cut's demand above the threshold only grows, pair by
+    // pair, as the threshold falls past the pairs' L2 (each cut's separated pairs sorted likewise).
+    let separated: Vec<Vec<(Q, Q)>> = sides
+        .iter()
+        .map(|(_, _, inside, _)| {
+            let mut v: Vec<(Q, Q)> = l2.iter().filter(|(h, f, _)| inside[*h] && !inside[*f]).map(|(h, f, x)| (x.clone(), demand(*h, *f))).collect();
+            v.sort_by(|a, b| b.0.cmp(&a.0));
+            v
+        })
+        .collect();
+    let mut taken = vec![0usize; sides.len()];
+    let mut must = vec![Q::zero(); sides.len()];
     let mut best: Option<Q> = None;
     let mut binding: Vec<usize> = Vec::new();
-    for th in &thresholds {
+    for th in thresholds.iter().rev() {
         let mut bw = bandwidth_ns.clone();
         let mut at: Option<usize> = None;
-        for (i, (_, _, inside, capacity)) in sides.iter().enumerate() {
-            let must: Q = l2.iter().filter(|(h, f, x)| x > th && inside[*h] && !inside[*f]).map(|(h, f, _)| demand(*h, *f)).sum();
-            let v = must / capacity;
+        for (i, (_, _, _, capacity)) in sides.iter().enumerate() {
+            while let Some((_, d)) = separated[i].get(taken[i]).filter(|(x, _)| x > th) {
+                must[i] += d;
+                taken[i] += 1;
+            }
+            let v = &must[i] / capacity;
             if v > bw {
                 bw = v;
                 at = Some(i);
