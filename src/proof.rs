@@ -5,6 +5,7 @@
 //! merge` refuses a shard whose class certificates do not hold.
 
 use crate::bounds::certificate::instance_json;
+use crate::bounds::certified::crossing_binds;
 use crate::cost::SyncCost;
 use crate::error::{Error, Result};
 use crate::io::sha256_hex;
@@ -70,11 +71,8 @@ impl Checked {
         let report = &self.report;
         let mut best = report.bandwidth_bound.as_ref().map(|b| format!(", bandwidth bound {}", collsched_checker::show_q(b))).unwrap_or_default();
         // A crossing claim raises the time bound above bandwidth plus latency: say so.
-        let crossing = report.claims.iter().filter(|c| c.bound == "crossing").map(|c| &c.derived).max();
-        if let (Some(time), Some(x)) = (&report.time_bound, crossing) {
-            if time == x {
-                best += &format!(", time bound {} (crossing)", collsched_checker::show_q(time));
-            }
+        if let Some(time) = report.time_bound.as_ref().filter(|_| crossing_binds(report)) {
+            best += &format!(", time bound {} (crossing)", collsched_checker::show_q(time));
         }
         if let Some(steps) = &report.steps_bound {
             best += &format!(", steps bound {}", collsched_checker::show_q(steps));

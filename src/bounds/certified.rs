@@ -26,6 +26,8 @@ pub struct CertifiedBounds {
     /// (docs/design/MODEL.md section 6, "Groups of ranks") where that is larger; what gaps are
     /// measured against. `None` when no bandwidth bound applies.
     pub time: Option<Q>,
+    /// Whether that time bound is a crossing claim's ([`crossing_binds`]).
+    pub crossing: bool,
     /// The largest steps bound (docs/design/MODEL.md section 6: distance, transmissions, cut,
     /// flow), in steps; `None` when the certificate has none.
     pub steps: Option<u32>,
@@ -43,8 +45,17 @@ pub fn certified_bounds(inst: &Instance, flow_time: Duration, steps_flow: bool) 
     let latency = checked.claims.iter().find(|cl| cl.bound == "latency").map(|cl| cl.derived.clone()).unwrap_or_default();
     let steps = checked.steps_bound.as_ref().and_then(|q| q.to_integer().to_u32());
     // A time bound without a bandwidth bound (latency alone) gives no gap.
+    let crossing = crossing_binds(&checked);
     let time = checked.bandwidth_bound.as_ref().and(checked.time_bound);
-    Ok(CertifiedBounds { bandwidth: checked.bandwidth_bound, latency, time, steps })
+    Ok(CertifiedBounds { bandwidth: checked.bandwidth_bound, latency, time, crossing, steps })
+}
+
+/// Whether a checked certificate's time bound is a crossing claim's, above its bandwidth bound
+/// plus its latency bound (docs/design/MODEL.md section 6, "Groups of ranks").
+pub fn crossing_binds(report: &collsched_checker::CheckReport) -> bool {
+    let latency = report.claims.iter().filter(|c| c.bound == "latency").map(|c| c.derived.clone()).max().unwrap_or_default();
+    let floor = report.bandwidth_bound.clone().unwrap_or_default() + latency;
+    report.time_bound.as_ref().is_some_and(|t| *t > floor)
 }
 
 /// An exact number as a float.

@@ -14,7 +14,7 @@ use crate::collective::{Collective, CollectiveKind};
 use crate::topology::{NodeId, Topology};
 use crate::units::to_checker;
 use collsched_checker::Q;
-use num_traits::Zero;
+use num_traits::{ToPrimitive, Zero};
 
 /// Groups past this many are not tried: the crossing bound weighs every pair of groups through
 /// every third (the checker takes at most 256).
@@ -194,31 +194,32 @@ pub fn crossing(t: &Topology, c: &Collective, p: &Partition, bandwidth_ns: &Q, l
     if g < 2 || ranks.iter().any(Vec::is_empty) {
         return None;
     }
+    // Latencies in the metric's integer units (1/denominator ns), so that the sums over every
+    // third group are machine additions.
     let metric = LatencyMetric::new(t);
     let up = crate::topology::UpAdjacency::new(t);
-    let mut lx = vec![vec![Q::zero(); g]; g];
-    for h in 0..g {
+    let mut lx = vec![vec![0i128; g]; g];
+    for (h, row) in lx.iter_mut().enumerate() {
         let dist = metric.scaled_distances_from_set(&up, &ranks[h]);
         for f in (0..g).filter(|&f| f != h) {
-            let least = ranks[f].iter().filter_map(|r| dist[r.index()]).min()?;
-            lx[h][f] = to_checker(&metric.ns(least));
+            row[f] = ranks[f].iter().filter_map(|r| dist[r.index()]).min()?;
         }
     }
     let pairs = || (0..g).flat_map(move |h| (0..g).filter(move |&f| f != h).map(move |f| (h, f)));
-    let least = pairs().map(|(h, f)| lx[h][f].clone()).min()?;
-    let three = Q::from_integer(3.into()) * least;
-    let l2: Vec<(usize, usize, Q)> =
-        pairs().map(|(h, f)| (h, f, (0..g).filter(|&m| m != h && m != f).map(|m| &lx[h][m] + &lx[m][f]).fold(three.clone(), Q::min))).collect();
-    let block = block_bytes(c);
-    let demand = |h: usize, f: usize| -> Q {
-        let blocks = match c.kind {
+    let three = 3 * pairs().map(|(h, f)| lx[h][f]).min()?;
+    let l2: Vec<(usize, usize, i128)> =
+        pairs().map(|(h, f)| (h, f, (0..g).filter(|&m| m != h && m != f).map(|m| lx[h][m] + lx[m][f]).fold(three, i128::min))).collect();
+    // A pair's demand in blocks (all_reduce: all R; all_gather: the source group's; reduce_scatter:
+    // the destination group's).
+    let blocks = |h: usize, f: usize| -> u128 {
+        (match c.kind {
             CollectiveKind::AllGather => ranks[h].len(),
             CollectiveKind::ReduceScatter => ranks[f].len(),
             _ => c.num_ranks(),
-        };
-        &block * Q::from_integer(blocks.into())
+        }) as u128
     };
-    // The cuts: each group's set, and the candidates that hold all or none of each group's ranks; both ways.
+    // The cuts: each group's set, and the candidates that hold all or none of each group's ranks;
+    // both ways.
     let stores = c.rank_mask(t);
     let whole = |nodes: &[NodeId]| {
         let u = membership(t, nodes, false);
@@ -230,43 +231,53 @@ pub fn crossing(t: &Topology, c: &Collective, p: &Partition, bandwidth_ns: &Q, l
     );
     sets.sort();
     sets.dedup();
+    let block = block_bytes(c);
+    // Per cut: its nodes and side, which groups it holds, and the bytes per block of demand over
+    // its capacity.
     let sides: Vec<(Vec<NodeId>, bool, Vec<bool>, Q)> = sets
         .into_iter()
         .flat_map(|nodes| [false, true].map(|into| (nodes.clone(), into)))
         .filter_map(|(nodes, into)| {
             let u = membership(t, &nodes, into);
             let inside: Vec<bool> = ranks.iter().map(|rs| u[rs[0].index()]).collect();
-            let capacity: Q = t.links().filter(|(_, l)| l.up && u[l.src.index()] && !u[l.dst.index()]).map(|(_, l)| to_checker(&bandwidth(l))).sum();
-            (!capacity.is_zero()).then_some((nodes, into, inside, capacity))
+            let capacity: crate::units::Rational = t.links().filter(|(_, l)| l.up && u[l.src.index()] && !u[l.dst.index()]).map(|(_, l)| bandwidth(l)).sum();
+            (!capacity.is_zero()).then(|| (nodes, into, inside, &block / to_checker(&capacity)))
         })
         .collect();
-    let mut thresholds: Vec<Q> = l2.iter().map(|(_, _, x)| x.clone()).filter(|x| x > latency_ns).collect();
-    thresholds.push(latency_ns.clone());
-    thresholds.sort();
-    thresholds.dedup();
+    // Thresholds: the latency bound and every L2 above it, each with its floor in the metric's
+    // units (an L2 exceeds a threshold exactly when it exceeds that floor).
+    let latency_floor = (latency_ns * Q::from_integer(metric.denominator().into())).floor().to_integer().to_i128().unwrap_or(i128::MAX);
+    let mut above: Vec<i128> = l2.iter().map(|&(_, _, x)| x).filter(|&x| x > latency_floor).collect();
+    above.sort_unstable();
+    above.dedup();
+    let mut thresholds: Vec<(Q, i128)> = vec![(latency_ns.clone(), latency_floor)];
+    thresholds.extend(above.into_iter().map(|x| (to_checker(&metric.ns(x)), x)));
     // Thresholds from the largest down: each cut's demand above the threshold only grows, pair by
     // pair, as the threshold falls past the pairs' L2 (each cut's separated pairs sorted likewise).
-    let separated: Vec<Vec<(Q, Q)>> = sides
+    let separated: Vec<Vec<(i128, u128)>> = sides
         .iter()
         .map(|(_, _, inside, _)| {
-            let mut v: Vec<(Q, Q)> = l2.iter().filter(|(h, f, _)| inside[*h] && !inside[*f]).map(|(h, f, x)| (x.clone(), demand(*h, *f))).collect();
-            v.sort_by(|a, b| b.0.cmp(&a.0));
+            let mut v: Vec<(i128, u128)> = l2.iter().filter(|(h, f, _)| inside[*h] && !inside[*f]).map(|&(h, f, x)| (x, blocks(h, f))).collect();
+            v.sort_by_key(|a| std::cmp::Reverse(a.0));
             v
         })
         .collect();
     let mut taken = vec![0usize; sides.len()];
-    let mut must = vec![Q::zero(); sides.len()];
+    let mut must = vec![0u128; sides.len()];
     let mut best: Option<Q> = None;
     let mut binding: Vec<usize> = Vec::new();
-    for th in thresholds.iter().rev() {
+    for (th, th_floor) in thresholds.iter().rev() {
         let mut bw = bandwidth_ns.clone();
         let mut at: Option<usize> = None;
-        for (i, (_, _, _, capacity)) in sides.iter().enumerate() {
-            while let Some((_, d)) = separated[i].get(taken[i]).filter(|(x, _)| x > th) {
-                must[i] += d;
+        for (i, (_, _, _, per_block)) in sides.iter().enumerate() {
+            while let Some(&(_, n)) = separated[i].get(taken[i]).filter(|(x, _)| x > th_floor) {
+                must[i] += n;
                 taken[i] += 1;
             }
-            let v = &must[i] / capacity;
+            if must[i] == 0 {
+                continue;
+            }
+            let v = per_block * Q::from_integer(must[i].into());
             if v > bw {
                 bw = v;
                 at = Some(i);

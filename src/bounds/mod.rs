@@ -152,6 +152,11 @@ impl LatencyMetric {
         LatencyMetric { weight, uniform, denominator }
     }
 
+    /// The metric's units per ns.
+    pub fn denominator(&self) -> i128 {
+        self.denominator
+    }
+
     /// A latency in the metric's units, in ns.
     pub fn ns(&self, scaled: i128) -> Rational {
         Rational::new(scaled, self.denominator)

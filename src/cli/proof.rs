@@ -4,6 +4,7 @@
 //! the certificate says).
 
 use crate::bounds::certificate::{certificate_for, schedule_json};
+use crate::bounds::certified::crossing_binds;
 use crate::error::{Error, ExitCode, Result};
 use crate::proof::{check_certificate, read_attached, verify_attached, NotChecked};
 use crate::spec::Spec;
@@ -133,9 +134,8 @@ pub fn bound(spec: &Spec, certificate: Option<&Path>, schedule: Option<&Path>, j
             println!("  {bound:<19} {v} {unit}");
         }
         // The best bound on step-synchronous time (docs/design/MODEL.md section 6).
-        if let (Some(time), Some(bw)) = (&report.time_bound, &report.bandwidth_bound) {
-            let lat = report.claims.iter().filter(|c| c.bound == "latency").map(|c| c.derived.clone()).max().unwrap_or_default();
-            let how = if *time > bw + &lat { "the crossing bound".to_string() } else { "bandwidth + latency".to_string() };
+        if let (Some(time), Some(_)) = (&report.time_bound, &report.bandwidth_bound) {
+            let how = if crossing_binds(&report) { "the crossing bound" } else { "bandwidth + latency" };
             println!("  time bound          {} ns ({how})", collsched_checker::show_q(time));
         }
         if let Some(s) = cert.get("schedule") {

@@ -12,7 +12,8 @@
 //! route-and-step candidates of `synth::switched` and the switched algorithms under balanced
 //! routing; `--objective event` takes the fastest of the same candidates event-driven. Its gap is
 //! measured against the certified bandwidth bound plus the latency bound, or the crossing bound
-//! where that is larger (docs/design/MODEL.md section 6); `--pareto` lists the candidates' steps/time trade-off.
+//! where that is larger (docs/design/MODEL.md section 6); `--pareto` lists the candidates'
+//! steps/time trade-off.
 
 use crate::collective::CollectiveKind;
 use crate::error::{Error, ExitCode, Result};

@@ -657,7 +657,7 @@ pub fn synthesize(inst: &Instance, opts: &SynthOptions, objective: Objective, pr
         schedule,
         cost,
         bound_ns: bound.as_ref().and_then(q_to_f64),
-        crossing_bound: bounds.bandwidth.as_ref().zip(bound.as_ref()).is_some_and(|(b, t)| *t > b + &bounds.latency),
+        crossing_bound: bounds.crossing,
         gap,
         event_ns: chosen.event_ns,
         bandwidth_optimal,

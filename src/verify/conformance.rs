@@ -30,8 +30,8 @@ pub struct Expectations {
 /// The rule-8 check.
 pub struct Conformance {
     expect: Expectations,
-    /// The certified bandwidth bound (`None` where none applies) and latency bound, when an
-    /// expectation needs them, or why they could not be had.
+    /// The certified bounds (bandwidth, and time: bandwidth plus latency or the crossing bound),
+    /// when an expectation needs them, or why they could not be had.
     bounds: Option<Result<CertifiedBounds, String>>,
 }
 
