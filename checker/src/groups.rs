@@ -39,8 +39,10 @@ impl Groups {
                 if n >= inst.nodes {
                     return Err(format!("group {g} names node {n}, but there are {} nodes", inst.nodes));
                 }
-                if let Some(h) = of[n].replace(g) {
-                    return Err(format!("node {n} is in group {h} and in group {g}"));
+                match of[n].replace(g) {
+                    Some(h) if h == g => return Err(format!("group {g} names node {n} twice")),
+                    Some(h) => return Err(format!("node {n} is in group {h} and in group {g}")),
+                    None => {}
                 }
             }
         }

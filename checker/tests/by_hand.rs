@@ -539,8 +539,10 @@ fn groups_count_crossings_and_direct_demand() {
     assert!(rejected(&split).contains("cut 0 splits the group of rank 1"), "{}", rejected(&split));
     let missing = cert(star3(ar.clone()), json!([{"bound": "group_transmissions", "value": "0", "witness": {"groups": [[0, 1]], "into": false}}]));
     assert!(rejected(&missing).contains("rank 2 is in no group"), "{}", rejected(&missing));
-    let twice = cert(star3(ar), json!([{"bound": "group_transmissions", "value": "0", "witness": {"groups": [[0, 1, 3], [2, 3]], "into": false}}]));
+    let twice = cert(star3(ar.clone()), json!([{"bound": "group_transmissions", "value": "0", "witness": {"groups": [[0, 1, 3], [2, 3]], "into": false}}]));
     assert!(rejected(&twice).contains("node 3 is in group 0 and in group 1"), "{}", rejected(&twice));
+    let repeated = cert(star3(ar), json!([{"bound": "group_transmissions", "value": "0", "witness": {"groups": [[0, 1, 1], [2]], "into": false}}]));
+    assert!(rejected(&repeated).contains("group 0 names node 1 twice"), "{}", rejected(&repeated));
 
     // all_to_all has no crossing bound (its demands are direct already).
     let a2a3 = cert(star3(a2a("6")), json!([{"bound": "crossing", "value": "0", "witness": {"groups": groups, "cuts": []}}]));

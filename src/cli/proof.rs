@@ -123,7 +123,13 @@ pub fn bound(spec: &Spec, certificate: Option<&Path>, schedule: Option<&Path>, j
     }
     let claims: Vec<Value> = cert["claims"].as_array().cloned().unwrap_or_default();
     if json_out {
-        println!("{}", json!({"spec_sha256": cert["spec_sha256"], "claims": claims, "schedule": cert.get("schedule")}));
+        // The time bound (docs/design/MODEL.md section 6) as the checker derived it, exactly.
+        let time = report.time_bound.as_ref().map(|t| t.to_string());
+        println!(
+            "{}",
+            json!({"spec_sha256": cert["spec_sha256"], "claims": claims, "schedule": cert.get("schedule"),
+                "time_bound_ns": time, "time_bound_is_crossing": crossing_binds(&report)})
+        );
     } else {
         println!("lower bounds for {} over {} ranks:", inst.collective.kind, inst.collective.num_ranks());
         for c in &claims {
