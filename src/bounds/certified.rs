@@ -26,7 +26,7 @@ pub struct CertifiedBounds {
     /// (docs/design/MODEL.md section 6, "Groups of ranks") where that is larger; what gaps are
     /// measured against. `None` when no bandwidth bound applies.
     pub time: Option<Q>,
-    /// Whether that time bound is a crossing claim's ([`crossing_binds`]).
+    /// Whether that time bound is a crossing claim's, above bandwidth plus latency.
     pub crossing: bool,
     /// The largest steps bound (docs/design/MODEL.md section 6: distance, transmissions, cut,
     /// flow), in steps; `None` when the certificate has none.
