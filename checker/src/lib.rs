@@ -126,6 +126,8 @@ pub struct CheckReport {
     /// The best bandwidth bound proven (max of volume, cut, flow and transmissions), if any was
     /// claimed.
     pub bandwidth_bound: Option<Q>,
+    /// The best latency bound proven (max of the `latency` claims), if any was claimed.
+    pub latency_bound: Option<Q>,
     /// The best bound on step-synchronous time proven: the best bandwidth bound plus the latency
     /// bound, or a `crossing` claim where that is larger; `None` when neither was claimed.
     pub time_bound: Option<Q>,
@@ -573,7 +575,7 @@ fn check(text: &str, names_spec: bool) -> Result<CheckReport, CheckError> {
     let mut crossings = Vec::new();
     for (index, value) in raw.claims.iter().enumerate() {
         let name = value.get("bound").and_then(|b| b.as_str()).unwrap_or("?").to_string();
-        let at = |msg: String| CheckError { claim: Some(index), message: format!("claim {index} ({name}): {msg}"), unreadable: false };
+        let at = |msg: String| claim_failed(index, &name, msg);
         let unreadable_at = |msg: String| CheckError { unreadable: true, ..at(msg) };
         // A claim the format does not describe (a field it lacks or does not have, an unknown
         // bound, a value that is no rational or no bound) is unreadable, not failing: only a
@@ -622,11 +624,7 @@ fn check(text: &str, names_spec: bool) -> Result<CheckReport, CheckError> {
             }
             RawClaim::Crossing { .. } => unreachable!("crossing claims are checked after the others"),
         };
-        let unit = if claim.is_steps() { " steps" } else { " ns" };
-        if derived < claimed {
-            let (d, c) = show_q_pair(&derived, &claimed);
-            return Err(at(format!("the witness supports {d}{unit}, the claim is {c}{unit}")));
-        }
+        supports(&derived, &claimed, if claim.is_steps() { " steps" } else { " ns" }).map_err(at)?;
         match claim {
             RawClaim::Latency { .. } => latency_bound = Some(latency_bound.map_or(derived.clone(), |b| b.max(derived.clone()))),
             RawClaim::Volume { .. } | RawClaim::Cut { .. } | RawClaim::Flow { .. } | RawClaim::Transmissions { .. } | RawClaim::GroupTransmissions { .. } => {
@@ -649,7 +647,7 @@ fn check(text: &str, names_spec: bool) -> Result<CheckReport, CheckError> {
     let best_latency = latency_bound.clone().unwrap_or_else(Q::zero);
     let mut time_bound = (bandwidth.is_some() || latency_bound.is_some()).then(|| &best_bandwidth + &best_latency);
     for (index, name, claimed, witness) in crossings {
-        let at = |msg: String| CheckError { claim: Some(index), message: format!("claim {index} ({name}): {msg}"), unreadable: false };
+        let at = |msg: String| claim_failed(index, &name, msg);
         if witness.groups.len() > groups::MAX_CROSSING_GROUPS {
             let msg = format!("witness: {} groups; a crossing claim names at most {}", witness.groups.len(), groups::MAX_CROSSING_GROUPS);
             return Err(CheckError { unreadable: true, ..at(msg) });
@@ -657,10 +655,7 @@ fn check(text: &str, names_spec: bool) -> Result<CheckReport, CheckError> {
         let groups = groups::Groups::new(&inst, &witness.groups).map_err(at)?;
         let cuts: Vec<(Vec<usize>, bool)> = witness.cuts.iter().map(|c| (c.nodes.clone(), c.into)).collect();
         let derived = groups::crossing(&inst, &groups, &cuts, &best_bandwidth, &best_latency).map_err(at)?;
-        if derived < claimed {
-            let (d, c) = show_q_pair(&derived, &claimed);
-            return Err(at(format!("the witness supports {d} ns, the claim is {c} ns")));
-        }
+        supports(&derived, &claimed, " ns").map_err(at)?;
         time_bound = Some(time_bound.map_or(derived.clone(), |b| b.max(derived.clone())));
         claims.push(ClaimReport { index, bound: name, claimed, derived });
     }
@@ -680,11 +675,27 @@ fn check(text: &str, names_spec: bool) -> Result<CheckReport, CheckError> {
         instance: raw.instance,
         claims,
         bandwidth_bound: bandwidth.map(|(d, _)| d),
+        latency_bound,
         time_bound,
         steps_bound,
         spec: raw.spec,
         schedule,
     })
+}
+
+/// The failure of claim `index` (bound `name`), as every claim's message starts.
+fn claim_failed(index: usize, name: &str, msg: String) -> CheckError {
+    CheckError { claim: Some(index), message: format!("claim {index} ({name}): {msg}"), unreadable: false }
+}
+
+/// Whether a witness supports its claim: what it proves is at least what is claimed (a claim may
+/// be weaker than its witness, never stronger); otherwise both values, in `unit`.
+fn supports(derived: &Q, claimed: &Q, unit: &str) -> Result<(), String> {
+    if derived < claimed {
+        let (d, c) = show_q_pair(derived, claimed);
+        return Err(format!("the witness supports {d}{unit}, the claim is {c}{unit}"));
+    }
+    Ok(())
 }
 
 /// The `schedule` attachment as the format writes it: every field but `bandwidth_optimal`

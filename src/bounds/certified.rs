@@ -42,7 +42,7 @@ pub fn certified_bounds(inst: &Instance, flow_time: Duration, steps_flow: bool) 
     let flow = FlowOptions { time_limit: flow_time, ..Default::default() };
     let cert = certificate_of_instance_with(inst, &"0".repeat(64), &flow, steps_flow);
     let checked = collsched_checker::check_bounds_str(&cert.to_string()).map_err(|e| Error::internal(format!("the bound certificate does not check: {e}")))?;
-    let latency = checked.claims.iter().find(|cl| cl.bound == "latency").map(|cl| cl.derived.clone()).unwrap_or_default();
+    let latency = checked.latency_bound.clone().unwrap_or_default();
     let steps = checked.steps_bound.as_ref().and_then(|q| q.to_integer().to_u32());
     // A time bound without a bandwidth bound (latency alone) gives no gap.
     let crossing = crossing_binds(&checked);
@@ -53,8 +53,7 @@ pub fn certified_bounds(inst: &Instance, flow_time: Duration, steps_flow: bool) 
 /// Whether a checked certificate's time bound is a crossing claim's, above its bandwidth bound
 /// plus its latency bound (docs/design/MODEL.md section 6, "Groups of ranks").
 pub fn crossing_binds(report: &collsched_checker::CheckReport) -> bool {
-    let latency = report.claims.iter().filter(|c| c.bound == "latency").map(|c| c.derived.clone()).max().unwrap_or_default();
-    let floor = report.bandwidth_bound.clone().unwrap_or_default() + latency;
+    let floor = report.bandwidth_bound.clone().unwrap_or_default() + report.latency_bound.clone().unwrap_or_default();
     report.time_bound.as_ref().is_some_and(|t| *t > floor)
 }
 

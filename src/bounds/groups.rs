@@ -156,15 +156,15 @@ pub fn group_transmissions(t: &Topology, c: &Collective, p: &Partition) -> Optio
     [false, true]
         .into_iter()
         .filter_map(|into| {
-            let capacity: Q = t
+            let capacity: crate::units::Rational = t
                 .links()
                 .filter(|(_, l)| {
                     let (inside, outside) = if into { (l.dst, l.src) } else { (l.src, l.dst) };
                     l.up && of[inside.index()].is_some() && of[inside.index()] != of[outside.index()]
                 })
-                .map(|(_, l)| to_checker(&bandwidth(l)))
+                .map(|(_, l)| bandwidth(l))
                 .sum();
-            (!capacity.is_zero()).then(|| (&bytes / capacity, into))
+            (!capacity.is_zero()).then(|| (&bytes / to_checker(&capacity), into))
         })
         .max_by(|a, b| a.0.cmp(&b.0))
 }

@@ -520,7 +520,7 @@ impl Certified {
     /// The bounds the checker re-derived from a class's certificate (its best bandwidth bound,
     /// its latency claim, its best time bound) with the schedule's cost.
     pub(super) fn of(checked: &collsched_checker::CheckReport, cost: SyncCost) -> Certified {
-        let latency = checked.claims.iter().find(|c| c.bound == "latency").map(|c| c.derived.clone()).unwrap_or_default();
+        let latency = checked.latency_bound.clone().unwrap_or_default();
         let bandwidth = checked.bandwidth_bound.clone();
         let bandwidth_optimal = bandwidth.as_ref().is_some_and(|b| *b == to_checker(&cost.bandwidth_ns()));
         let time = bandwidth.as_ref().and(checked.time_bound.clone());

@@ -246,6 +246,12 @@ mod tests {
     use crate::lower::{lower, LowerOptions};
     use crate::verify::{verify_schedule, VerifyOptions};
 
+    /// Verifies an imported schedule under every rule, its failures shown if any.
+    fn assert_valid(s: &Schedule) {
+        let report = verify_schedule(s, &VerifyOptions::default()).unwrap();
+        assert!(report.is_valid(), "{:?}", report.findings.failures());
+    }
+
     /// (from, to, piece) for every piece of every transfer and every pair `pairs` gives the
     /// transfer, sorted.
     fn triples(s: &Schedule, pairs: impl Fn(&Topology, &Transfer) -> Vec<(u32, u32)>) -> Vec<(u32, u32, PieceId)> {
@@ -274,8 +280,7 @@ mod tests {
         let s = import_msccl(xml, None).unwrap();
         let ops: Vec<Op> = s.steps.iter().flat_map(|st| st.transfers.iter().map(|t| t.op)).collect();
         assert_eq!(ops, [Op::Reduce, Op::Reduce, Op::Copy, Op::Copy]);
-        let report = verify_schedule(&s, &VerifyOptions::default()).unwrap();
-        assert!(report.is_valid(), "{:?}", report.findings.failures());
+        assert_valid(&s);
         let copied = xml.replace(r#"type="re""#, r#"type="cpy""#);
         let s = import_msccl(&copied, None).unwrap();
         assert!(s.steps.iter().flat_map(|st| &st.transfers).all(|t| t.op == Op::Copy));
@@ -292,8 +297,7 @@ mod tests {
     fn a_receive_reduced_into_by_a_tree_of_local_reduces_is_a_reduce() {
         let xml = include_str!("../../../tests/data/msccl/allreduce_a100_allpairs_v2_4.xml");
         let s = import_msccl(xml, None).unwrap();
-        let report = verify_schedule(&s, &VerifyOptions::default()).unwrap();
-        assert!(report.is_valid(), "{:?}", report.findings.failures());
+        assert_valid(&s);
         // The reduce-scatter half: every gpu's three peers reduce into it; then it sends its
         // block to each of them.
         let ops: Vec<(usize, Op)> = s.steps.iter().enumerate().flat_map(|(i, st)| st.transfers.iter().map(move |t| (i, t.op))).collect();
@@ -315,8 +319,7 @@ mod tests {
         let s = import_msccl(xml, None).unwrap();
         assert_eq!((s.header.collective.pieces, s.header.collective.bytes_per_rank), (1, 2));
         assert_eq!(s.header.meta.as_ref().unwrap()["bytes_per_chunk"], 1.0);
-        let report = verify_schedule(&s, &VerifyOptions::default()).unwrap();
-        assert!(report.is_valid(), "{:?}", report.findings.failures());
+        assert_valid(&s);
         // Every message carries whole chunks: pieces 0 and 1, or 2 and 3.
         for t in s.steps.iter().flat_map(|st| &st.transfers) {
             let mut blocks: Vec<u32> = t.pieces.iter().map(|p| p.parts()[0]).collect();
@@ -336,8 +339,7 @@ mod tests {
     fn a_message_goes_no_later_than_its_sender_overwrites_what_it_read() {
         let xml = include_str!("../../../tests/data/msccl/allreduce_allpairs_3gpu_2chan.xml");
         let s = import_msccl(xml, None).unwrap();
-        let report = verify_schedule(&s, &VerifyOptions::default()).unwrap();
-        assert!(report.is_valid(), "{:?}", report.findings.failures());
+        assert_valid(&s);
         // One step, as on one channel: each pair one reduce of all its pieces.
         assert_eq!(s.steps.len(), 1);
         assert_eq!(s.steps[0].transfers.len(), 6);
