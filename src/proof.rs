@@ -29,10 +29,13 @@ pub fn read_attached(path: &Path, instance: impl FnOnce() -> Result<Option<crate
 }
 
 /// An attached schedule verified on its certificate's instance as `verify --spec` verifies a
-/// schedule (the same network and collective, the instance's down links down), and made for the
-/// same faults: a schedule for other faults is another instance's, even where it avoids these.
-pub fn verify_attached(s: &Schedule, inst: &crate::spec::Instance) -> Result<Report> {
-    let report = verify_schedule_against(s, &VerifyOptions::default(), inst.clone())?;
+/// schedule (the same network and collective, the instance's down links down; links shared
+/// within a step reported, not failed, where the spec's `expect.allow_contention` says so: the
+/// bounds of docs/design/MODEL.md section 6 do not assume rule 2), and made for the same faults:
+/// a schedule for other faults is another instance's, even where it avoids these.
+pub fn verify_attached(s: &Schedule, spec: &Spec, inst: &crate::spec::Instance) -> Result<Report> {
+    let options = VerifyOptions { allow_contention: spec.expect.allow_contention.unwrap_or(false), ..Default::default() };
+    let report = verify_schedule_against(s, &options, inst.clone())?;
     let (theirs, ours) = (s.header.topology.down_links(), inst.topology.down_links());
     if let Some(&l) = theirs.iter().chain(&ours).find(|l| theirs.contains(l) != ours.contains(l)) {
         let (sched, spec) = if theirs.contains(&l) { ("down", "up") } else { ("up", "down") };
@@ -107,14 +110,15 @@ pub fn check_certificate(path: &Path, regenerate: bool) -> std::result::Result<C
     if !sha256_hex(&bytes).eq_ignore_ascii_case(&report.spec_sha256) {
         return Err(format!("{}: the spec {} changed since the certificate was made (its SHA-256 differs)", path.display(), spec_path.display()).into());
     }
-    let inst = Spec::load(&spec_path).and_then(|s| s.instance()).map_err(|e| format!("{}: {e}", path.display()))?;
+    let spec = Spec::load(&spec_path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let inst = spec.instance().map_err(|e| format!("{}: {e}", path.display()))?;
     if !collsched_checker::same_instance(&instance_json(&inst), &report.instance).map_err(|e| NotChecked::Unreadable(e.message))? {
         return Err(format!("{}: the certificate's instance is not the one {} describes", path.display(), spec_path.display()).into());
     }
     let mut notes = vec![format!("spec {rel}")];
     let mut schedule = None;
     if let Some(claim) = &report.schedule {
-        let (note, s, cost) = check_attached_schedule(path, &dir.join(&claim.file), claim, &spec_path, inst, regenerate)?;
+        let (note, s, cost) = check_attached_schedule(path, &dir.join(&claim.file), claim, &spec, inst, regenerate)?;
         notes.push(format!("schedule {}{note}", claim.file));
         schedule = Some((s, cost));
     }
@@ -131,7 +135,7 @@ fn check_attached_schedule(
     cert: &Path,
     sched_path: &Path,
     claim: &ScheduleClaim,
-    spec: &Path,
+    spec: &Spec,
     inst: crate::spec::Instance,
     regenerate: bool,
 ) -> std::result::Result<(String, Schedule, SyncCost), String> {
@@ -141,14 +145,13 @@ fn check_attached_schedule(
         if !regenerate {
             return Err(at(format!("the attached schedule {}: cannot read: no such file", sched_path.display())));
         }
-        let spec = Spec::load(spec).map_err(|e| at(e.to_string()))?;
         if !matches!(spec.method, Some(crate::spec::MethodSpec::Generate(_))) {
             return Err(at(format!(
                 "the attached schedule {} is missing, and its spec synthesizes (a timed search) rather than generates it",
                 sched_path.display()
             )));
         }
-        let schedule = crate::generate::from_spec(&spec).map_err(|e| at(e.to_string()))?;
+        let schedule = crate::generate::from_spec(spec).map_err(|e| at(e.to_string()))?;
         crate::schedule::write_schedule_file(sched_path, &schedule).map_err(|e| at(e.to_string()))?;
         note.push_str(" (regenerated from its spec)");
     }
@@ -158,7 +161,7 @@ fn check_attached_schedule(
     }
     note.push_str(", SHA-256 matches");
     let not_for = |why: String| at(format!("the attached schedule {} is not for the certificate's instance: {why}", sched_path.display()));
-    let r = verify_attached(&s, &inst).map_err(|e| not_for(e.to_string()))?;
+    let r = verify_attached(&s, spec, &inst).map_err(|e| not_for(e.to_string()))?;
     if !r.is_valid() {
         return Err(at(format!("the attached schedule {} fails verification: {}", sched_path.display(), r.findings.failures()[0])));
     }

@@ -279,6 +279,32 @@ fn dimension_order_routing_is_caught_by_rule_7() {
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("rule 7 routing deadlock freedom"), "{}", text(&o));
     assert!(!text(&o).contains("rule 2 no link sharing:"), "{}", text(&o));
+    // A certificate may attach it where its spec allows the sharing (the bounds do not assume
+    // rule 2; the attachment is checked under rules 1-5, which its cost needs), not otherwise.
+    let cert = tmp("dor.cert.json");
+    let o = run(&["bound", s(&spec), "--schedule", s(&out), "--certificate", s(&cert)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&["proof", "check", s(&cert)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("SHA-256 matches"), "{}", text(&o));
+    let strict = tmp("dor.strict.spec.json");
+    std::fs::write(&strict, std::fs::read_to_string(&spec).unwrap().replace(r#", "expect": {"allow_contention": true}"#, "")).unwrap();
+    let o = run(&["bound", s(&strict), "--schedule", s(&out), "--certificate", s(&tmp("dor.strict.cert.json"))]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("rule 2 no link sharing"), "{}", text(&o));
+    // The sharing allowed when the certificate was made and forbidden since: the spec changed,
+    // and so does its hash; a certificate naming a strict spec fails on the sharing.
+    let bare = tmp("dor.strict.bare.cert.json");
+    let o = run(&["bound", s(&strict), "--certificate", s(&bare)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let strict_hash = serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(&bare).unwrap()).unwrap()["spec_sha256"].clone();
+    let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&cert).unwrap()).unwrap();
+    v["spec"] = serde_json::json!(strict.file_name().unwrap().to_str().unwrap());
+    v["spec_sha256"] = strict_hash;
+    std::fs::write(&cert, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    let o = run(&["proof", "check", s(&cert)]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("fails verification") && text(&o).contains("rule 2 no link sharing"), "{}", text(&o));
 }
 
 #[test]

@@ -91,7 +91,8 @@ pub fn bound(spec: &Spec, certificate: Option<&Path>, schedule: Option<&Path>, j
     let best = report.bandwidth_bound.clone();
     if let Some(sched_path) = schedule {
         let (s, sha256) = read_attached(sched_path, || Ok(Some(inst.clone())))?;
-        let r = verify_attached(&s, &inst).map_err(|e| Error::bad(format!("{}: the schedule is not for the spec's instance: {e}", sched_path.display())))?;
+        let r =
+            verify_attached(&s, spec, &inst).map_err(|e| Error::bad(format!("{}: the schedule is not for the spec's instance: {e}", sched_path.display())))?;
         if !r.is_valid() {
             return Err(Error::bad(format!("{}: the schedule fails verification: {}", sched_path.display(), r.findings.failures()[0])));
         }
