@@ -54,7 +54,12 @@
 //! level (`Plan::by_totals`): a list schedule sees a hop's total. Balanced by levels, the
 //! busiest hop of the 4x4x4 forest at 24 pieces per block carried 260 pieces per half against
 //! 253.3 on average, and no schedule over it could beat 520 pieces' time; by totals it carries
-//! the average (at 12 pieces per block: 127 against 126.7).
+//! the average (at 12 pieces per block: 127 against 126.7). Its trees are grown in two dimension
+//! orders ([`Rotation`]): by piece, as the fixed roots', and by each root's turn, since a rank of
+//! the cable roots the pieces the other ranks give up, the last of their blocks, which by piece
+//! start at a few dimensions only. Both are pipelined and the faster kept: on 8x8x8 with a failed
+//! cable (6 pieces per block) the turns' forest gives 98.7 us (11.6% above the certified bound)
+//! where the pieces' gave 104.9 us (18.6%); on 3x3x3 the pieces' stays faster (4.1% against 5.3%).
 //!
 //! **Pipelined halves (all_reduce).** Where ranks have unequal hops, [`tree_steps`] also lists the
 //! forest's tasks step by step, each hop carrying reduces or copies as they become ready
@@ -418,13 +423,13 @@ fn forests_split(t: &Topology, c: &Collective, g: &TreeGraph, parts: usize) -> V
 }
 
 /// Balances the trees of `c` (see the module docs): the forest whose layered halves are
-/// estimated faster, for all_reduce the other plan's where it was built (pipelined, either may be
+/// estimated faster, for all_reduce the other plans' where they were built (pipelined, any may be
 /// the faster), and the first one's estimate ([`estimate_ns`]). `None` when `deadline` passed
 /// before every piece had a tree; the balancing passes end by `passes_until` (what follows them
 /// takes time too).
 ///
 /// Errors: [`Error::infeasible`] when some rank cannot reach another over usable hops.
-fn forests(t: &Topology, c: &Collective, g: &TreeGraph, until: (Instant, Instant)) -> Result<Option<(Forest, Option<Forest>, f64)>> {
+fn forests(t: &Topology, c: &Collective, g: &TreeGraph, until: (Instant, Instant)) -> Result<Option<(Forest, Vec<Forest>, f64)>> {
     let (r, p) = (c.num_ranks(), c.pieces as usize);
     // Large forests balance on every thread (a rank's choices are the same on any).
     let parts = if r * p * r >= SPLIT_PASS_PAIRS { rayon::current_num_threads().clamp(1, r) } else { 1 };
@@ -432,7 +437,7 @@ fn forests(t: &Topology, c: &Collective, g: &TreeGraph, until: (Instant, Instant
 }
 
 /// [`forests`], each balancing pass split among `parts` threads ([`balance`]).
-fn forests_in_parts(t: &Topology, c: &Collective, g: &TreeGraph, until: (Instant, Instant), parts: usize) -> Result<Option<(Forest, Option<Forest>, f64)>> {
+fn forests_in_parts(t: &Topology, c: &Collective, g: &TreeGraph, until: (Instant, Instant), parts: usize) -> Result<Option<(Forest, Vec<Forest>, f64)>> {
     let (r, p) = (c.num_ranks(), c.pieces as usize);
     if g.hops.hops.len() >= u32::MAX as usize || r >= FAR as usize {
         return Err(Error::bad(format!("layered trees: {r} ranks and {} hops are more than the trees index", g.hops.hops.len())));
@@ -458,7 +463,10 @@ fn forests_in_parts(t: &Topology, c: &Collective, g: &TreeGraph, until: (Instant
     // all_reduce's second plan: roots by hops, more levels. It wins only pipelined or on the
     // smallest tori (its layered halves lost on 5x5x5 and 8x8x8: the ramp levels and their
     // latency), so it is built only where the pipelined halves are tried.
+    // Its trees are grown in two dimension orders ([`Rotation`]), since which one pipelines
+    // faster depends on the torus and the cable.
     let free = if g.pipelines(c, p) { free_root_plan(g, &shapes, p) } else { None };
+    let free: Vec<Plan> = free.into_iter().flat_map(|plan| [Plan { rotation: Rotation::ByTurn, ..plan.clone() }, plan]).collect();
     let levels = shapes.height.iter().copied().max().unwrap_or(0) as usize;
     let fixed = Plan {
         options: (0..r as u32).map(|v| vec![v]).collect(),
@@ -467,16 +475,18 @@ fn forests_in_parts(t: &Topology, c: &Collective, g: &TreeGraph, until: (Instant
         shapes,
         spread: false,
         by_totals: false,
+        rotation: Rotation::ByPiece,
     };
-    // The two plans balance side by side (each pass of one is sequential: every parent it
-    // re-chooses sees the loads of those before).
-    let (best, other) = rayon::join(|| balance(g, fixed, (p, ndims, parts), until), || free.and_then(|plan| balance(g, plan, (p, ndims, parts), until)));
-    let Some(best) = best else { return Ok(None) };
-    let first = estimate_ns(t, c, g, &best);
-    Ok(Some(match other.map(|o| (estimate_ns(t, c, g, &o), o)) {
-        Some((second, o)) if second < first => (o.0, Some(best.0), second),
-        o => (best.0, o.map(|(_, o)| o.0), first),
-    }))
+    // The plans balance side by side (each pass of one is sequential: every parent it re-chooses
+    // sees the loads of those before).
+    let mut balanced: Vec<Option<(Forest, u64)>> =
+        std::iter::once(fixed).chain(free).collect::<Vec<_>>().into_par_iter().map(|plan| balance(g, plan, (p, ndims, parts), until)).collect();
+    let Some(Some(_)) = balanced.first() else { return Ok(None) };
+    // The plan whose layered halves are estimated fastest first (the fixed roots' on a tie).
+    let estimates: Vec<f64> = balanced.iter().map(|b| b.as_ref().map_or(f64::INFINITY, |b| estimate_ns(t, c, g, b))).collect();
+    let first = (0..estimates.len()).fold(0, |best, i| if estimates[i] < estimates[best] { i } else { best });
+    let best = balanced[first].take().expect("the first plan balanced");
+    Ok(Some((best.0, balanced.into_iter().flatten().map(|(f, _)| f).collect(), estimates[first])))
 }
 
 /// The step-synchronous time of a balanced forest's layered halves, at most: its busiest hops'
@@ -489,6 +499,7 @@ fn estimate_ns(t: &Topology, c: &Collective, g: &TreeGraph, (f, cost): &(Forest,
 }
 
 /// Where a forest's trees are rooted and which shapes they may take.
+#[derive(Clone)]
 struct Plan {
     shapes: Shapes,
     /// Per rank, the shapes its trees may take.
@@ -503,6 +514,24 @@ struct Plan {
     /// Whether the passes after the first balance each hop's pieces over all levels, not level
     /// by level: the plan's forest is pipelined, and a list schedule sees a hop's total.
     by_totals: bool,
+    /// The dimension order the first pass grows each tree in.
+    rotation: Rotation,
+}
+
+/// The dimension order in which the first balancing pass grows a tree: the first dimension a
+/// rank's parent is sought along, then the next, and so on round.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Rotation {
+    /// Piece k of a block starts at dimension k mod n (DimRotation as trees), and also at its
+    /// root's index when a block has fewer pieces than dimensions.
+    ByPiece,
+    /// A root's m-th tree starts at dimension m mod n, so that every root's trees take the
+    /// dimensions in turn. With free roots a rank of a failed cable roots a sixth of all trees,
+    /// the pieces the other ranks give up, whose indexes in their blocks are the last ones and,
+    /// by piece, start at a few dimensions only. Pipelined on 8x8x8 with cable (0,0,0)-(1,0,0)
+    /// failed: 98.7 us by turn against 104.9 us by piece; by piece stays faster on 3x3x3 (4.1%
+    /// above the bound against 5.3%), hence both are tried.
+    ByTurn,
 }
 
 /// all_reduce may root a piece anywhere. When ranks have unequal numbers of hops (a failed
@@ -547,7 +576,7 @@ fn free_root_plan(g: &TreeGraph, standard: &Shapes, pieces: usize) -> Option<Pla
     }
     let deepest = options.iter().flatten().map(|&s| shapes.height[s as usize]).max().unwrap_or(0) as usize;
     let healthy = standard.height.iter().copied().max().unwrap_or(0) as usize;
-    Some(Plan { shapes, options, root, levels: deepest + 2 * healthy, spread: true, by_totals: true })
+    Some(Plan { shapes, options, root, levels: deepest + 2 * healthy, spread: true, by_totals: true, rotation: Rotation::ByPiece })
 }
 
 /// Whole numbers summing to `total` in proportion to `share` (largest remainders).
@@ -576,10 +605,13 @@ fn balance(g: &TreeGraph, plan: Plan, (pieces, ndims, parts): (usize, usize, usi
     let usable = g.usable.iter().filter(|&&u| u).count() as u64;
     let mut cost = u64::MAX;
     // Every tree's shape and shift first (they do not depend on the loads).
+    // Per tree, its turn among its root's trees.
     let mut nth = vec![0u32; r];
-    for q in 0..trees {
+    let mut turn = vec![0u32; trees];
+    for (q, turn) in turn.iter_mut().enumerate() {
         let root = plan.root[q] as usize;
         place(&mut f, &plan.options[root], plan.spread, q, nth[root] as usize);
+        *turn = nth[root];
         nth[root] += 1;
     }
     // A rank's choice of parent reads and changes the loads of its own hops only (each hop is one
@@ -597,7 +629,7 @@ fn balance(g: &TreeGraph, plan: Plan, (pieces, ndims, parts): (usize, usize, usi
         }
         let until = if pass == 0 { deadline } else { passes_until };
         let Forest { parent, shapes, shape, shift, .. } = &mut f;
-        let placed = Placed { g, shapes, shape, shift, root: &plan.root, pieces, ndims, by_totals: plan.by_totals };
+        let placed = Placed { g, shapes, shape, shift, root: &plan.root, turn: &turn, rotation: plan.rotation, pieces, ndims, by_totals: plan.by_totals };
         // Per part of the ranks, its parents in every tree and its hops' loads.
         let mut rows: Vec<Vec<&mut [u16]>> = (0..parts).map(|_| Vec::with_capacity(trees)).collect();
         for mut row in parent.chunks_mut(r) {
@@ -655,13 +687,16 @@ fn place(f: &mut Forest, options: &[u32], spread: bool, q: usize, nth: usize) {
     (f.shape[q], f.shift[q]) = (s, ((nth / options.len()) % (spare + 1)) as u16);
 }
 
-/// What growing a tree reads: the shapes, and every tree's shape, shift and root.
+/// What growing a tree reads: the shapes, and every tree's shape, shift, root and turn among its
+/// root's trees.
 struct Placed<'a> {
     g: &'a TreeGraph,
     shapes: &'a Shapes,
     shape: &'a [u32],
     shift: &'a [u16],
     root: &'a [u32],
+    turn: &'a [u32],
+    rotation: Rotation,
     pieces: usize,
     ndims: usize,
     /// Whether the passes after the first balance each hop's total ([`Plan::by_totals`]).
@@ -683,9 +718,11 @@ impl Placed<'_> {
             }
             let (s, shift) = (self.shape[q] as usize, self.shift[q] as usize);
             let depths = &self.shapes.rows[s * r..(s + 1) * r];
-            // The chunk's dimension order: rotate by k (and by the root when P < dimensions).
-            let k = q % self.pieces;
-            let first = (k + if self.pieces < self.ndims { self.root[q] as usize } else { 0 }) % self.ndims;
+            // The tree's dimension order (`Rotation`).
+            let first = match self.rotation {
+                Rotation::ByPiece => q % self.pieces + if self.pieces < self.ndims { self.root[q] as usize } else { 0 },
+                Rotation::ByTurn => self.turn[q] as usize,
+            } % self.ndims;
             for (v, parent) in ranks.clone().zip(row.iter_mut()) {
                 let d = depths[v];
                 if d == 0 {
@@ -881,13 +918,13 @@ pub fn tree_steps_within(t: &Topology, c: &Collective, (deadline, passes_until):
     }
     let mut steps = layered_steps(t, c, &g, &f);
     let (mut pipelined, started) = (None, Instant::now());
-    // all_reduce pipelined over the trees of both plans, where some rank has fewer hops than
+    // all_reduce pipelined over the trees of every plan, where some rank has fewer hops than
     // another (on equal hops the layered halves meet the bandwidth bound) and the tasks are few
-    // enough; the fastest of the three is kept.
+    // enough; the fastest of these and the layered halves is kept.
     if g.pipelines(c, f.pieces()) {
         let mut time = pipelined::time_ns(t, c, &steps)?;
-        // The plans' forests are scheduled on two threads.
-        let forests: Vec<&Forest> = std::iter::once(&f).chain(other.as_ref()).collect();
+        // The plans' forests are scheduled side by side.
+        let forests: Vec<&Forest> = std::iter::once(&f).chain(&other).collect();
         // Their list schedules end when the balancing passes must, so that the steps can still
         // be built, verified and written by the deadline.
         let until = passes_until.min(deadline);
@@ -920,9 +957,9 @@ fn unmirrored_halves(t: &Topology, c: &Collective, until: (Instant, Instant)) ->
 }
 
 /// The pipelined all_reduce is tried on forests of at most this many (tree, rank) pairs: 4x4x4 at
-/// 96 pieces per block has 393,216, 6x6x6 at 12 560,000, 8x8x8 at 6 1.6 million (its budgets
-/// take 30 s there on two threads, and gain 21.3% -> 18.6% above the certified bound; at 12, 3.1
-/// million, 87 s for 14.2%, past the default limit).
+/// 96 pieces per block has 393,216, 6x6x6 at 12 560,000, 8x8x8 at 6 1.6 million (the budgets of
+/// its three forests take about 40 s there on two threads, and gain 21.3% -> 11.6% above the
+/// certified bound; at 12, 3.1 million, two forests took 87 s for 14.2%, past the default limit).
 const MAX_PIPELINED_EDGES: usize = 1 << 21;
 
 #[cfg(test)]
@@ -1059,9 +1096,9 @@ mod tests {
                 let c = Collective::new(kind, t.node_ids().collect(), 1 << 20, 12, None, &t).unwrap();
                 let g = TreeGraph::new(&t, &c);
                 let one = forests_split(&t, &c, &g, 1);
-                // Both plans where the cable makes ranks' hops unequal (the free roots' balanced
-                // by hop totals), one otherwise.
-                let plans = if kind == CollectiveKind::AllReduce && !cables.is_empty() { 2 } else { 1 };
+                // Three plans where the cable makes ranks' hops unequal (the free roots' in two
+                // dimension orders, balanced by hop totals), one otherwise.
+                let plans = if kind == CollectiveKind::AllReduce && !cables.is_empty() { 3 } else { 1 };
                 assert_eq!(one.len(), plans, "{kind}, {} failed cables", cables.len());
                 for parts in [2, 5, 48] {
                     let split = forests_split(&t, &c, &g, parts);
