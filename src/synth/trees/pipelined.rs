@@ -73,7 +73,9 @@
 //! fastest so far, and the two plans' forests are scheduled on two threads. The same schedules
 //! win at 3x3x3, 4x4x4 and 5x5x5 (4.06%, 4.04%, 5.94%) in 0.45 s, 2.6 s and 11.2 s (0.8 s,
 //! 5.3 s, 32.8 s before), and the portfolio now pipelines 8x8x8 with a failed cable at 6 pieces
-//! per block: 104.9 us, 18.60% above the certified bound (21.26% layered), in 35 s. At 12 pieces
+//! per block: 104.9 us, 18.60% above the certified bound (21.26% layered), in 35 s (since the
+//! free roots' trees are also grown by each root's turn, `super::Rotation`: 98.7 us, 11.58%,
+//! in 44 s). At 12 pieces
 //! per block it reaches 14.2%, but in 87 s (233 s before): there every hop carries its budget in every
 //! step but the five of the turn and the last two, so what is left is the turn (about 4%) and the
 //! latency of 69 steps (about 5%). Staggering the pieces in two cohorts (the first's
