@@ -652,14 +652,10 @@ mod tests {
         let least = a.levels.min(b.iter().map(|f| f.levels).min().unwrap());
         let (free, fixed): (Vec<Forest>, Vec<Forest>) = std::iter::once(a).chain(b).partition(|f| f.levels > least);
         let fixed = fixed.into_iter().next().unwrap();
-        let f = free
-            .into_iter()
-            .min_by(|x, y| fastest(&t, &c, &g, x, far).unwrap().unwrap().time_ns.total_cmp(&fastest(&t, &c, &g, y, far).unwrap().unwrap().time_ns))
-            .unwrap();
+        let (best, f) = free.into_iter().map(|f| (fastest(&t, &c, &g, &f, far).unwrap().unwrap().time_ns, f)).min_by(|x, y| x.0.total_cmp(&y.0)).unwrap();
         let counts: Vec<usize> = [2, 4, 8, 16].iter().map(|&b| pipelined_steps(&t, &g, &f, (b, Cut::Full), false).len()).collect();
         assert!(counts.windows(2).all(|w| w[1] < w[0]), "{counts:?}");
         let layered = time_ns(&t, &c, &crate::synth::trees::layered_steps(&t, &c, &g, &fixed)).unwrap();
-        let best = fastest(&t, &c, &g, &f, far).unwrap().unwrap().time_ns;
         // Measured: 90.6 us against 104.6 us layered.
         assert!(best < 0.9 * layered, "{best} ns pipelined against {layered} ns layered");
         let fastest_of = |cut: Cut, improved: bool| {
