@@ -59,6 +59,16 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
+/// `bound SPEC --certificate CERT --schedule SCHED`, then `proof check CERT`, both passing:
+/// the check's output.
+fn attach_and_check(spec: &Path, sched: &Path, cert: &Path) -> Output {
+    let o = run(&["bound", s(spec), "--certificate", s(cert), "--schedule", s(sched)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&["proof", "check", s(cert)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    o
+}
+
 #[test]
 fn verify_a_valid_schedule() {
     let (path, spec) = ring_schedule("valid");
@@ -282,10 +292,7 @@ fn dimension_order_routing_is_caught_by_rule_7() {
     // A certificate may attach it where its spec allows the sharing (the bounds do not assume
     // rule 2; the attachment is checked under rules 1-5, which its cost needs), not otherwise.
     let cert = tmp("dor.cert.json");
-    let o = run(&["bound", s(&spec), "--schedule", s(&out), "--certificate", s(&cert)]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let o = run(&["proof", "check", s(&cert)]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = attach_and_check(&spec, &out, &cert);
     assert!(text(&o).contains("SHA-256 matches"), "{}", text(&o));
     let strict = tmp("dor.strict.spec.json");
     std::fs::write(&strict, std::fs::read_to_string(&spec).unwrap().replace(r#", "expect": {"allow_contention": true}"#, "")).unwrap();
@@ -395,10 +402,7 @@ fn certificates_reject_a_changed_spec_or_schedule() {
     let cert = dir.join("ring.cert.json");
     let o = run(&["generate", s(&spec), "-o", s(&sched)]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let o = run(&["bound", s(&spec), "--certificate", s(&cert), "--schedule", s(&sched)]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let o = run(&["proof", "check", s(&dir.join("ring.cert.json"))]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = attach_and_check(&spec, &sched, &cert);
     // Five steps claims (distance, transmissions, cut, flow: a ring of 6 with 2 pieces per block,
     // 108 piece-links over 12 links, 9 steps; arrival) and five on time.
     assert!(text(&o).contains("10 claims hold"), "{}", text(&o));
@@ -2859,9 +2863,6 @@ fn a_fat_tree_all_reduce_is_measured_against_the_crossing_bound() {
     assert!(text(&o).contains("above the certified crossing bound (3.2229 us)"), "{}", text(&o));
     // The certificate with the schedule attached checks, and says which bound it holds it to.
     let cert = tmp("crossing.cert.json");
-    let o = run(&["bound", s(&spec), "--certificate", s(&cert), "--schedule", s(&out)]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let o = run(&["proof", "check", s(&cert)]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = attach_and_check(&spec, &out, &cert);
     assert!(text(&o).contains("time bound 3222.880000 (80572/25) (crossing)"), "{}", text(&o));
 }
