@@ -206,7 +206,9 @@ fn routes(p: &Program, topo: &Topology, ranks: &[NodeId]) -> Result<Routes> {
     let mut out = Routes::new();
     // Paths from each sending gpu's npu through switches, found once per gpu.
     let mut from: HashMap<usize, HashMap<usize, Vec<Vec<LinkId>>>> = HashMap::new();
-    for (a, gpu) in p.gpus.iter().enumerate() {
+    // A gpu is its `id`, wherever the file lists it.
+    for gpu in &p.gpus {
+        let Ok(a) = usize::try_from(gpu.id) else { continue };
         for tb in &gpu.tbs {
             let Ok(b) = usize::try_from(tb.send) else { continue };
             if b >= ranks.len() || a >= ranks.len() || out.contains_key(&(a, b)) {
@@ -303,6 +305,22 @@ mod tests {
         let ops: Vec<(usize, Op)> = s.steps.iter().enumerate().flat_map(|(i, st)| st.transfers.iter().map(move |t| (i, t.op))).collect();
         assert_eq!(ops.iter().filter(|&&(i, op)| i == 0 && op == Op::Reduce).count(), 12);
         assert_eq!(ops.iter().filter(|&&(i, op)| i == 1 && op == Op::Copy).count(), 12);
+    }
+
+    /// The `<gpu>` elements in reverse order are the same program: a gpu is its `id` (the routes
+    /// were keyed by the element's place in the file, so gpu 0 listed second sent as gpu 1).
+    #[test]
+    fn gpus_listed_in_any_order_import_alike() {
+        let xml = include_str!("../../../tests/data/msccl/allreduce_a100_allpairs_v2_4.xml");
+        let (head, rest) = xml.split_at(xml.find("<gpu ").unwrap());
+        let end = rest.rfind("</gpu>").unwrap() + "</gpu>".len();
+        let mut gpus: Vec<String> = rest[..end].split_inclusive("</gpu>").map(|g| g.trim().to_string()).collect();
+        assert_eq!(gpus.len(), 4);
+        gpus.reverse();
+        let reversed = format!("{head}{}\n{}", gpus.join("\n"), &rest[end..]);
+        let (s, r) = (import_msccl(xml, None).unwrap(), import_msccl(&reversed, None).unwrap());
+        assert_valid(&r);
+        assert_eq!(hops(&r), hops(&s));
     }
 
     /// msccl-tools' `examples/mscclang/allreduce_a100_ncv4_v2.py 4 1` cuts the buffer of 4 gpus

@@ -240,7 +240,12 @@ fn gpu_rules(p: &Program, gpu: &Gpu, runtime: Runtime, out: &mut Problems) {
         } else if ids[..k].contains(&tb.id) {
             out.errors.push(format!("{tat}: a second threadblock with this id"));
         } else if tb.id as usize >= gpu.tbs.len() {
-            out.errors.push(format!("{tat}: id=\"{}\", but the gpu has {} threadblocks: ids must be 0..{} without gaps", tb.id, gpu.tbs.len(), gpu.tbs.len()));
+            out.errors.push(format!(
+                "{tat}: id=\"{}\", but the gpu has {} threadblocks: ids must be 0 to {} without gaps",
+                tb.id,
+                gpu.tbs.len(),
+                gpu.tbs.len() - 1
+            ));
         }
         tb_rules(p, gpu, tb, &tat, runtime, out);
     }
@@ -251,18 +256,16 @@ fn gpu_rules(p: &Program, gpu: &Gpu, runtime: Runtime, out: &mut Problems) {
     }
 }
 
-/// `i_chunks` and `o_chunks` against the buffers the collective has.
+/// `i_chunks` and `o_chunks` against the buffers the collective has (the older runtime).
 fn chunk_counts(p: &Program, gpu: &Gpu, runtime: Runtime, out: &mut Problems) {
     let Some(real) = buffer_chunks(p) else { return };
     let (name, n) = (p.coll.as_ref().map_or("", |(t, _)| t.as_str()), p.nchunksperloop.unwrap_or(0));
     for (slot, attr) in [(0, "i_chunks"), (1, "o_chunks")] {
         let declared = gpu.chunks[slot];
-        let fits = match runtime {
-            // The older reader wants the declared count to be the buffer's (0: unused).
-            Runtime::Legacy => declared == 0 || declared == real[slot] as i64,
-            Runtime::Executor => declared <= real[slot] as i64,
-        };
-        if !fits {
+        // The older reader wants the declared count to be the buffer's (0: unused); the current
+        // one only bounds the offsets by it (those past the collective's buffer are refused
+        // by `step_rules`).
+        if runtime == Runtime::Legacy && declared != 0 && declared != real[slot] as i64 {
             out.errors
                 .push(format!("gpu {}: {attr}=\"{declared}\", but {name} with nchunksperloop=\"{n}\" gives each gpu {} chunks there", gpu.id, real[slot]));
         }
@@ -321,7 +324,7 @@ fn tb_rules(p: &Program, gpu: &Gpu, tb: &Threadblock, at: &str, runtime: Runtime
                 st.s
             ));
         }
-        step_rules(gpu, tb, pos, &sat, out);
+        step_rules(gpu, tb, pos, (&sat, buffer_chunks(p)), out);
         if let Some(d) = st.dep {
             dependency(gpu, d, &sat, out);
         }
@@ -343,7 +346,11 @@ fn tb_rules(p: &Program, gpu: &Gpu, tb: &Threadblock, at: &str, runtime: Runtime
     }
 }
 
-fn step_rules(gpu: &Gpu, tb: &Threadblock, pos: usize, at: &str, out: &mut Problems) {
+/// One step's rules; `real` the input and output chunks the collective gives each gpu, where
+/// they follow from the `<algo>`: an offset range is refused past them as past its buffer's
+/// declared count (a declared count may be larger: the current runtime only bounds the offsets
+/// by it, and reads or writes memory past the buffer beyond the real one).
+fn step_rules(gpu: &Gpu, tb: &Threadblock, pos: usize, (at, real): (&str, Option<[usize; 2]>), out: &mut Problems) {
     let st = &tb.steps[pos];
     if st.kind == StepKind::Nop {
         return;
@@ -363,14 +370,18 @@ fn step_rules(gpu: &Gpu, tb: &Threadblock, pos: usize, at: &str, out: &mut Probl
     let cnt = st.cnt.max(1);
     for (used, which, place) in [(st.kind.reads_src(), "src", st.src), (st.kind.writes_dst(), "dst", st.dst)] {
         let declared = gpu.declared(place.buffer);
-        if used && (place.offset < 0 || place.offset.checked_add(cnt).is_none_or(|end| end > declared)) {
-            out.errors.push(format!(
-                "{at}: {which}buf=\"{}\" {which}off=\"{}\" with cnt=\"{}\" is outside the buffer ({}_chunks=\"{declared}\")",
-                place.buffer.short(),
-                place.offset,
-                st.cnt,
-                place.buffer.short()
-            ));
+        let end = place.offset.checked_add(cnt).filter(|_| place.offset >= 0);
+        let (buf, off) = (place.buffer.short(), place.offset);
+        if used && end.is_none_or(|end| end > declared) {
+            out.errors
+                .push(format!("{at}: {which}buf=\"{buf}\" {which}off=\"{off}\" with cnt=\"{}\" is outside the buffer ({buf}_chunks=\"{declared}\")", st.cnt));
+        } else if let (true, Some(end), Some(slot)) = (used, end, [Buffer::Input, Buffer::Output].iter().position(|&b| b == place.buffer)) {
+            if let Some(real) = real.map(|r| r[slot] as i64).filter(|&r| end > r && declared > r) {
+                out.errors.push(format!(
+                    "{at}: {which}buf=\"{buf}\" {which}off=\"{off}\" with cnt=\"{}\" is outside the buffer: {buf}_chunks=\"{declared}\" allows it, but the collective gives each gpu {real} chunks there",
+                    st.cnt
+                ));
+            }
         }
     }
 }
@@ -454,16 +465,26 @@ mod tests {
             ),
             (r#"cnt="1" depid="-1" deps="-1" hasdep="0"/>"#, r#"cnt="1" depid="-1" deps="-1" hasdep="2"/>"#, "gpu 0 tb 0 step 0: hasdep=\"2\" is not 0 or 1"),
             (r#"<gpu id="1""#, r#"<gpu id="0""#, "gpu 1 is missing"),
-            (
-                r#"i_chunks="2" o_chunks="2" s_chunks="0">"#,
-                r#"i_chunks="3" o_chunks="2" s_chunks="0">"#,
-                "gpu 0: i_chunks=\"3\", but alltoall with nchunksperloop=\"2\" gives each gpu 2 chunks there",
-            ),
         ] {
             assert!(EXCHANGE.contains(from), "{from}");
             let p = problems(&EXCHANGE.replacen(from, to, 1));
             assert!(p.errors.iter().any(|e| e.contains(want)), "{want}: {:?}", p.errors);
         }
+    }
+
+    /// A declared `i_chunks` above the collective's: the older runtime refuses it, the current
+    /// one only bounds the offsets by it (docs/design/FORMATS.md, MSCCL XML), and an offset past
+    /// the collective's buffer is refused there as outside it.
+    #[test]
+    fn declared_chunks_above_the_buffer_bound_only_the_offsets_for_the_current_runtime() {
+        let larger = EXCHANGE.replacen(r#"<gpu id="0" i_chunks="2""#, r#"<gpu id="0" i_chunks="3""#, 1);
+        assert_eq!(problems(&larger), Problems::default());
+        let past = larger.replacen(r#"type="s" srcbuf="i" srcoff="1""#, r#"type="s" srcbuf="i" srcoff="2""#, 1);
+        let want = r#"gpu 0 tb 0 step 0: srcbuf="i" srcoff="2" with cnt="1" is outside the buffer: i_chunks="3" allows it, but the collective gives each gpu 2 chunks there"#;
+        assert_eq!(problems(&past).errors, [want]);
+        let legacy = larger.replacen(r#" outofplace="1""#, "", 1);
+        let want = r#"gpu 0: i_chunks="3", but alltoall with nchunksperloop="2" gives each gpu 2 chunks there"#;
+        assert!(problems(&legacy).errors.iter().any(|e| e == want), "{:?}", problems(&legacy).errors);
     }
 
     /// Counts and offsets at the ends of what the runtime reads (a 32-bit int) are refused by
