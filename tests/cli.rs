@@ -169,6 +169,26 @@ fn cost_prints_time_and_utilization() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(v["per_group"]["custom"]["utilization"].as_f64().is_some() || v["per_group"]["dim0"]["utilization"].as_f64().is_some(), "{v}");
+    // Per link, for either model: every link of the ring of 6 that is up, busiest first, its
+    // utilization its bytes at 32 GB/s over the model's time, the links' bytes their groups'.
+    for model in ["sync", "event"] {
+        let o = run(&["cost", s(&path), "--model", model, "--json"]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let links = v["per_link"].as_array().unwrap();
+        assert_eq!(links.len(), 12, "{v}");
+        let time = v["time_ns"].as_f64().unwrap();
+        let used: Vec<f64> = links.iter().map(|l| l["utilization"].as_f64().unwrap()).collect();
+        assert!(used.windows(2).all(|w| w[0] >= w[1]) && used[0] > 0.0, "{used:?}");
+        for l in links {
+            let want = l["bytes"].as_f64().unwrap() / 32.0 / time;
+            assert!((l["utilization"].as_f64().unwrap() - want).abs() < 1e-12, "{l}");
+        }
+        let group_bytes: f64 = v["per_group"].as_object().unwrap().values().map(|g| g["bytes"].as_f64().unwrap()).sum();
+        assert_eq!(links.iter().map(|l| l["bytes"].as_f64().unwrap()).sum::<f64>(), group_bytes);
+        let o = run(&["cost", s(&path), "--model", model]);
+        assert!(text(&o).contains("busiest links (8 of 12 (--json lists every link)):"), "{}", text(&o));
+    }
     let o = run(&["cost", s(&tmp("missing.json"))]);
     assert_eq!(o.status.code(), Some(2));
 }

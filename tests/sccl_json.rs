@@ -446,6 +446,15 @@ fn verify_and_export_from_the_command_line() {
     let o = run(&["proof", "check", s(&attached)]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("not a certificate"));
+    // Refused among others (an SCCL file, a path that does not exist), it is reported as
+    // unreadable and the certificates beside it are still checked.
+    let missing = certs.join("missing.cert.json");
+    let o = run(&["proof", "check", s(&attached), s(&certs.join("ag.cert.json")), s(&missing)]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let out = text(&o);
+    assert!(out.contains(&format!("BAD  {}: an SCCL algorithm, not a certificate", attached.display())), "{out}");
+    assert!(out.contains(&format!("BAD  {}: cannot read: no such file or folder", missing.display())), "{out}");
+    assert!(out.contains("3 certificates, 1 hold, 0 fail, 2 unreadable"), "{out}");
 }
 
 #[test]

@@ -15,6 +15,7 @@ pub use interrupt::clean_up_on_signals;
 
 use crate::error::{Error, ExitCode, Result};
 use crate::spec::{MethodSpec, Spec};
+use crate::topology::LinkId;
 use crate::units::{format_ns, to_f64};
 use crate::verify::{verify_file_with, Report, Rule, VerifyOptions};
 use clap::{Parser, Subcommand};
@@ -571,66 +572,99 @@ fn cost(schedule: PathBuf, model: &str, fifo: bool, svg: Option<&std::path::Path
         crate::io::write_atomic(out, |w| std::io::Write::write_all(w, picture.as_bytes()).map_err(crate::io::write_error(out)))?;
         eprintln!("wrote {}", out.display());
     }
-    if let (true, Some(s)) = (model == "event", &held) {
-        let e = crate::cost::event_cost(s, fifo)?;
-        let sharing = if fifo { "fifo" } else { "fair" };
-        if json {
-            println!("{}", json!({"model": "event", "link_sharing": sharing, "time_ns": e.time_ns, "algo_bandwidth_gbps": e.algo_bandwidth_gbps()}));
-        } else {
-            println!(
-                "event-driven time ({sharing} link sharing) {}, bandwidth (bytes per rank / time) {}",
-                format_ns(e.time_ns),
-                gbps(e.algo_bandwidth_gbps())
-            );
-        }
-        return Ok(ExitCode::Ok);
-    }
     let c = report.cost.expect("a read schedule has a cost");
     let t = &header.topology;
-    let total = ns(&c.time_ns());
+    // The model's time: utilization is each link's busy time (its bytes at its bandwidth) over it.
+    let event = match (model == "event", &held) {
+        (true, Some(s)) => Some(crate::cost::event_cost(s, fifo)?),
+        _ => None,
+    };
+    let total = event.as_ref().map_or_else(|| ns(&c.time_ns()), |e| e.time_ns);
+    let utilization = |busy: f64, links: usize| if total > 0.0 { busy / (links as f64 * total) } else { 0.0 };
     // Per link group, over its links that are up (a failed link carries nothing and offers no
-    // capacity); its bytes summed exactly (a float sum rounds past 2^53 bytes).
+    // capacity); its bytes summed exactly (a float sum rounds past 2^53 bytes). Per link, those
+    // that are up, busiest first (ties by id).
     let mut groups: std::collections::BTreeMap<String, (f64, collsched_checker::Q, usize)> = Default::default();
+    let mut links: Vec<(LinkId, f64)> = Vec::new();
     for (id, l) in t.links().filter(|(_, l)| l.up) {
+        let busy = ns(&c.link_bytes[id.index()]) / l.bandwidth_gbps;
         let g = groups.entry(l.class.group_label()).or_default();
-        g.0 += ns(&c.link_bytes[id.index()]) / l.bandwidth_gbps;
+        g.0 += busy;
         g.1 += crate::units::to_checker(&c.link_bytes[id.index()]);
         g.2 += 1;
+        links.push((id, busy));
     }
+    links.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     if json {
         let per_group: serde_json::Map<String, serde_json::Value> = groups
             .iter()
             .map(|(k, (busy, bytes, n))| {
                 let bytes = crate::bounds::certified::q_to_f64(bytes).unwrap_or(f64::MAX);
-                (k.clone(), json!({"links": n, "bytes": bytes, "utilization": if total > 0.0 { busy / (*n as f64 * total) } else { 0.0 }}))
+                (k.clone(), json!({"links": n, "bytes": bytes, "utilization": utilization(*busy, *n)}))
             })
             .collect();
-        let per_step: Vec<_> = c.step_bandwidth_ns.iter().zip(&c.step_latency_ns).map(|(b, l)| json!({"bandwidth_ns": ns(b), "latency_ns": ns(l)})).collect();
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&json!({
-                "model": "sync", "time_ns": total, "bandwidth_term_ns": ns(&c.bandwidth_ns()), "latency_term_ns": ns(&c.latency_ns()),
-                "algo_bandwidth_gbps": c.algo_bandwidth_gbps(), "steps": per_step.len(), "per_group": per_group, "per_step": per_step,
-            }))
-            .expect("json")
-        );
-    } else {
-        println!(
+        let per_link: Vec<_> = links
+            .iter()
+            .map(|&(id, busy)| {
+                let l = t.link(id);
+                let (src, dst) = (&t.node(l.src).name, &t.node(l.dst).name);
+                json!({"link": id.0, "src": src, "dst": dst, "group": l.class.group_label(), "bytes": ns(&c.link_bytes[id.index()]), "utilization": utilization(busy, 1)})
+            })
+            .collect();
+        let mut out = match &event {
+            Some(e) => {
+                json!({"model": "event", "link_sharing": if fifo { "fifo" } else { "fair" }, "time_ns": e.time_ns, "algo_bandwidth_gbps": e.algo_bandwidth_gbps()})
+            }
+            None => {
+                let per_step: Vec<_> =
+                    c.step_bandwidth_ns.iter().zip(&c.step_latency_ns).map(|(b, l)| json!({"bandwidth_ns": ns(b), "latency_ns": ns(l)})).collect();
+                json!({
+                    "model": "sync", "time_ns": total, "bandwidth_term_ns": ns(&c.bandwidth_ns()), "latency_term_ns": ns(&c.latency_ns()),
+                    "algo_bandwidth_gbps": c.algo_bandwidth_gbps(), "steps": per_step.len(), "per_step": per_step,
+                })
+            }
+        };
+        out["per_group"] = per_group.into();
+        out["per_link"] = per_link.into();
+        println!("{}", serde_json::to_string_pretty(&out).expect("json"));
+        return Ok(ExitCode::Ok);
+    }
+    match &event {
+        Some(e) => println!(
+            "event-driven time ({} link sharing) {}, bandwidth (bytes per rank / time) {}",
+            if fifo { "fifo" } else { "fair" },
+            format_ns(e.time_ns),
+            gbps(e.algo_bandwidth_gbps())
+        ),
+        None => println!(
             "step-synchronous time {} (bandwidth term {}, latency term {}) over {} steps; bandwidth (bytes per rank / time) {}",
             format_ns(total),
             format_ns(ns(&c.bandwidth_ns())),
             format_ns(ns(&c.latency_ns())),
             c.step_bandwidth_ns.len(),
             gbps(c.algo_bandwidth_gbps())
+        ),
+    }
+    println!("{:<10} {:>6} {:>16} {:>12}", "links", "count", "bytes", "utilization");
+    for (k, (busy, bytes, n)) in &groups {
+        println!("{k:<10} {n:>6} {:>16} {:>11.1}%", collsched_checker::show_q(bytes), 100.0 * utilization(*busy, *n));
+    }
+    let shown = links.len().min(BUSIEST_LINKS_SHOWN);
+    let more = if shown < links.len() { format!(" of {} (--json lists every link)", links.len()) } else { String::new() };
+    println!("busiest links ({shown}{more}):");
+    for &(id, busy) in &links[..shown] {
+        println!(
+            "  {:<40} {:>16} {:>11.1}%",
+            t.describe_link(id),
+            collsched_checker::show_q(&crate::units::to_checker(&c.link_bytes[id.index()])),
+            100.0 * utilization(busy, 1)
         );
-        println!("{:<10} {:>6} {:>16} {:>12}", "links", "count", "bytes", "utilization");
-        for (k, (busy, bytes, n)) in &groups {
-            let u = if total > 0.0 { busy / (*n as f64 * total) } else { 0.0 };
-            println!("{k:<10} {n:>6} {:>16} {:>11.1}%", collsched_checker::show_q(bytes), 100.0 * u);
-        }
     }
     Ok(ExitCode::Ok)
 }
+
+/// The busiest links `cost` prints (`--json` lists them all).
+const BUSIEST_LINKS_SHOWN: usize = 8;
 
 /// The flags of a command that map to `method.synthesize` (`--solver`, `--time-limit`), which
 /// `--print-spec` writes into the spec it prints.

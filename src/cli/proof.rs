@@ -173,11 +173,12 @@ fn has_certificate_keys(path: &Path) -> bool {
     crate::io::first_top_level_key(path, &["claims", "spec_sha256"]).is_ok_and(|k| k.is_some())
 }
 
-/// The certificate files under the paths, and how many files the folders held that are not
-/// certificates (specs, schedules, a sweep's `index.json`, SCCL algorithms a certificate may
-/// attach), which are passed over. A file named on the command line is checked whatever its
-/// name, except an SCCL algorithm, which is refused as not a certificate.
-fn certificate_files(paths: &[PathBuf]) -> Result<(Vec<PathBuf>, usize)> {
+/// The certificate files under the paths, in order, and how many files the folders held that
+/// are not certificates (specs, schedules, a sweep's `index.json`, SCCL algorithms a certificate
+/// may attach), which are passed over. A file named on the command line is checked whatever its
+/// name, except an SCCL algorithm, refused as not a certificate, and a path that does not exist:
+/// those are `Err` entries (why), reported as unreadable while the others are still checked.
+fn certificate_files(paths: &[PathBuf]) -> Result<(Vec<std::result::Result<PathBuf, String>>, usize)> {
     let mut out = Vec::new();
     let mut passed_over = 0;
     for p in paths {
@@ -191,20 +192,20 @@ fn certificate_files(paths: &[PathBuf]) -> Result<(Vec<PathBuf>, usize)> {
                     out.extend(found);
                     passed_over += skipped;
                 } else if is_certificate(&e) {
-                    out.push(e);
+                    out.push(Ok(e));
                 } else {
                     passed_over += 1;
                 }
             }
-        } else if p.exists() && crate::export::sccl::is_sccl_json(p)? && !has_certificate_keys(p) {
-            return Err(Error::bad(format!(
+        } else if !p.exists() {
+            out.push(Err(format!("{}: cannot read: no such file or folder", p.display())));
+        } else if crate::export::sccl::is_sccl_json(p).unwrap_or(false) && !has_certificate_keys(p) {
+            out.push(Err(format!(
                 "{}: an SCCL algorithm, not a certificate: check it with `collsched verify {0}`, or attach it to one with `collsched bound SPEC --schedule {0} --certificate OUT`",
                 p.display()
             )));
-        } else if p.exists() {
-            out.push(p.clone());
         } else {
-            return Err(Error::bad(format!("{}: cannot read: no such file or folder", p.display())));
+            out.push(Ok(p.clone()));
         }
     }
     Ok((out, passed_over))
@@ -226,8 +227,8 @@ pub fn proof_check(paths: &[PathBuf]) -> Result<ExitCode> {
     // over one that fails (1), since it was not checked at all.
     let (mut failed, mut unreadable) = (0, 0);
     for f in &files {
-        match check_certificate(f, true) {
-            Ok(checked) => println!("ok   {}", checked.summary(f)),
+        match f.as_ref().map_err(|why| NotChecked::Unreadable(why.clone())).and_then(|f| check_certificate(f, true).map(|c| (f, c))) {
+            Ok((f, checked)) => println!("ok   {}", checked.summary(f)),
             Err(NotChecked::Fails(why)) => {
                 failed += 1;
                 println!("FAIL {why}");
