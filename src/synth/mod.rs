@@ -23,6 +23,7 @@
 //! and by the MSCCL import.
 
 pub mod backends;
+pub mod frames;
 pub mod one_shot;
 pub mod planes;
 pub mod portfolio;

@@ -44,7 +44,7 @@
 
 use super::steps::{synthesize_steps_above, SynthReport, SynthStatus};
 use super::switched::SwitchedMethod;
-use super::{one_shot, planes, routing, spreading, switched, trees};
+use super::{frames, one_shot, planes, routing, spreading, switched, trees};
 use super::{Progress, SynthOptions};
 use crate::algorithms::{torus_all_to_all, torus_all_to_all_shape, torus_mate, torus_ring_collective, RingAlgorithm, Scheduler};
 use crate::bounds::certified::{certified_bounds, q_to_f64};
@@ -877,9 +877,14 @@ fn layered_trees(inst: &Instance, deadline: Instant, found: &mut Gathered, progr
             counts.splice(at..at, balancing);
         }
     }
+    // An all_reduce on a torus with failed links is built in the canonical frame (the first failed
+    // cable at the origin: `frames`), then, at the best pipelined count, in the other frames
+    // while time is left.
+    let frames = if c.kind == CollectiveKind::AllReduce { frames::frames(t, c)? } else { Vec::new() };
     // The last count's pieces, how long it took to build and verify, and how much of that its
-    // pipelined halves took.
+    // pipelined halves took; how long every count took.
     let mut last: Option<(u32, Duration, Duration)> = None;
+    let mut took: Vec<(u32, Duration)> = Vec::new();
     for (i, pieces) in counts.into_iter().enumerate() {
         if i > 0 && found.good_enough() {
             break;
@@ -900,37 +905,89 @@ fn layered_trees(inst: &Instance, deadline: Instant, found: &mut Gathered, progr
             break;
         }
         let started = Instant::now();
-        progress(&Progress::Trying(Candidate::LayeredTrees { pieces, pipelined: None }.to_string()));
-        let cp = Collective::new(c.kind, c.ranks.clone(), c.bytes_per_rank, pieces, None, t)?;
-        // The finer trees usually win: the schedule they beat is let go before their steps are
-        // built (on 8x8x8 with a failed cable, the all_gather's 12-pieces schedule, 25 MB, while
-        // the 24-pieces one takes 50 MB).
-        // Building, verifying and writing the steps take time in proportion to them: the balancing
-        // passes end early enough for those to end by the limit.
-        let per_piece_hop = if c.kind.is_reducing() { FINISH_NS_PER_PIECE_HOP } else { GATHER_FINISH_NS_PER_PIECE_HOP };
-        let passes_until = found.finish_from(tree_piece_hops(c, pieces), per_piece_hop, started);
-        let mut pipelining = Duration::ZERO;
-        let layered = match trees::tree_steps_within(t, &cp, (deadline, passes_until), &mut |at_most| found.let_go_if_beaten(at_most)) {
-            // Trees over the hops that are up may not reach where longer routes do (`check_connected`
-            // has passed): other candidates may still apply, and without one this is the reason.
-            Err(e @ Error::Infeasible(_)) => {
-                found.spread_error.get_or_insert(e);
-                return Ok(());
-            }
-            layered => layered?,
+        let pipelining = match layered_candidate(inst, frames.first(), pieces, deadline, found, progress)? {
+            Tried::Unreachable => return Ok(()),
+            Tried::Offered(pipelining) => pipelining,
         };
-        match layered {
-            Some(layered) => {
-                pipelining = layered.pipelining;
-                found.limit_reached |= layered.cut_short;
-                let candidate = Candidate::LayeredTrees { pieces, pipelined: layered.pipelined };
-                found.offer(candidate, schedule(t, &cp, layered.steps, "layered trees"), progress)?;
-            }
-            None => found.limit_reached = true,
-        }
         last = Some((pieces, started.elapsed(), pipelining));
+        took.push((pieces, started.elapsed()));
+    }
+    // The other frames at the count of the best candidate where it is these trees' pipelined
+    // halves (the heuristics they depend on), each while the time that count took is left.
+    let best = found.best.as_ref().and_then(|(e, _, _)| match e.candidate {
+        Candidate::LayeredTrees { pieces, pipelined: Some(_) } => took.iter().find(|&&(p, _)| p == pieces).copied(),
+        _ => None,
+    });
+    if let Some((pieces, took)) = best {
+        for frame in frames.iter().skip(1) {
+            if found.good_enough() || Instant::now() + took >= deadline {
+                break;
+            }
+            layered_candidate(inst, Some(frame), pieces, deadline, found, progress)?;
+        }
     }
     Ok(())
+}
+
+/// What [`layered_candidate`] did.
+enum Tried {
+    /// Offered a candidate, or ran out of time (the limit noted): how long its pipelined halves took.
+    Offered(Duration),
+    /// The trees cannot reach every rank over hops that are up (the reason kept).
+    Unreachable,
+}
+
+/// The layered trees at `pieces` per block, built in `frame` (on the instance's own network where
+/// `None`) and offered carried back onto it.
+fn layered_candidate(
+    inst: &Instance,
+    frame: Option<&frames::Frame>,
+    pieces: u32,
+    deadline: Instant,
+    found: &mut Gathered,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<Tried> {
+    let (t, c) = (&inst.topology, &inst.collective);
+    let on = frame.map_or(t, |f| &f.topology);
+    let moved = frame.filter(|f| !f.is_identity());
+    let name = Candidate::LayeredTrees { pieces, pipelined: None }.to_string();
+    progress(&Progress::Trying(match moved {
+        Some(f) => format!("{name} in the frame {}", serde_json::to_string(&f.map).unwrap_or_default()),
+        None => name,
+    }));
+    let started = Instant::now();
+    let cp = Collective::new(c.kind, c.ranks.clone(), c.bytes_per_rank, pieces, None, on)?;
+    // The finer trees usually win: the schedule they beat is let go before their steps are
+    // built (on 8x8x8 with a failed cable, the all_gather's 12-pieces schedule, 25 MB, while
+    // the 24-pieces one takes 50 MB).
+    // Building, verifying and writing the steps take time in proportion to them: the balancing
+    // passes end early enough for those to end by the limit.
+    let per_piece_hop = if c.kind.is_reducing() { FINISH_NS_PER_PIECE_HOP } else { GATHER_FINISH_NS_PER_PIECE_HOP };
+    let passes_until = found.finish_from(tree_piece_hops(c, pieces), per_piece_hop, started);
+    let layered = match trees::tree_steps_within(on, &cp, (deadline, passes_until), &mut |at_most| found.let_go_if_beaten(at_most)) {
+        // Trees over the hops that are up may not reach where longer routes do (`check_connected`
+        // has passed): other candidates may still apply, and without one this is the reason.
+        Err(e @ Error::Infeasible(_)) => {
+            found.spread_error.get_or_insert(e);
+            return Ok(Tried::Unreachable);
+        }
+        layered => layered?,
+    };
+    let Some(layered) = layered else {
+        found.limit_reached = true;
+        return Ok(Tried::Offered(Duration::ZERO));
+    };
+    found.limit_reached |= layered.cut_short;
+    let candidate = Candidate::LayeredTrees { pieces, pipelined: layered.pipelined };
+    let mut s = schedule(on, &cp, layered.steps, "layered trees");
+    if let Some(f) = moved {
+        s = f.carry_back(&s, t)?;
+        if let Some(serde_json::Value::Object(meta)) = s.header.meta.as_mut() {
+            meta.insert("frame".into(), serde_json::to_value(&f.map).expect("a coordinate map serializes"));
+        }
+    }
+    found.offer(candidate, s, progress)?;
+    Ok(Tried::Offered(layered.pipelining))
 }
 
 /// The hand-written schedules that fit the instance, the baseline the synthesized ones must beat
@@ -1410,6 +1467,36 @@ mod tests {
         for e in &a.entries {
             assert!(front.iter().any(|f| f.steps <= e.steps && f.time_ns <= e.time_ns), "{e:?} not covered");
         }
+    }
+
+    /// An all_reduce around one failed cable is built in the canonical frame wherever the cable
+    /// lies, so every placement gets the same time; a schedule built in a moved frame says so in
+    /// its meta and verifies on the instance's own network.
+    #[test]
+    fn an_all_reduce_around_a_cable_costs_the_same_wherever_the_cable_lies() {
+        let inst = |cable: &str| {
+            let text = format!(
+                "{{\"topology\": {{\"torus\": {{\"dims\": [3, 3, 3], \"bandwidth_gbps\": 32.0, \"latency_ns\": 100.0}}}}, \"faults\": {{\"cables\": [{cable}]}}, \"collective\": {{\"kind\": \"all_reduce\", \"bytes_per_rank\": \"8MiB\"}}}}"
+            );
+            Spec::parse(&text, "test").unwrap().instance().unwrap()
+        };
+        let opts = SynthOptions { time_limit: Duration::from_secs(60), ..Default::default() };
+        let mut times = Vec::new();
+        for cable in ["[[0, 0, 0], [1, 0, 0]]", "[[1, 2, 0], [1, 2, 1]]", "[[2, 1, 1], [0, 1, 1]]"] {
+            let inst = inst(cable);
+            let a = synthesize(&inst, &opts, Objective::Time, &mut |_| {}).unwrap();
+            assert!(matches!(a.chosen, Candidate::LayeredTrees { pipelined: Some(_), .. }), "{}", a.chosen);
+            assert!(a.gap.unwrap() < 0.05, "{cable}: gap {:?}", a.gap);
+            assert_eq!(a.schedule.header.topology.down_links(), inst.topology.down_links());
+            let r = verify_schedule(&a.schedule, &VerifyOptions::default()).unwrap();
+            assert!(r.is_valid(), "{cable}: {:?}", r.findings.failures());
+            let frame = a.schedule.header.meta.as_ref().and_then(|m| m.get("frame")).cloned();
+            if cable.starts_with("[[1") {
+                assert!(frame.is_some(), "{cable}: {:?}", a.schedule.header.meta);
+            }
+            times.push(to_f64(&a.cost.time_ns()));
+        }
+        assert!(times.iter().all(|&t| t == times[0]), "{times:?}");
     }
 
     /// Without `pieces`, the piece count lets the ranks at a failed cable carry an equal share: 3

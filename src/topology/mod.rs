@@ -333,6 +333,13 @@ impl Topology {
         self.graph[EdgeIndex::new(link.index())].up = false;
     }
 
+    /// The same network with every link up (the faults taken away).
+    pub fn with_every_link_up(&self) -> Topology {
+        let mut t = self.clone();
+        t.graph.edge_weights_mut().for_each(|l| l.up = true);
+        t
+    }
+
     /// Ids of links that are down.
     pub fn down_links(&self) -> Vec<LinkId> {
         self.links().filter(|(_, l)| !l.up).map(|(id, _)| id).collect()
