@@ -174,8 +174,9 @@ impl TorusPlan {
     }
 
     /// The steps of every phase, handed over one by one as they are built: only the pieces of the
-    /// phases of one slot are held, never the whole schedule. `halves` (1 or 2) is how many part
-    /// indices each chunk has; phases in one slot are merged step by step. Where the phases of a
+    /// phases of one slot are held, never the whole schedule. `halves` is how many part indices
+    /// each chunk has (a multiple of 2 where some line moves half blocks: the first half of them
+    /// is a block's first half); phases in one slot are merged step by step. Where the phases of a
     /// slot run the same plans (equal radix, no folded ring), sub-step s of each runs in step s.
     /// Otherwise (unequal radix, or a folded ring) their sub-steps are laid out over the slot's
     /// steps by [`spread`], so that the slot lasts what its slowest phase does.
@@ -265,12 +266,13 @@ impl TorusPlan {
             let Some(moves) = self.plans[line.plan].substeps().get(s) else { continue };
             for m in moves {
                 let at = line.nodes[m.origin].index();
+                // A half block is the first or second half of the chunk's parts.
                 let parts = match m.part {
                     Part::Whole => 0..halves,
-                    Part::First => 0..1,
-                    Part::Second => 1..2,
+                    Part::First => 0..halves / 2,
+                    Part::Second => halves / 2..halves,
                 };
-                debug_assert!(parts.end <= halves, "a half block moves but blocks are not cut in halves");
+                debug_assert!(halves % 2 == 0 || m.part == Part::Whole, "a half block moves but blocks are not cut in halves");
                 let pieces: Vec<PieceId> = parts.flat_map(|h| groups[(at * n + m.dest) * halves + h].iter().copied()).collect();
                 if pieces.is_empty() {
                     continue;

@@ -125,7 +125,8 @@ pub(crate) fn require_every_npu(topology: &Topology, collective: &Collective, na
 ///
 /// `collective` gives ranks (must be ALL npus of the torus, in id order), bytes_per_rank and
 /// optional block_bytes; its `pieces` field is ignored: the generator chooses P, the smallest that
-/// makes every move whole pieces (chunks, times two when some ring moves half blocks), and builds
+/// makes every move whole pieces (chunks, times two when some ring moves half blocks, times the
+/// multiple `finer_parts` takes where links differ in bandwidth), and builds
 /// the returned schedule's collective with it. The schedule's meta records the algorithm, the
 /// scheduler, the chunks, P, the torus shape and the rings that fold around a failed cable (a
 /// ring with one failed cable runs FoldedRing whatever `algorithm` says).
@@ -175,7 +176,8 @@ pub fn torus_all_to_all_into(
         pieces_of(chunks)?;
     }
     let (chunks, phases) = scheduler::place(scheduler, plan.dims.len())?;
-    let pieces = pieces_of(chunks)?;
+    let fine = finer_parts(topology, shape, &plan, &phases, halves, chunks)?;
+    let (pieces, halves) = (pieces_of(chunks * fine)?, halves * fine);
     let ranks: Vec<NodeId> = collective.ranks.clone();
     let coll = Collective::new(CollectiveKind::AllToAll, ranks, collective.bytes_per_rank, pieces, collective.block_bytes.clone(), topology)?;
     let folded: Vec<serde_json::Value> = plan
@@ -206,6 +208,47 @@ pub fn torus_all_to_all_into(
     })?;
     Ok(header)
 }
+
+/// How many pieces each part of a chunk (a chunk, or a half block where lines move halves) is
+/// cut into: 1, except where the torus's dimensions have links of different bandwidths. There a
+/// slot's phases may run unequal sub-steps of unequal speed, and [`dims`]'s layout cuts a
+/// slower phase's sub-step beside a faster one's in proportion to time, which whole pieces may
+/// only approximate (5x3 at 32 and 16 GB/s, HalfRing + DimRotation: the 3-ring's sub-step of 5
+/// pieces per link beside three 5-ring sub-steps of 1.5 of its piece-times each, cut 2 + 1 + 2:
+/// 16516.5 ns against the slower ring's 15015). The least of [`FINER_PARTS`] whose steps'
+/// bandwidth term is least (each tried on the steps' busiest transfers, pieces over bandwidth)
+/// is taken, the pieces per block staying within [`crate::collective::MAX_PIECES`].
+fn finer_parts(
+    topology: &Topology,
+    shape: &crate::topology::TorusShape,
+    plan: &TorusPlan,
+    phases: &[scheduler::Phase],
+    halves: usize,
+    chunks: usize,
+) -> Result<usize> {
+    let mut speeds: Vec<u64> = topology.links().filter(|(_, l)| l.up).map(|(_, l)| l.bandwidth_gbps.to_bits()).collect();
+    speeds.sort_unstable();
+    speeds.dedup();
+    if speeds.len() < 2 {
+        return Ok(1);
+    }
+    let mut best = (f64::INFINITY, 1);
+    for &k in FINER_PARTS.iter().filter(|&&k| chunks * halves * k <= crate::collective::MAX_PIECES as usize) {
+        let mut time = 0.0;
+        plan.emit_into(topology, shape, phases, halves * k, &mut |step| {
+            let busiest = step.transfers.iter().map(|t| t.pieces.len() as f64 / topology.link(t.path[0]).bandwidth_gbps).fold(0.0, f64::max);
+            time += busiest / k as f64;
+            Ok(())
+        })?;
+        if time < best.0 * (1.0 - 1e-9) {
+            best = (time, k);
+        }
+    }
+    Ok(best.1)
+}
+
+/// The multiples [`finer_parts`] tries.
+const FINER_PARTS: [usize; 7] = [1, 2, 3, 4, 5, 6, 8];
 
 #[cfg(test)]
 mod tests {
@@ -310,6 +353,27 @@ mod tests {
                 assert_eq!(recorded, vec![cable.0 as u64, cable.1 as u64], "{folded}");
             }
         }
+    }
+
+    /// With links of unequal bandwidth the slot's layout cuts the slower ring's sub-step beside
+    /// the faster ring's; cut in whole pieces of 2 per block, the 3-ring's 5 pieces per link went
+    /// 2 + 1 + 2 beside three 5-ring sub-steps of 1.5 of its piece-times each (16516.5 ns for
+    /// 720720 bytes at 32 and 16 GB/s); at 4 pieces per block the bandwidth term is the slower
+    /// ring's one-ring time exactly, S / (3 x 16) = 15015 ns (docs/design/ALGORITHMS.md,
+    /// DimRotation). Equal bandwidths keep the fewest pieces.
+    #[test]
+    fn unequal_bandwidths_cut_finer_pieces_for_the_exact_slot() {
+        let mut p = TorusParams::uniform(&[5, 3], 32.0, 0.0);
+        p.bandwidth_gbps = vec![32.0, 16.0];
+        let t = torus(&p).unwrap();
+        let (sched, report) = run(&t, &a2a(&t, 720_720, None), RingAlgorithm::HalfRing, Scheduler::DimRotation);
+        assert_eq!(sched.header.collective.pieces, 4);
+        assert_eq!(bandwidth(&report), q(15015, 1));
+        let even = topo(&[5, 3], true, 32.0, &[]);
+        let (sched, report) = run(&even, &a2a(&even, 720_720, None), RingAlgorithm::HalfRing, Scheduler::DimRotation);
+        assert_eq!(sched.header.collective.pieces, 2);
+        // The 5-ring's one-ring time at 32 GB/s: (25 - 1) / 8 x S / (5 x 32).
+        assert_eq!(bandwidth(&report), q(27027, 2));
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! (docs/design/FORMATS.md), read and written by streaming.
 
 mod fast_step;
+pub mod mapping;
 mod read;
 pub mod reverse;
 mod scan;

@@ -94,8 +94,8 @@ fn word_to(set: &[u32], reached: &HashMap<Vec<u32>, Option<(Vec<u32>, u16)>>) ->
 #[cfg(test)]
 mod tests {
     use super::super::patterns::{enumerate, Cables, FaultFamily};
-    use super::super::symmetry::{CoordinateMap, SymmetryGroup};
     use super::*;
+    use crate::topology::symmetry::{CoordinateMap, SymmetryGroup};
     use crate::topology::{fat_tree, torus, FatTreeParams, Topology, TorusParams};
     use std::collections::BTreeSet;
 
@@ -182,10 +182,10 @@ mod tests {
         // Brute force: the least image of every pair under every one of the 3072 coordinate maps.
         let s = t.torus_shape().unwrap();
         let cables = Cables::of(&t);
-        let table = super::super::symmetry::LinkTable::of(&t).unwrap();
+        let table = crate::topology::symmetry::LinkTable::of(&t).unwrap();
         let perms: Vec<Vec<u32>> = all_coordinate_maps(&s.dims)
             .iter()
-            .map(|m| cables.permutation(&super::super::symmetry::Automorphism::new(&t, &table, m.permutation(s).unwrap()).unwrap()))
+            .map(|m| cables.permutation(&crate::topology::symmetry::Automorphism::new(&t, &table, m.permutation(s).unwrap()).unwrap()))
             .collect();
         assert_eq!(perms.len(), 3072);
         let canonical = |case: &FaultCase| {

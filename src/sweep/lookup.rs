@@ -2,12 +2,12 @@
 //! symmetry the index records for that fault, checked before it is handed out.
 
 use super::index::{ClassEntry, FaultEntry, Index};
-use super::mapping::map_schedule;
 use super::patterns::{cables_name, ocs_name};
-use super::symmetry::{read_description, Automorphism};
 use crate::error::{Error, Result};
+use crate::schedule::mapping::map_schedule;
 use crate::schedule::{read_schedule_file_hashed, Schedule};
 use crate::spec::{FaultsSpec, Spec};
+use crate::topology::symmetry::{read_description, Automorphism};
 use crate::topology::{LinkId, NodeId, Topology};
 use crate::verify::{verify_schedule, VerifyOptions};
 use serde_json::Value;

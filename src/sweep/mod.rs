@@ -2,10 +2,10 @@
 //! cables, every TPUv4 optical switch) of a torus or fat tree, ready before the faults happen.
 //!
 //! Faults that a symmetry of the network maps onto each other need one schedule between them:
-//! the sweep finds the classes of the faults under the network's symmetries ([`symmetry`],
+//! the sweep finds the classes of the faults under the network's symmetries ([`crate::topology::symmetry`],
 //! [`classes`]), synthesizes one schedule per class for its representative
 //! ([`crate::synth::portfolio::synthesize`]), verifies and certifies it, and maps it onto every
-//! other member through the member's symmetry ([`mapping`]), which keeps validity and cost
+//! other member through the member's symmetry ([`crate::schedule::mapping`]), which keeps validity and cost
 //! exactly. The index ([`index`]) names every fault with its class, the class schedule and the
 //! symmetry; the classes split into shards ([`Plan::shard_classes`]) that separate machines run
 //! and [`merge()`] joins.
@@ -24,11 +24,9 @@
 pub mod classes;
 pub mod index;
 pub mod lookup;
-pub mod mapping;
 pub mod merge;
 pub mod patterns;
 mod run;
-pub mod symmetry;
 
 pub use index::{ClassStatus, Index, ShardInfo};
 pub use lookup::member_schedule;

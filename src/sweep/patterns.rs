@@ -2,8 +2,8 @@
 //! TPUv4 optical switch (docs/design/FORMATS.md, `faults.ocs` with the `tpuv4` preset), each as
 //! the set of cables it takes down.
 
-use super::symmetry::Automorphism;
 use crate::error::{Error, Result};
+use crate::topology::symmetry::Automorphism;
 use crate::topology::{tpuv4_ocs_cables, NodeId, Topology, TorusShape};
 use serde_json::{json, Value};
 use std::collections::HashMap;

@@ -10,19 +10,19 @@
 
 use super::classes::{orbits, Class};
 use super::index::{ClassEntry, ClassSchedule, ClassStatus, FaultEntry, Index, ShardInfo, SweepHeader, INDEX_FORMAT};
-use super::mapping::map_schedule;
 use super::patterns::{enumerate, Cables, FaultCase, FaultFamily};
-use super::symmetry::{describe, Automorphism, LinkTable, SymmetryGroup};
 use crate::bounds::certificate::{certificate_of_instance, schedule_json};
 use crate::bounds::certified::q_to_f64;
 use crate::bounds::flow::FlowOptions;
 use crate::cost::SyncCost;
 use crate::error::{Error, ExitCode, Result};
 use crate::io::{sha256_hex, write_error, HashingReader, OutputSet};
+use crate::schedule::mapping::map_schedule;
 use crate::schedule::{write_schedule, Schedule};
 use crate::spec::{FaultsSpec, Spec, TopologySpec};
 use crate::synth::portfolio::{synthesize, Objective};
 use crate::synth::{Progress, SynthOptions};
+use crate::topology::symmetry::{describe, Automorphism, LinkTable, SymmetryGroup};
 use crate::topology::{FaultPattern, NodeId, Topology};
 use crate::units::{to_checker, to_f64};
 use crate::verify::{verify_schedule, VerifyOptions};

@@ -2,10 +2,10 @@
 //! and carried back.
 //!
 //! A symmetry of the healthy torus (translations along its rings, reflections, permutations of
-//! dimensions of one radix and link speeds: `crate::sweep::symmetry`) maps the instance's failed
+//! dimensions of one radix and link speeds: `crate::topology::symmetry`) maps the instance's failed
 //! links onto other links: another instance, of the same bounds, whose schedules map back onto
 //! this one link by link, valid exactly when they are and costing exactly the same
-//! (`crate::sweep::mapping`). The layered trees' heuristics (dimension orders, ties broken by rank
+//! (`crate::schedule::mapping`). The layered trees' heuristics (dimension orders, ties broken by rank
 //! order) are not symmetric, so the schedule they find depends on where the fault lies: on 4x4x4
 //! with a failed cable the pipelined all_reduce was 4.04% above the certified bound with the cable
 //! at (0,0,0)-(1,0,0) and up to 5.17% elsewhere. [`frames`] puts the first failed cable at the
@@ -15,9 +15,9 @@
 
 use crate::collective::Collective;
 use crate::error::{Error, Result};
+use crate::schedule::mapping::map_schedule;
 use crate::schedule::Schedule;
-use crate::sweep::mapping::map_schedule;
-use crate::sweep::symmetry::{Automorphism, CoordinateMap, LinkTable};
+use crate::topology::symmetry::{Automorphism, CoordinateMap, LinkTable};
 use crate::topology::{NodeId, Topology, TorusShape};
 
 /// The instance's network seen through a symmetry of the healthy torus.

@@ -11,6 +11,7 @@ pub(crate) mod custom;
 mod fat_tree;
 mod faults;
 pub(crate) mod hops;
+pub mod symmetry;
 mod torus;
 
 pub use adjacency::UpAdjacency;

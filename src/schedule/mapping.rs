@@ -2,10 +2,10 @@
 //! where its ranks go, so that the image is a schedule for the image of the fault pattern,
 //! valid exactly when the original is and costing exactly the same.
 
-use super::symmetry::Automorphism;
 use crate::collective::{Collective, CollectiveKind, PieceId};
 use crate::error::{Error, Result};
 use crate::schedule::{Schedule, ScheduleHeader, Step, Transfer};
+use crate::topology::symmetry::Automorphism;
 use crate::topology::Topology;
 
 /// The image of `s` under `g`, on `topology` (the same network with the image of the fault
@@ -60,12 +60,12 @@ pub fn map_schedule(s: &Schedule, g: &Automorphism, topology: Topology) -> Resul
 
 #[cfg(test)]
 mod tests {
-    use super::super::patterns::Cables;
-    use super::super::symmetry::SymmetryGroup;
     use super::*;
     use crate::spec::Instance;
+    use crate::sweep::patterns::Cables;
     use crate::synth::portfolio::{synthesize, Objective};
     use crate::synth::SynthOptions;
+    use crate::topology::symmetry::SymmetryGroup;
     use crate::topology::{torus, FaultPattern, NodeId, TorusParams};
     use crate::verify::{verify_schedule, VerifyOptions};
     use proptest::prelude::*;
