@@ -877,10 +877,13 @@ fn layered_trees(inst: &Instance, deadline: Instant, found: &mut Gathered, progr
             counts.splice(at..at, balancing);
         }
     }
-    // An all_reduce on a torus with failed links is built in the canonical frame (the first failed
-    // cable at the origin: `frames`), then, at the best pipelined count, in the other frames
-    // while time is left.
-    let frames = if c.kind == CollectiveKind::AllReduce { frames::frames(t, c)? } else { Vec::new() };
+    // An all_reduce on a torus with failed links, small enough for its halves to be pipelined
+    // (whose heuristics the placement of the faults sways), is built in the canonical frame (the
+    // first failed cable at the origin: `frames`), then, at the best pipelined count, in the
+    // other frames while time is left. Larger ones stay in their own frame: carrying a schedule
+    // back copies it (16x16x16: 3.4 GB).
+    let framed = c.kind == CollectiveKind::AllReduce && counts.first().is_some_and(|&p| trees::pipelining_fits(c, p));
+    let frames = if framed { frames::frames(t, c)? } else { Vec::new() };
     // The last count's pieces, how long it took to build and verify, and how much of that its
     // pipelined halves took; how long every count took.
     let mut last: Option<(u32, Duration, Duration)> = None;
