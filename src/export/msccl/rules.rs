@@ -6,8 +6,9 @@
 //! an offset range past the buffer (the reader checks only the first chunk), a channel at or
 //! above `nchannels` (never connected), two threadblocks on one (channel, peer, direction)
 //! (they would share one connection), a gpu id missing (that rank runs nothing), a dependency on
-//! a threadblock or step that never signals, `i_chunks`/`o_chunks` larger than the collective's
-//! buffers. `cnt="0"` is refused too: the current runtime skips such a step, the older one
+//! a threadblock or step that never signals, an offset range past the collective's buffer where
+//! `i_chunks`/`o_chunks` declare more (the older runtime also refuses a declared count other than
+//! the buffer's). `cnt="0"` is refused too: the current runtime skips such a step, the older one
 //! indexes an array with `cnt - 1`.
 
 use super::model::{Coll, Dependency, Gpu, Problems, Program, Runtime, StepKind, Threadblock};
