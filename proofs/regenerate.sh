@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Regenerates every certificate in proofs/ from its spec, with the generated schedule attached;
-# specs whose routing shares links by design (no contention-free schedule to certify) get the
-# bounds alone.
+# Regenerates every certificate in proofs/ from its spec, with the generated schedule attached
+# (one whose routing shares links by design where its spec's expect.allow_contention says so);
+# a spec whose schedule cannot be attached gets the bounds alone.
 set -euo pipefail
 cd "${1:-$(dirname "$0")/..}"
 bin=./target/release/collsched
