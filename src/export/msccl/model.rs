@@ -755,7 +755,12 @@ impl<'a> Attrs<'a> {
     fn text(&self, key: &str, out: &mut Problems) -> Option<&'a str> {
         let v = self.get(key);
         if v.is_none() {
-            out.errors.push(format!("line {}: {}: lacks the attribute {key}", self.node.line, self.at));
+            // Written, but past the attributes the reader keeps: say so, not that it is absent.
+            let past = match self.node.attrs.iter().position(|(k, _)| k == key) {
+                Some(i) => format!(" (it is the element's attribute {}; the runtime's reader keeps the first {MAX_ATTRS})", i + 1),
+                None => String::new(),
+            };
+            out.errors.push(format!("line {}: {}: lacks the attribute {key}{past}", self.node.line, self.at));
         }
         v
     }
@@ -1006,6 +1011,13 @@ mod tests {
         let r = read_program(&ONE.replace(r#" hasdep="0""#, ""));
         assert!(r.program.is_none());
         assert_eq!(r.problems.errors, vec!["line 4: gpu 0 tb 0 step 0: lacks the attribute hasdep".to_string()]);
+        // Written after seven unknown attributes, hasdep is the 17th: the reader never sees it.
+        let extra: String = (0..7).map(|i| format!(r#" x{i}="0""#)).collect();
+        let late = ONE.replace(r#" hasdep="0""#, "").replace("<step ", &format!("<step{extra} ")).replace("/>", r#" hasdep="0"/>"#);
+        let r = read_program(&late);
+        assert!(r.program.is_none());
+        let want = "line 4: gpu 0 tb 0 step 0: lacks the attribute hasdep (it is the element's attribute 17; the runtime's reader keeps the first 16)";
+        assert!(r.problems.errors.iter().any(|e| e == want), "{:?}", r.problems.errors);
         // strtol: hex, octal, trailing text.
         let r = read_program(&ONE.replace(r#"cnt="1""#, r#"cnt="0x2""#).replace(r#"srcoff="0""#, r#"srcoff="1b""#));
         let st = &r.program.as_ref().unwrap().gpus[0].tbs[0].steps[0];
