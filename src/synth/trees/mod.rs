@@ -60,6 +60,15 @@
 //! start at a few dimensions only. Both are pipelined and the faster kept: on 8x8x8 with a failed
 //! cable (6 pieces per block) the turns' forest gives 98.7 us (11.6% above the certified bound)
 //! where the pieces' gave 104.9 us (18.6%); on 3x3x3 the pieces' stays faster (4.1% against 5.3%).
+//! A single child fans out its whole subtree: its out-hops carried 106 pieces on 5x5 with a
+//! failed cable against 98 on average, and no list schedule beats its busiest hop. The plan is
+//! therefore also built with *chains*: a rank with fewer hops also roots trees through a child w
+//! whose own single child is y (a neighbour of w other than the root), the tree below y being
+//! its shortest-path tree without the root and w, so that the fan-out moves one rank further and
+//! spreads over w's neighbours (the trees one or two levels deeper). Up to [`BOTH_FAN_OUTS_PAIRS`]
+//! tree-rank pairs both plans are pipelined (five forests), above only the chains' (three, in
+//! the limit): 5x5 11.3% -> 3.3%, 8x8 17.4% -> 6.6%, 6x6x6 8.3% -> 6.0%, 7x7x7 11.2% -> 9.2%,
+//! 8x8x8 11.6% -> 9.4%; 3x3x3, 4x4x4 and 5x5x5 keep theirs (with chains alone: 5.1%, 4.9%, 6.2%).
 //!
 //! **Pipelined halves (all_reduce).** Where ranks have unequal hops, [`tree_steps`] also lists the
 //! forest's tasks step by step, each hop carrying reduces or copies as they become ready
@@ -225,9 +234,10 @@ impl TreeGraph {
         self.cand_start[v] as usize + i
     }
 
-    /// Hop distances between `root` and every rank (to the root for the reducing kinds); with
-    /// `only`, the root's single neighbour in the tree, and the others' distances avoid the root.
-    fn distances(&self, root: usize, only: Option<usize>) -> Vec<u16> {
+    /// Hop distances between `root` and every rank (to the root for the reducing kinds); with a
+    /// `chain`, the root's single neighbour in the tree is its first rank, that rank's its second
+    /// and so on, and the others' distances avoid the chain's links elsewhere.
+    fn distances(&self, root: usize, chain: &[usize]) -> Vec<u16> {
         let mut dist = vec![FAR; self.nodes.len()];
         dist[root] = 0;
         let mut queue = VecDeque::from([root]);
@@ -240,7 +250,9 @@ impl TreeGraph {
                 }
                 let hop = &self.hops.hops[h];
                 let y = self.rank_of[if self.towards_root { hop.from } else { hop.to }.index()] as usize;
-                if dist[y] == FAR && (x != root || only.is_none_or(|o| o == y)) {
+                // The root, and each rank of the chain but the last, lead on to the chain's next.
+                let leads = if x == root { chain.first() } else { chain.iter().position(|&c| c == x).and_then(|i| chain.get(i + 1)) };
+                if dist[y] == FAR && leads.is_none_or(|&o| o == y) {
                     dist[y] = dist[x] + 1;
                     queue.push_back(y);
                 }
@@ -447,7 +459,7 @@ fn forests_in_parts(t: &Topology, c: &Collective, g: &TreeGraph, until: (Instant
     }
     let mut shapes = Shapes::new(r);
     for root in 0..r {
-        let row = g.distances(root, None);
+        let row = g.distances(root, &[]);
         if let Some(v) = row.iter().position(|&d| d == FAR) {
             let (from, to) = if g.towards_root { (v, root) } else { (root, v) };
             return Err(Error::infeasible(format!(
@@ -465,7 +477,14 @@ fn forests_in_parts(t: &Topology, c: &Collective, g: &TreeGraph, until: (Instant
     // latency), so it is built only where the pipelined halves are tried.
     // Its trees are grown in two dimension orders ([`Rotation`]), since which one pipelines
     // faster depends on the torus and the cable.
-    let free = if g.pipelines(c, p) { free_root_plan(g, &shapes, p) } else { None };
+    // Its single children's subtrees fan out from them, or also from their own single children
+    // ([`free_root_plan`]'s chains); where the forests are small both are built, else the chains'.
+    let free: Vec<Plan> = if g.pipelines(c, p) {
+        let both = r * p * r <= BOTH_FAN_OUTS_PAIRS;
+        [both.then(|| free_root_plan(g, &shapes, p, false)).flatten(), free_root_plan(g, &shapes, p, true)].into_iter().flatten().collect()
+    } else {
+        Vec::new()
+    };
     let free: Vec<Plan> = free.into_iter().flat_map(|plan| [Plan { rotation: Rotation::ByTurn, ..plan.clone() }, plan]).collect();
     let levels = shapes.height.iter().copied().max().unwrap_or(0) as usize;
     let fixed = Plan {
@@ -541,7 +560,7 @@ enum Rotation {
 /// root), so that each in-hop carries a share of its roots' edges, not all of them. The root
 /// edges are spread over twice the diameter more levels than the deepest shape, every root's
 /// trees taking the shifts in turn (see [`place`]). `None` when the ranks' hops are equal.
-fn free_root_plan(g: &TreeGraph, standard: &Shapes, pieces: usize) -> Option<Plan> {
+fn free_root_plan(g: &TreeGraph, standard: &Shapes, pieces: usize, chains: bool) -> Option<Plan> {
     let r = standard.ranks;
     let hops: Vec<usize> = (0..r).map(|v| g.candidates(v).len()).collect();
     let most = hops.iter().copied().max().unwrap_or(0);
@@ -555,7 +574,13 @@ fn free_root_plan(g: &TreeGraph, standard: &Shapes, pieces: usize) -> Option<Pla
     let mut shapes = standard.clone();
     let mut options: Vec<Vec<u32>> = (0..r as u32).map(|v| vec![v]).collect();
     for v in (0..r).filter(|&v| hops[v] < most) {
-        let single: Vec<u32> = g.candidates(v).iter().filter_map(|&(_, w, _)| shapes.add(v, g.distances(v, Some(w as usize)))).collect();
+        let mut single: Vec<u32> = g.candidates(v).iter().filter_map(|&(_, w, _)| shapes.add(v, g.distances(v, &[w as usize]))).collect();
+        if chains {
+            // The chains root -> w -> y: w hands its subtree's fan-out on to y.
+            let next = |w: u32| g.candidates(w as usize).iter().filter(move |&&(_, y, _)| y as usize != v).map(move |&(_, y, _)| [w as usize, y as usize]);
+            let chained: Vec<[usize; 2]> = g.candidates(v).iter().flat_map(|&(_, w, _)| next(w)).collect();
+            single.extend(chained.iter().filter_map(|chain| shapes.add(v, g.distances(v, chain))));
+        }
         if !single.is_empty() {
             options[v] = single;
         }
@@ -962,6 +987,10 @@ fn unmirrored_halves(t: &Topology, c: &Collective, until: (Instant, Instant)) ->
 /// certified bound; at 12, 3.1 million, two forests took 87 s for 14.2%, past the default limit).
 const MAX_PIPELINED_EDGES: usize = 1 << 21;
 
+/// Up to this many (tree, rank) pairs the free roots' plan is built both with and without
+/// chains ([`free_root_plan`]); above, with them alone (fewer forests to pipeline in the limit).
+const BOTH_FAN_OUTS_PAIRS: usize = 1 << 18;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1096,9 +1125,9 @@ mod tests {
                 let c = Collective::new(kind, t.node_ids().collect(), 1 << 20, 12, None, &t).unwrap();
                 let g = TreeGraph::new(&t, &c);
                 let one = forests_split(&t, &c, &g, 1);
-                // Three plans where the cable makes ranks' hops unequal (the free roots' in two
-                // dimension orders, balanced by hop totals), one otherwise.
-                let plans = if kind == CollectiveKind::AllReduce && !cables.is_empty() { 3 } else { 1 };
+                // Five plans where the cable makes ranks' hops unequal (the free roots', with and
+                // without chains, in two dimension orders, balanced by hop totals), one otherwise.
+                let plans = if kind == CollectiveKind::AllReduce && !cables.is_empty() { 5 } else { 1 };
                 assert_eq!(one.len(), plans, "{kind}, {} failed cables", cables.len());
                 for parts in [2, 5, 48] {
                     let split = forests_split(&t, &c, &g, parts);
