@@ -58,7 +58,7 @@ pub fn frames(t: &Topology, c: &Collective) -> Result<Vec<Frame>> {
     let down = t.down_links();
     let rings = (0..s.ndims()).filter(|&d| s.dims[d] > 1).all(|d| s.is_ring(d));
     let Some(&first) = down.first() else { return Ok(Vec::new()) };
-    if !rings || c.num_ranks() != t.num_npus() || t.num_switches() > 0 {
+    if !rings || c.num_ranks() != t.num_npus() {
         return Ok(Vec::new());
     }
     let l = t.link(first);

@@ -884,10 +884,9 @@ fn layered_trees(inst: &Instance, deadline: Instant, found: &mut Gathered, progr
     // back copies it (16x16x16: 3.4 GB).
     let framed = c.kind == CollectiveKind::AllReduce && counts.first().is_some_and(|&p| trees::pipelining_fits(c, p));
     let frames = if framed { frames::frames(t, c)? } else { Vec::new() };
-    // The last count's pieces, how long it took to build and verify, and how much of that its
-    // pipelined halves took; how long every count took.
-    let mut last: Option<(u32, Duration, Duration)> = None;
-    let mut took: Vec<(u32, Duration)> = Vec::new();
+    // Every count tried: its pieces, how long it took to build and verify, and how much of that
+    // its pipelined halves took.
+    let mut took: Vec<(u32, Duration, Duration)> = Vec::new();
     for (i, pieces) in counts.into_iter().enumerate() {
         if i > 0 && found.good_enough() {
             break;
@@ -899,7 +898,7 @@ fn layered_trees(inst: &Instance, deadline: Instant, found: &mut Gathered, progr
         // and their verification all grow with the pieces): not started when it would end past
         // the deadline, so that the limit holds with the best so far in hand.
         // Where this count is too large for the pipelined halves, it will not take their time.
-        let expected = last.map_or(Duration::ZERO, |(before, took, pipelining)| {
+        let expected = took.last().map_or(Duration::ZERO, |&(before, took, pipelining)| {
             let took = if trees::pipelining_fits(c, pieces) { took } else { took.saturating_sub(pipelining) };
             took.mul_f64(f64::from(pieces) / f64::from(before))
         });
@@ -912,16 +911,15 @@ fn layered_trees(inst: &Instance, deadline: Instant, found: &mut Gathered, progr
             Tried::Unreachable => return Ok(()),
             Tried::Offered(pipelining) => pipelining,
         };
-        last = Some((pieces, started.elapsed(), pipelining));
-        took.push((pieces, started.elapsed()));
+        took.push((pieces, started.elapsed(), pipelining));
     }
     // The other frames at the count of the best candidate where it is these trees' pipelined
     // halves (the heuristics they depend on), each while the time that count took is left.
     let best = found.best.as_ref().and_then(|(e, _, _)| match e.candidate {
-        Candidate::LayeredTrees { pieces, pipelined: Some(_) } => took.iter().find(|&&(p, _)| p == pieces).copied(),
+        Candidate::LayeredTrees { pieces, pipelined: Some(_) } => took.iter().find(|&&(p, _, _)| p == pieces).copied(),
         _ => None,
     });
-    if let Some((pieces, took)) = best {
+    if let Some((pieces, took, _)) = best {
         for frame in frames.iter().skip(1) {
             if found.good_enough() || Instant::now() + took >= deadline {
                 break;
