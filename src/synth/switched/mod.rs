@@ -1304,7 +1304,13 @@ mod tests {
             let c = Collective::new(CollectiveKind::AllReduce, ranks, 1 << 16, 1, None, &t).unwrap();
             for lag in [None, Some(2)] {
                 let cp = if lag.is_some() { Collective::new(c.kind, c.ranks.clone(), c.bytes_per_rank, 4, None, &t).unwrap() } else { c.clone() };
-                let Some(steps) = one_crossing::one_crossing(&t, &cp, lag).unwrap() else { continue };
+                // No boards, or a rank without a path through switches (its leaf cables cut,
+                // reached only through an npu): no candidate, as `balanced_algorithms` takes it.
+                let steps = match one_crossing::one_crossing(&t, &cp, lag) {
+                    Ok(Some(steps)) => steps,
+                    Ok(None) | Err(Error::Infeasible(_)) => continue,
+                    Err(e) => panic!("{e}"),
+                };
                 let sched = schedule(&t, &cp, steps, SwitchedMethod::BoardOneCrossing);
                 let r = verify_schedule(&sched, &VerifyOptions::default()).unwrap();
                 let first: Vec<String> = r.findings.failures().iter().take(3).map(|d| d.to_string()).collect();
