@@ -16,6 +16,10 @@ use std::fmt;
 /// The most pieces a block may be cut into.
 pub const MAX_PIECES: u32 = 1 << 16;
 
+/// Most rank-node pairs an instance may have: the bounds scan the distances from every rank to
+/// every node (a ring of 100,000 npus would need 10^10 of them, and memory to match).
+pub const MAX_RANK_NODE_PAIRS: u64 = 1 << 30;
+
 /// The kind of collective.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -235,6 +239,14 @@ impl Collective {
         }
         if pieces > MAX_PIECES {
             return Err(Error::bad(format!("collective.pieces = {pieces}: more than {MAX_PIECES} pieces per block")));
+        }
+        let pairs = ranks.len() as u64 * topo.num_nodes() as u64;
+        if pairs > MAX_RANK_NODE_PAIRS {
+            return Err(Error::bad(format!(
+                "collective.ranks: {} ranks on a network of {} nodes make {pairs} rank-node pairs, more than the {MAX_RANK_NODE_PAIRS} whose distances the bounds can scan",
+                ranks.len(),
+                topo.num_nodes()
+            )));
         }
         let mut rank_of_node = vec![NO_RANK; topo.num_npus()];
         for (i, &r) in ranks.iter().enumerate() {

@@ -142,9 +142,19 @@ fn encode<T>(path: &Path, w: &mut BufWriter<File>, write: impl FnOnce(&mut dyn W
 
 /// Reads a whole (small) file into a string; the error names the file.
 pub fn read_to_string(path: &Path) -> Result<String> {
-    let mut text = String::new();
-    open(path)?.read_to_string(&mut text).map_err(|e| Error::bad(format!("{}: cannot read: {e}", path.display())))?;
-    Ok(text)
+    text_of(path, read_bytes(path)?)
+}
+
+/// The bytes read from `path` as text; where they are not UTF-8, the error names the line and
+/// column of the first byte that is not.
+fn text_of(path: &Path, bytes: Vec<u8>) -> Result<String> {
+    String::from_utf8(bytes).map_err(|e| {
+        let good = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        let line = good.iter().filter(|&&b| b == b'\n').count() + 1;
+        let column = good.len() - good.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1) + 1;
+        let byte = e.as_bytes()[good.len()];
+        Error::bad(format!("{}: cannot read: line {line} column {column}: the byte {byte:#04x} is not UTF-8 text", path.display()))
+    })
 }
 
 /// Reads a whole (small) file's bytes, as an input of the command; the error names the file.
@@ -156,9 +166,9 @@ pub fn read_bytes(path: &Path) -> Result<Vec<u8>> {
 
 /// [`read_to_string`], decompressing a `.zst` file.
 pub fn read_decoded_to_string(path: &Path) -> Result<String> {
-    let mut text = String::new();
-    open_decoded(path)?.read_to_string(&mut text).map_err(|e| Error::bad(format!("{}: cannot read: {e}", path.display())))?;
-    Ok(text)
+    let mut bytes = Vec::new();
+    open_decoded(path)?.read_to_end(&mut bytes).map_err(|e| Error::bad(format!("{}: cannot read: {e}", path.display())))?;
+    text_of(path, bytes)
 }
 
 /// The first top-level key of the JSON object in `path` (decompressed, for a `.zst` file) that
@@ -588,6 +598,14 @@ pub fn write_error(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Bytes that are not UTF-8 are named by line and column, not only as "not UTF-8".
+    #[test]
+    fn text_that_is_not_utf8_names_where() {
+        let e = text_of(Path::new("f.json"), b"{\n  \"a\": \"\xc3(\"\n}".to_vec()).unwrap_err();
+        assert_eq!(e.message(), "f.json: cannot read: line 2 column 9: the byte 0xc3 is not UTF-8 text");
+        assert_eq!(text_of(Path::new("f.json"), "{\"\u{e9}\": 1}".as_bytes().to_vec()).unwrap(), "{\"\u{e9}\": 1}");
+    }
 
     #[test]
     fn an_output_set_dropped_by_a_panic_leaves_nothing() {

@@ -173,6 +173,15 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
     u64::try_from(bytes).map_err(|_| too_big())
 }
 
+/// The plural ending of a noun counted `n` times: `""` for one, `"s"` otherwise.
+pub fn plural(n: u64) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
 /// Formats a byte count with a binary unit where it divides evenly (`4MiB`, `1536B`).
 pub fn format_bytes(bytes: u64) -> String {
     const UNITS: [(&str, u64); 4] = [("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];

@@ -2886,3 +2886,24 @@ fn a_fat_tree_all_reduce_is_measured_against_the_crossing_bound() {
     let o = attach_and_check(&spec, &out, &cert);
     assert!(text(&o).contains("time bound 3222.880000 (80572/25) (crossing)"), "{}", text(&o));
 }
+
+/// `--max-diagnostics` keeps an imported XML file's failures per rule as it keeps a schedule
+/// file's, and counts the rest (msccl-tools' one-step all-reduce onto a ring of four: eight
+/// transfers share links).
+#[test]
+fn verify_xml_keeps_the_imported_failures_to_the_limit() {
+    let spec = tmp("ring4_all_reduce.json");
+    std::fs::write(
+        &spec,
+        r#"{"topology": {"torus": {"dims": [4], "bandwidth_gbps": 32, "latency_ns": 100}}, "collective": {"kind": "all_reduce", "bytes_per_rank": 1048576}}"#,
+    )
+    .unwrap();
+    let xml = msccl_data("allreduce_1step_4.xml");
+    let o = run(&["verify", s(&xml), "--spec", s(&spec), "--max-diagnostics", "1"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let out = text(&o);
+    assert_eq!(out.lines().filter(|l| l.starts_with("imported schedule: step")).count(), 1, "{out}");
+    assert!(out.contains("imported schedule: ... rule 2 no link sharing: 7 more failures not shown"), "{out}");
+    let all = text(&run(&["verify", s(&xml), "--spec", s(&spec)]));
+    assert_eq!(all.lines().filter(|l| l.starts_with("imported schedule: step")).count(), 8, "{all}");
+}

@@ -110,9 +110,10 @@ fn export_schedule(s: &crate::schedule::Schedule, schedule: &Path, to: &str, dir
         let used = used_channels(&programs);
         let carried = if used == lower_opts.channels { String::new() } else { format!(", threadblocks on {used} of them") };
         println!(
-            "wrote {}: nchannels=\"{written}\" ({} channels{carried}; {:?} spread), {} KiB, for {runtime}; its reader rules pass; rule 6 holds: under rendezvous (no buffering) the chunk-level run takes {} steps and every chunk ends where the collective wants it, so it runs with any buffer size",
+            "wrote {}: nchannels=\"{written}\" ({} channel{}{carried}; {:?} spread), {} KiB, for {runtime}; its reader rules pass; rule 6 holds: under rendezvous (no buffering) the chunk-level run takes {} steps and every chunk ends where the collective wants it, so it runs with any buffer size",
             out.display(),
             lower_opts.channels,
+            crate::units::plural(lower_opts.channels as u64),
             lower_opts.spread,
             xml.len() / 1024,
             run.steps
@@ -181,10 +182,12 @@ fn chakra(s: &crate::schedule::Schedule, dir: &Path, stem: &str, channels: Optio
         format!("the schedule's transfers {}, each message rounded up to whole bytes", exact_bytes(&exact))
     };
     println!(
-        "wrote {}/{stem}.<rank>.et for {} ranks and {}/{stem}.system.json; {messages} sends carry {bytes} bytes in all, {rounding}",
-        dir.display(),
+        "wrote {} for {} rank{} and {}; {messages} send{} carry {bytes} bytes in all, {rounding}",
+        dir.join(format!("{stem}.<rank>.et")).display(),
         traces.len(),
-        dir.display()
+        crate::units::plural(traces.len() as u64),
+        dir.join(format!("{stem}.system.json")).display(),
+        crate::units::plural(messages as u64)
     );
     Ok(ExitCode::Ok)
 }

@@ -34,22 +34,14 @@ pub fn clean_up_on_signals() -> Result<(), String> {
         eprintln!(
             "interrupted by {name}: removed {} temporary file{} and {} folder{} made for the outputs",
             removed.files,
-            plural(removed.files),
+            crate::units::plural(removed.files as u64),
             removed.folders,
-            plural(removed.folders)
+            crate::units::plural(removed.folders as u64)
         );
         std::process::exit(128 + signal);
     };
     std::thread::Builder::new().name("signals".into()).spawn(wait).map_err(|e| format!("cannot start the thread that handles signals: {e}"))?;
     Ok(())
-}
-
-fn plural(n: usize) -> &'static str {
-    if n == 1 {
-        ""
-    } else {
-        "s"
-    }
 }
 
 /// Whether `signal` is ignored (inherited so from the parent, as `nohup` leaves SIGHUP).

@@ -74,7 +74,7 @@ pub enum Command {
         /// Shorthand flags that build a spec.
         #[command(flatten)]
         flags: SpecFlags,
-        /// Where to write the schedule (default: `out/SPEC_NAME.json`).
+        /// Where to write the schedule (default: `out/SPEC_NAME.json`, `out/schedule.json` when flags build the spec).
         #[arg(short, long)]
         output: Option<PathBuf>,
         /// Also draw the topology with its failed links marked.
@@ -324,7 +324,7 @@ fn ns(r: &crate::units::Rational) -> f64 {
 
 fn verify(schedule: PathBuf, spec_path: Option<PathBuf>, json: bool, max_diagnostics: usize, peak_holdings: bool, rendezvous: bool) -> Result<ExitCode> {
     if schedule.extension().is_some_and(|e| e.eq_ignore_ascii_case("xml")) {
-        return xml::verify_xml(&schedule, spec_path.as_deref(), json, rendezvous);
+        return xml::verify_xml(&schedule, spec_path.as_deref(), json, max_diagnostics, rendezvous);
     }
     if rendezvous {
         return Err(Error::bad(format!("{}: --rendezvous applies to MSCCL XML files (.xml) only", schedule.display())));

@@ -17,12 +17,13 @@ use crate::verify::{verify_schedule_checked, VerifyOptions};
 use serde_json::json;
 use std::path::Path;
 
-/// Verifies an MSCCL XML file.
-pub fn verify_xml(path: &Path, spec_path: Option<&Path>, json_out: bool, rendezvous: bool) -> Result<ExitCode> {
+/// Verifies an MSCCL XML file; the imported schedule's failures are kept to
+/// `max_diagnostics` per rule (all are counted), as a schedule file's are.
+pub fn verify_xml(path: &Path, spec_path: Option<&Path>, json_out: bool, max_diagnostics: usize, rendezvous: bool) -> Result<ExitCode> {
     let text = crate::io::read_to_string(path)?;
     let spec = spec_path.map(Spec::load).transpose()?;
     let instance = spec.as_ref().map(Spec::instance).transpose()?;
-    let (options, conformance) = super::expectations(spec.as_ref(), VerifyOptions::default());
+    let (options, conformance) = super::expectations(spec.as_ref(), VerifyOptions { max_diagnostics_per_rule: max_diagnostics, ..Default::default() });
     // Onto the spec's network, its ranks (gpu g is rank g) and its bytes per rank (where its
     // blocks are uniform, as the file's chunks are).
     let onto = instance.as_ref().map(|i| Onto {
@@ -57,6 +58,12 @@ pub fn verify_xml(path: &Path, spec_path: Option<&Path>, json_out: bool, rendezv
             Ok(schedule) => {
                 let r = verify_schedule_checked(&schedule, &options, vec![Box::new(conformance)])?;
                 failures.extend(r.findings.failures().iter().map(|d| format!("imported schedule: {d}")));
+                for rule in crate::verify::Rule::ALL {
+                    let (n, shown) = (r.findings.failures_of(rule), r.findings.failures().iter().filter(|d| d.rule == rule).count() as u64);
+                    if n > shown {
+                        failures.push(format!("imported schedule: ... rule {} {}: {} more failures not shown", rule.number(), rule.name(), n - shown));
+                    }
+                }
                 summary = format!("imported as {} steps, {} transfers over {} ranks", r.stats.steps, r.stats.transfers, schedule.header.collective.num_ranks());
             }
             Err(e) if program.collective().and_then(|c| c.kind()).is_none() => notes.push(format!("not imported as a schedule: {e}")),

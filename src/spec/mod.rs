@@ -378,10 +378,16 @@ impl Spec {
         }
         let mut de = serde_json::Deserializer::from_str(text);
         let spec: Spec = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-            // A topology object without exactly one family: serde reads the first key as the
-            // family and says only "expected value" (none) or what is wrong inside it (two).
-            if let Some(why) = topology_families(text) {
+            // Text that is no object, and a topology or method object without exactly one
+            // family or way (`one_of`), are named as such.
+            if let Some(why) = not_an_object(text) {
+                return Error::bad(format!("{source}: {why}"));
+            }
+            if let Some(why) = one_of(text, "topology", &TOPOLOGY_FAMILIES) {
                 return Error::bad(format!("{source}: field `topology`: {why}"));
+            }
+            if let Some(why) = one_of(text, "method", &METHODS) {
+                return Error::bad(format!("{source}: field `method`: {why}"));
             }
             // serde names a repeated field only where it reaches the second: an error in the
             // first (`"topology": {}, "topology": {...}`) hides it.
@@ -574,6 +580,9 @@ impl Spec {
                 .collect::<Result<Vec<_>>>()?,
             None => (0..topology.num_npus() as u32).map(NodeId).filter(|n| !failed.contains(n)).collect(),
         };
+        if ranks.is_empty() && c.ranks.is_none() && !failed.is_empty() {
+            return Err(Error::infeasible(format!("{src}: faults.nodes fail all {} npus: no rank is left", topology.num_npus())));
+        }
         let bytes = match (&c.bytes_per_rank, &c.block_bytes) {
             (Some(b), _) => b.value(&format!("{src}: collective.bytes_per_rank"))?,
             (None, Some(bb)) => bb.iter().enumerate().map(|(i, row)| row.iter().enumerate().filter(|&(j, _)| j != i).map(|(_, &x)| x).sum()).max().unwrap_or(0),
@@ -589,20 +598,30 @@ impl Spec {
 /// The topology families a spec may name, one per `topology` object.
 const TOPOLOGY_FAMILIES: [&str; 4] = ["torus", "fat_tree", "custom", "astra_network"];
 
-/// Why the `topology` of a spec's text does not name exactly one family, when it is an object
-/// that does not: the keys found, or that there are none.
-fn topology_families(text: &str) -> Option<String> {
+/// The ways a spec's `method` may take, one per `method` object.
+const METHODS: [&str; 2] = ["generate", "synthesize"];
+
+/// Why the object at the top-level `key` of the JSON text does not name exactly one of `names`
+/// (serde reads its first key as the one and says only "expected value" where there is none,
+/// or what is wrong inside it where there are two): the keys found, or that there are none.
+fn one_of(text: &str, key: &str, names: &[&str]) -> Option<String> {
     let v: Value = serde_json::from_str(text).ok()?;
-    let topology = v.get("topology")?;
-    let Some(fields) = topology.as_object() else {
-        return Some(format!("{}: expected an object with one of {}", brief(topology), TOPOLOGY_FAMILIES.join(", ")));
+    let value = v.get(key)?;
+    let Some(fields) = value.as_object() else {
+        return Some(format!("{}: expected an object with one of {}", brief(value), names.join(", ")));
     };
     let keys: Vec<&String> = fields.keys().collect();
     if keys.len() == 1 {
         return None;
     }
     let found = if keys.is_empty() { "none".to_string() } else { keys.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ") };
-    Some(format!("expected exactly one of {}; found {found}", TOPOLOGY_FAMILIES.join(", ")))
+    Some(format!("expected exactly one of {}; found {found}", names.join(", ")))
+}
+
+/// Why JSON text that parses is not a spec at all: its top level is not an object.
+fn not_an_object(text: &str) -> Option<String> {
+    let v: Value = serde_json::from_str(text).ok()?;
+    (!v.is_object()).then(|| format!("{}: a spec is one JSON object (with `topology` and `collective`)", brief(&v)))
 }
 
 /// The first key that an object of the JSON text repeats: the path of the object (empty at the
@@ -876,6 +895,37 @@ mod tests {
         // One family: its own errors are named as before.
         let e = Spec::parse(r#"{"topology": {"torus": {"dims": [4]}}, "collective": {"kind": "all_to_all", "bytes_per_rank": 1}}"#, "t.json").unwrap_err();
         assert!(e.message().contains("topology.torus") && e.message().contains("bandwidth_gbps"), "{e}");
+    }
+
+    /// A method names one way, and a spec is one object: both were named only by serde's
+    /// "expected value" or the first element's type.
+    #[test]
+    fn a_method_names_one_way_and_a_spec_is_an_object() {
+        let base = r#"{"topology": {"torus": {"dims": [4], "bandwidth_gbps": 1, "latency_ns": 1}}, "collective": {"kind": "all_gather", "bytes_per_rank": 1}"#;
+        let both = format!(r#"{base}, "method": {{"generate": {{"algorithm": "ring"}}, "synthesize": {{}}}}}}"#);
+        let e = Spec::parse(&both, "t.json").unwrap_err();
+        assert_eq!(e.message(), "t.json: field `method`: expected exactly one of generate, synthesize; found `generate`, `synthesize`");
+        let e = Spec::parse("[1, 2, 3]", "t.json").unwrap_err();
+        assert_eq!(e.message(), "t.json: [1,2,3]: a spec is one JSON object (with `topology` and `collective`)");
+    }
+
+    /// A collective whose ranks times nodes the bounds cannot scan is refused by its size before
+    /// anything is built for it, and faults that fail every npu leave no rank (exit 3).
+    #[test]
+    fn too_many_pairs_and_no_rank_left() {
+        let ring = |n: u64| {
+            format!(
+                r#"{{"topology": {{"torus": {{"dims": [{n}], "bandwidth_gbps": 1, "latency_ns": 1}}}}, "collective": {{"kind": "all_gather", "bytes_per_rank": 1}}}}"#
+            )
+        };
+        let e = Spec::parse(&ring(100_000), "t.json").unwrap().instance().unwrap_err();
+        assert_eq!(e.exit_code(), crate::error::ExitCode::BadInput, "{e}");
+        assert!(e.message().contains("100000 ranks on a network of 100000 nodes make 10000000000 rank-node pairs"), "{e}");
+        Spec::parse(&ring(32_768), "t.json").unwrap().instance().unwrap();
+        let all = r#"{"topology": {"torus": {"dims": [2], "bandwidth_gbps": 1, "latency_ns": 1}}, "faults": {"nodes": [0, 1]}, "collective": {"kind": "all_gather", "bytes_per_rank": 1}}"#;
+        let e = Spec::parse(all, "t.json").unwrap().instance().unwrap_err();
+        assert_eq!(e.exit_code(), crate::error::ExitCode::Infeasible, "{e}");
+        assert_eq!(e.message(), "spec: faults.nodes fail all 2 npus: no rank is left");
     }
 
     #[test]

@@ -96,7 +96,12 @@ impl Check for RoutingDeadlock {
                 step: Some(index),
                 transfer: None,
                 subject: None,
-                message: format!("the routed paths' channel dependencies form a cycle of {} links: {}", cycle.len(), names.join(" waits for ")),
+                message: format!(
+                    "the routed paths' channel dependencies form a cycle of {} link{}: {}",
+                    cycle.len(),
+                    crate::units::plural(cycle.len() as u64),
+                    names.join(" waits for ")
+                ),
             });
         }
     }

@@ -488,7 +488,9 @@ impl CoreRules {
                     out.fail(diag(Rule::Structure, subject(), "the link is down".into()));
                 }
                 if self.link_stamp[l] == stamp {
-                    let d = diag(Rule::LinkSharing, subject(), format!("also used by transfer {}", self.link_owner[l]));
+                    let owner = self.link_owner[l];
+                    let why = if owner as usize == ti { "the path crosses it twice".to_string() } else { format!("also used by transfer {owner}") };
+                    let d = diag(Rule::LinkSharing, subject(), why);
                     if self.allow_contention {
                         out.warn(d);
                     } else {

@@ -67,6 +67,7 @@ fn gpu_over_elements(p: &Program, gpu: &Gpu) -> Option<String> {
 
 /// Checks a program against `runtime`'s reader and runtime (module docs).
 pub fn check_program(p: &Program, runtime: Runtime) -> Problems {
+    let line = p.line;
     let mut out = Problems::default();
     algo(p, runtime, &mut out);
     let ngpus = p.ngpus.unwrap_or(0);
@@ -74,14 +75,14 @@ pub fn check_program(p: &Program, runtime: Runtime) -> Problems {
     // every gpu that is missing.
     let too_many = ngpus > MAX_CHILDREN as i64;
     if too_many {
-        out.errors.push(format!("<algo>: ngpus=\"{ngpus}\" is more gpus than the reader stores (at most {MAX_CHILDREN} <gpu> elements)"));
+        out.errors.push(format!("line {line}: <algo>: ngpus=\"{ngpus}\" is more gpus than the reader stores (at most {MAX_CHILDREN} <gpu> elements)"));
     }
     let mut seen = vec![false; usize::try_from(ngpus).unwrap_or(0).min(MAX_CHILDREN)];
     for gpu in &p.gpus {
         match usize::try_from(gpu.id).ok().filter(|&g| g < seen.len()) {
-            Some(g) if seen[g] => out.errors.push(format!("gpu {}: a second <gpu> with this id", gpu.id)),
+            Some(g) if seen[g] => out.errors.push(format!("line {}: gpu {}: a second <gpu> with this id", gpu.line, gpu.id)),
             Some(g) => seen[g] = true,
-            None => out.errors.push(format!("gpu {}: id=\"{}\" is not a gpu of ngpus=\"{ngpus}\"", gpu.id, gpu.id)),
+            None => out.errors.push(format!("line {}: gpu {}: id=\"{}\" is not a gpu of ngpus=\"{ngpus}\"", gpu.line, gpu.id, gpu.id)),
         }
         gpu_rules(p, gpu, runtime, &mut out);
     }
@@ -89,12 +90,13 @@ pub fn check_program(p: &Program, runtime: Runtime) -> Problems {
         out.errors.push(format!("gpu {g} is missing: that rank would run nothing and its peers wait for it forever"));
     }
     if p.gpus.len() > MAX_CHILDREN {
-        out.errors.push(format!("<algo>: {} gpus; the reader stores at most {MAX_CHILDREN} children of an element", p.gpus.len()));
+        out.errors.push(format!("line {line}: <algo>: {} gpus; the reader stores at most {MAX_CHILDREN} children of an element", p.gpus.len()));
     }
     out
 }
 
 fn algo(p: &Program, runtime: Runtime, out: &mut Problems) {
+    let line = p.line;
     let required: &[(&str, bool)] = match runtime {
         Runtime::Executor => &[
             ("nchunksperloop", p.nchunksperloop.is_some()),
@@ -123,66 +125,70 @@ fn algo(p: &Program, runtime: Runtime, out: &mut Problems) {
         }
     }
     if let Some((text, None)) = &p.proto {
-        out.errors.push(format!("<algo>: proto=\"{text}\" is not Simple, LL or LL128"));
+        out.errors.push(format!("line {line}: <algo>: proto=\"{text}\" is not Simple, LL or LL128"));
     }
     coll(p, runtime, out);
     if p.ngpus.is_some_and(|n| n < 1) {
-        out.errors.push(format!("<algo>: ngpus=\"{}\" is not a positive number", p.ngpus.unwrap_or(0)));
+        out.errors.push(format!("line {line}: <algo>: ngpus=\"{}\" is not a positive number", p.ngpus.unwrap_or(0)));
     }
     if let Some(c) = p.nchannels.filter(|&c| !(1..=MAX_CHANNELS).contains(&c)) {
-        out.errors.push(format!("<algo>: nchannels=\"{c}\" is not within 1..={MAX_CHANNELS}"));
+        out.errors.push(format!("line {line}: <algo>: nchannels=\"{c}\" is not within 1..={MAX_CHANNELS}"));
     }
     if let Some(n) = p.nchunksperloop.filter(|&n| n < 1) {
-        out.errors.push(format!("<algo>: nchunksperloop=\"{n}\" is not a positive number"));
+        out.errors.push(format!("line {line}: <algo>: nchunksperloop=\"{n}\" is not a positive number"));
     }
     if let Some(n) = p.nchunksperloop.filter(|&n| n > MAX_CHUNKS) {
-        out.errors.push(too_many_chunks("<algo>", "nchunksperloop", n));
+        out.errors.push(too_many_chunks(&format!("line {line}: <algo>"), "nchunksperloop", n));
     }
     placement(p, runtime, out);
     bytes(p, runtime, out);
     match (runtime, p.nthreads) {
-        (Runtime::Legacy, Some(t)) if t % 32 != 0 => out.errors.push(format!("<algo>: nthreads=\"{t}\" is not a multiple of 32")),
-        (Runtime::Executor, Some(t)) => out.warnings.push(format!("<algo>: nthreads=\"{t}\": {runtime} ignores it")),
+        (Runtime::Legacy, Some(t)) if t % 32 != 0 => out.errors.push(format!("line {line}: <algo>: nthreads=\"{t}\" is not a multiple of 32")),
+        (Runtime::Executor, Some(t)) => out.warnings.push(format!("line {line}: <algo>: nthreads=\"{t}\": {runtime} ignores it")),
         _ => {}
     }
 }
 
 fn coll(p: &Program, runtime: Runtime, out: &mut Problems) {
+    let line = p.line;
     let Some((text, parsed)) = &p.coll else { return };
     match parsed {
-        None => out.errors.push(format!("<algo>: coll=\"{text}\" is not a collective {runtime} knows")),
+        None => out.errors.push(format!("line {line}: <algo>: coll=\"{text}\" is not a collective {runtime} knows")),
         Some(c) => match c.spelled(runtime) {
             Some(s) if s == text => {}
-            Some(s) => out.errors.push(format!("<algo>: coll=\"{text}\": {runtime} spells this collective {s}")),
-            None => out.errors.push(format!("<algo>: coll=\"{text}\" is not a collective {runtime} knows")),
+            Some(s) => out.errors.push(format!("line {line}: <algo>: coll=\"{text}\": {runtime} spells this collective {s}")),
+            None => out.errors.push(format!("line {line}: <algo>: coll=\"{text}\" is not a collective {runtime} knows")),
         },
     }
     let (Some(c), Some(n), Some(r)) = (p.collective(), p.nchunksperloop, p.ngpus) else { return };
     if matches!(c, Coll::AllGather | Coll::ReduceScatter | Coll::AllToAll) && r > 0 && n > 0 && n % r != 0 {
-        out.errors.push(format!("<algo>: nchunksperloop=\"{n}\" is not a multiple of ngpus=\"{r}\": {text} needs a whole number of chunks per gpu"));
+        out.errors
+            .push(format!("line {line}: <algo>: nchunksperloop=\"{n}\" is not a multiple of ngpus=\"{r}\": {text} needs a whole number of chunks per gpu"));
     }
 }
 
 fn placement(p: &Program, runtime: Runtime, out: &mut Problems) {
+    let line = p.line;
     let inplace = p.inplace.is_some_and(|v| v != 0);
     let outofplace = match runtime {
         Runtime::Executor => p.outofplace.is_some_and(|v| v != 0),
         Runtime::Legacy => !inplace,
     };
     if runtime == Runtime::Executor && p.inplace.is_some() && p.outofplace.is_some() && !inplace && !outofplace {
-        out.errors.push("<algo>: inplace=\"0\" and outofplace=\"0\": the runtime never picks this algorithm".into());
+        out.errors.push(format!("line {line}: <algo>: inplace=\"0\" and outofplace=\"0\": the runtime never picks this algorithm"));
     }
     if runtime == Runtime::Legacy && p.outofplace.is_some() {
-        out.warnings.push(format!("<algo>: outofplace: {runtime} ignores it (inplace alone decides)"));
+        out.warnings.push(format!("line {line}: <algo>: outofplace: {runtime} ignores it (inplace alone decides)"));
     }
 }
 
 fn bytes(p: &Program, runtime: Runtime, out: &mut Problems) {
+    let line = p.line;
     match runtime {
         Runtime::Executor => {
             if let (Some(lo), Some(hi)) = (p.min_bytes, p.max_bytes) {
                 if hi != 0 && hi < lo {
-                    out.errors.push(format!("<algo>: maxBytes=\"{hi}\" is below minBytes=\"{lo}\": the runtime never picks this algorithm"));
+                    out.errors.push(format!("line {line}: <algo>: maxBytes=\"{hi}\" is below minBytes=\"{lo}\": the runtime never picks this algorithm"));
                 }
             }
         }
@@ -190,7 +196,7 @@ fn bytes(p: &Program, runtime: Runtime, out: &mut Problems) {
             let lo = p.min_bytes.unwrap_or(0);
             let hi = p.max_bytes.unwrap_or(LEGACY_DEFAULT_MAX_BYTES);
             if lo < 0 || hi < 0 {
-                out.errors.push(format!("<algo>: minBytes=\"{lo}\" maxBytes=\"{hi}\": the older runtime wants 0 <= minBytes <= maxBytes"));
+                out.errors.push(format!("line {line}: <algo>: minBytes=\"{lo}\" maxBytes=\"{hi}\": the older runtime wants 0 <= minBytes <= maxBytes"));
             } else if lo >= hi {
                 // It picks a file for minBytes <= bytes < maxBytes: an empty range (maxBytes="0"
                 // among them) is a file it never runs, as the executor's empty selections are.
@@ -198,9 +204,12 @@ fn bytes(p: &Program, runtime: Runtime, out: &mut Problems) {
                     Some(_) => format!("minBytes=\"{lo}\" maxBytes=\"{hi}\""),
                     None => format!("minBytes=\"{lo}\" (maxBytes {hi} by default)"),
                 };
-                out.errors.push(format!("<algo>: {attrs}: the runtime never picks this algorithm ({runtime} picks it for minBytes <= bytes < maxBytes)"));
+                out.errors.push(format!(
+                    "line {line}: <algo>: {attrs}: the runtime never picks this algorithm ({runtime} picks it for minBytes <= bytes < maxBytes)"
+                ));
             } else if p.max_bytes.is_none() {
-                out.warnings.push(format!("<algo> has no maxBytes: {runtime} picks it only for buffers below {LEGACY_DEFAULT_MAX_BYTES} bytes (128 MiB)"))
+                out.warnings
+                    .push(format!("line {line}: <algo> has no maxBytes: {runtime} picks it only for buffers below {LEGACY_DEFAULT_MAX_BYTES} bytes (128 MiB)"))
             }
         }
     }
@@ -224,7 +233,7 @@ pub fn buffer_chunks(p: &Program) -> Option<[usize; 2]> {
 }
 
 fn gpu_rules(p: &Program, gpu: &Gpu, runtime: Runtime, out: &mut Problems) {
-    let at = format!("gpu {}", gpu.id);
+    let at = format!("line {}: gpu {}", gpu.line, gpu.id);
     for (b, v) in [Buffer::Input, Buffer::Output, Buffer::Scratch].into_iter().zip(gpu.chunks) {
         if v < 0 {
             out.errors.push(format!("{at}: {}_chunks=\"{v}\" is negative", b.short()));
@@ -235,7 +244,8 @@ fn gpu_rules(p: &Program, gpu: &Gpu, runtime: Runtime, out: &mut Problems) {
     chunk_counts(p, gpu, runtime, out);
     let ids: Vec<i64> = gpu.tbs.iter().map(|t| t.id).collect();
     for (k, tb) in gpu.tbs.iter().enumerate() {
-        let tat = format!("{at} tb {}", tb.id);
+        let name = format!("gpu {} tb {}", gpu.id, tb.id);
+        let tat = format!("line {}: {name}", tb.line);
         if tb.id < 0 || tb.id as usize >= runtime.max_threadblocks() {
             out.errors.push(format!("{tat}: id=\"{}\" is not within 0..{}", tb.id, runtime.max_threadblocks()));
         } else if ids[..k].contains(&tb.id) {
@@ -248,7 +258,7 @@ fn gpu_rules(p: &Program, gpu: &Gpu, runtime: Runtime, out: &mut Problems) {
                 gpu.tbs.len() - 1
             ));
         }
-        tb_rules(p, gpu, tb, &tat, runtime, out);
+        tb_rules(p, gpu, tb, &name, runtime, out);
     }
     channels(gpu, &at, out);
     out.errors.extend(gpu_over_elements(p, gpu));
@@ -267,8 +277,10 @@ fn chunk_counts(p: &Program, gpu: &Gpu, runtime: Runtime, out: &mut Problems) {
         // one only bounds the offsets by it (those past the collective's buffer are refused
         // by `step_rules`).
         if runtime == Runtime::Legacy && declared != 0 && declared != real[slot] as i64 {
-            out.errors
-                .push(format!("gpu {}: {attr}=\"{declared}\", but {name} with nchunksperloop=\"{n}\" gives each gpu {} chunks there", gpu.id, real[slot]));
+            out.errors.push(format!(
+                "line {}: gpu {}: {attr}=\"{declared}\", but {name} with nchunksperloop=\"{n}\" gives each gpu {} chunks there",
+                gpu.line, gpu.id, real[slot]
+            ));
         }
     }
 }
@@ -284,8 +296,8 @@ fn channels(gpu: &Gpu, at: &str, out: &mut Problems) {
             if let Some(first) = per.insert((tb.chan, sending, peer), tb.id) {
                 let dir = if sending { "sending to" } else { "receiving from" };
                 out.errors.push(format!(
-                    "{at} tb {}: a second threadblock {dir} gpu {peer} on channel {} (tb {first} is the first): both would use one connection",
-                    tb.id, tb.chan
+                    "line {}: gpu {} tb {}: a second threadblock {dir} gpu {peer} on channel {} (tb {first} is the first): both would use one connection",
+                    tb.line, gpu.id, tb.id, tb.chan
                 ));
             }
             *count.entry((tb.chan, sending)).or_default() += 1;
@@ -299,7 +311,9 @@ fn channels(gpu: &Gpu, at: &str, out: &mut Problems) {
     }
 }
 
-fn tb_rules(p: &Program, gpu: &Gpu, tb: &Threadblock, at: &str, runtime: Runtime, out: &mut Problems) {
+/// `name`: `gpu G tb T`; every message starts with the line of the element it is about.
+fn tb_rules(p: &Program, gpu: &Gpu, tb: &Threadblock, name: &str, runtime: Runtime, out: &mut Problems) {
+    let at = format!("line {}: {name}", tb.line);
     let ngpus = p.ngpus.unwrap_or(0);
     for (attr, peer) in [("send", tb.send), ("recv", tb.recv)] {
         if peer == gpu.id {
@@ -316,7 +330,7 @@ fn tb_rules(p: &Program, gpu: &Gpu, tb: &Threadblock, at: &str, runtime: Runtime
     }
     let mut pending_nops = 0;
     for (pos, st) in tb.steps.iter().enumerate() {
-        let sat = format!("{at} step {}", st.s);
+        let sat = format!("line {}: {name} step {}", st.line, st.s);
         if !(0..runtime.max_steps() as i64).contains(&st.s) {
             out.errors.push(format!("{sat}: s=\"{}\" is not within 0..{}", st.s, runtime.max_steps()));
         } else if st.s != pos as i64 {
@@ -448,23 +462,27 @@ mod tests {
         let first_tb = r#"<tb id="0" send="1" recv="1" chan="0">"#;
         for (from, to, want) in [
             (r#" minBytes="0""#, "", "line 1: <algo> lacks the attribute minBytes"),
-            (r#"proto="Simple""#, r#"proto="Fast""#, "<algo>: proto=\"Fast\" is not Simple, LL or LL128"),
+            (r#"proto="Simple""#, r#"proto="Fast""#, "line 1: <algo>: proto=\"Fast\" is not Simple, LL or LL128"),
             (r#"coll="alltoall""#, r#"coll="reduce_scatter""#, "<algo>: coll=\"reduce_scatter\": msccl-executor-nccl spells this collective reducescatter"),
             (r#"inplace="0" outofplace="1""#, r#"inplace="0" outofplace="0""#, "the runtime never picks this algorithm"),
-            (first_tb, r#"<tb id="1" send="1" recv="1" chan="0">"#, "gpu 0 tb 1: id=\"1\", but the gpu has 1 threadblocks"),
-            (first_tb, r#"<tb id="0" send="0" recv="1" chan="0">"#, "gpu 0 tb 0: send=\"0\" is the gpu itself"),
-            (first_tb, r#"<tb id="0" send="1" recv="1" chan="1">"#, "gpu 0 tb 0: chan=\"1\" is not within 0..1 (nchannels=\"1\")"),
+            (first_tb, r#"<tb id="1" send="1" recv="1" chan="0">"#, "line 3: gpu 0 tb 1: id=\"1\", but the gpu has 1 threadblocks"),
+            (first_tb, r#"<tb id="0" send="0" recv="1" chan="0">"#, "line 3: gpu 0 tb 0: send=\"0\" is the gpu itself"),
+            (first_tb, r#"<tb id="0" send="1" recv="1" chan="1">"#, "line 3: gpu 0 tb 0: chan=\"1\" is not within 0..1 (nchannels=\"1\")"),
             (
                 r#"srcoff="1" dstbuf="o" dstoff="0" cnt="1""#,
                 r#"srcoff="1" dstbuf="o" dstoff="0" cnt="72""#,
-                "gpu 0 tb 0 step 0: cnt=\"72\" is not within 1..=71",
+                "line 4: gpu 0 tb 0 step 0: cnt=\"72\" is not within 1..=71",
             ),
             (
                 r#"srcoff="1" dstbuf="o" dstoff="0" cnt="1""#,
                 r#"srcoff="1" dstbuf="o" dstoff="0" cnt="2""#,
                 "gpu 0 tb 0 step 0: srcbuf=\"i\" srcoff=\"1\" with cnt=\"2\" is outside the buffer (i_chunks=\"2\")",
             ),
-            (r#"cnt="1" depid="-1" deps="-1" hasdep="0"/>"#, r#"cnt="1" depid="-1" deps="-1" hasdep="2"/>"#, "gpu 0 tb 0 step 0: hasdep=\"2\" is not 0 or 1"),
+            (
+                r#"cnt="1" depid="-1" deps="-1" hasdep="0"/>"#,
+                r#"cnt="1" depid="-1" deps="-1" hasdep="2"/>"#,
+                "line 4: gpu 0 tb 0 step 0: hasdep=\"2\" is not 0 or 1",
+            ),
             (r#"<gpu id="1""#, r#"<gpu id="0""#, "gpu 1 is missing"),
         ] {
             assert!(EXCHANGE.contains(from), "{from}");
@@ -481,10 +499,10 @@ mod tests {
         let larger = EXCHANGE.replacen(r#"<gpu id="0" i_chunks="2""#, r#"<gpu id="0" i_chunks="3""#, 1);
         assert_eq!(problems(&larger), Problems::default());
         let past = larger.replacen(r#"type="s" srcbuf="i" srcoff="1""#, r#"type="s" srcbuf="i" srcoff="2""#, 1);
-        let want = r#"gpu 0 tb 0 step 0: srcbuf="i" srcoff="2" with cnt="1" is outside the buffer: i_chunks="3" allows it, but the collective gives each gpu 2 chunks there"#;
+        let want = r#"line 4: gpu 0 tb 0 step 0: srcbuf="i" srcoff="2" with cnt="1" is outside the buffer: i_chunks="3" allows it, but the collective gives each gpu 2 chunks there"#;
         assert_eq!(problems(&past).errors, [want]);
         let legacy = larger.replacen(r#" outofplace="1""#, "", 1);
-        let want = r#"gpu 0: i_chunks="3", but alltoall with nchunksperloop="2" gives each gpu 2 chunks there"#;
+        let want = r#"line 2: gpu 0: i_chunks="3", but alltoall with nchunksperloop="2" gives each gpu 2 chunks there"#;
         assert!(problems(&legacy).errors.iter().any(|e| e == want), "{:?}", problems(&legacy).errors);
     }
 
@@ -547,7 +565,11 @@ mod tests {
             1,
         );
         let p = problems(&with_tb1);
-        assert!(p.errors.iter().any(|e| e.starts_with("gpu 0 tb 1 step 0: waits for tb 0 step 0") && e.ends_with("it would wait forever")), "{:?}", p.errors);
+        assert!(
+            p.errors.iter().any(|e| e.starts_with("line 8: gpu 0 tb 1 step 0: waits for tb 0 step 0") && e.ends_with("it would wait forever")),
+            "{:?}",
+            p.errors
+        );
         let late = with_tb1.replacen(r#"dstoff="1" cnt="1" depid="-1" deps="-1" hasdep="0""#, r#"dstoff="1" cnt="1" depid="-1" deps="-1" hasdep="1""#, 1);
         let p = problems(&late);
         assert!(p.errors.is_empty(), "{:?}", p.errors);

@@ -452,9 +452,11 @@ impl Net {
                 if sends.len() != recvs.len() {
                     let (extra, k) = if sends.len() > recvs.len() { ((g, t), sends[recvs.len()]) } else { ((b, rt), recvs[sends.len()]) };
                     problems.push(format!(
-                        "gpu {g} tb {t} sends {} times to gpu {b} on channel {chan}, gpu {b} tb {rt} receives {} times from it: gpu {} tb {} step {} has no partner",
+                        "gpu {g} tb {t} sends {} time{} to gpu {b} on channel {chan}, gpu {b} tb {rt} receives {} time{} from it: gpu {} tb {} step {} has no partner",
                         sends.len(),
+                        crate::units::plural(sends.len() as u64),
                         recvs.len(),
+                        crate::units::plural(recvs.len() as u64),
                         extra.0,
                         extra.1,
                         self.gpus[extra.0][extra.1].ops[k].s
@@ -1812,7 +1814,7 @@ mod tests {
         );
         match simulate(&program(&extra), Placement::OutOfPlace, Buffering::Runtime) {
             Err(SimError::Unpaired(p)) => {
-                assert_eq!(p, ["gpu 0 tb 0 sends 2 times to gpu 1 on channel 0, gpu 1 tb 0 receives 1 times from it: gpu 0 tb 0 step 2 has no partner"])
+                assert_eq!(p, ["gpu 0 tb 0 sends 2 times to gpu 1 on channel 0, gpu 1 tb 0 receives 1 time from it: gpu 0 tb 0 step 2 has no partner"])
             }
             other => panic!("{other:?}"),
         }

@@ -170,7 +170,10 @@ fn default_topology(links: &[Vec<u64>]) -> Result<Topology> {
         for (d, &dst) in nodes.iter().enumerate() {
             let m = links[d][s];
             if m > 0 {
-                b.link(src, dst, m as f64 * DEFAULT_UNIT_GBPS, DEFAULT_LATENCY_NS, LinkClass::Custom);
+                let gbps = m as f64 * DEFAULT_UNIT_GBPS;
+                crate::units::checked_bandwidth(gbps)
+                    .map_err(|e| Error::bad(format!("topology.links[{d}][{s}] = {m}: its link of {m} x {DEFAULT_UNIT_GBPS} GB/s is out of range ({e})")))?;
+                b.link(src, dst, gbps, DEFAULT_LATENCY_NS, LinkClass::Custom);
             }
         }
     }
