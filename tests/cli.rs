@@ -1427,7 +1427,8 @@ fn export_writes_the_channels_asked_for_or_refuses_them() {
         let dir = tmp(&format!("xmlchan{c}"));
         let o = run(&["export", s(&out), "--to", "msccl-xml", "--channels", &c.to_string(), "-o", s(&dir)]);
         assert_eq!(o.status.code(), Some(0), "{c}: {}", text(&o));
-        assert!(text(&o).contains(&format!("nchannels=\"{c}\" ({c} channels")), "{c}: {}", text(&o));
+        let noun = if c == 1 { "channel" } else { "channels" };
+        assert!(text(&o).contains(&format!("nchannels=\"{c}\" ({c} {noun}")), "{c}: {}", text(&o));
         let xml = std::fs::read_to_string(dir.join("xmlchan.xml")).unwrap();
         assert!(xml.contains(&format!("nchannels=\"{c}\"")), "{c}: {}", &xml[..200.min(xml.len())]);
         let o = run(&["verify", s(&dir.join("xmlchan.xml")), "--rendezvous"]);
