@@ -494,12 +494,8 @@ fn print_report(r: &Report, header: &crate::schedule::ScheduleHeader, valid: boo
     for d in r.findings.failures() {
         println!("{d}");
     }
-    for rule in crate::verify::Rule::ALL {
-        let n = r.findings.failures_of(rule);
-        let shown = r.findings.failures().iter().filter(|d| d.rule == rule).count() as u64;
-        if n > shown {
-            println!("... rule {} {}: {} more failures not shown", rule.number(), rule.name(), n - shown);
-        }
+    for line in r.findings.unshown_failures() {
+        println!("{line}");
     }
     let s = &r.stats;
     let verdict = if valid { "valid" } else { "INVALID" };

@@ -58,12 +58,7 @@ pub fn verify_xml(path: &Path, spec_path: Option<&Path>, json_out: bool, max_dia
             Ok(schedule) => {
                 let r = verify_schedule_checked(&schedule, &options, vec![Box::new(conformance)])?;
                 failures.extend(r.findings.failures().iter().map(|d| format!("imported schedule: {d}")));
-                for rule in crate::verify::Rule::ALL {
-                    let (n, shown) = (r.findings.failures_of(rule), r.findings.failures().iter().filter(|d| d.rule == rule).count() as u64);
-                    if n > shown {
-                        failures.push(format!("imported schedule: ... rule {} {}: {} more failures not shown", rule.number(), rule.name(), n - shown));
-                    }
-                }
+                failures.extend(r.findings.unshown_failures().iter().map(|l| format!("imported schedule: {l}")));
                 summary = format!("imported as {} steps, {} transfers over {} ranks", r.stats.steps, r.stats.transfers, schedule.header.collective.num_ranks());
             }
             Err(e) if program.collective().and_then(|c| c.kind()).is_none() => notes.push(format!("not imported as a schedule: {e}")),

@@ -380,14 +380,15 @@ impl Spec {
         let spec: Spec = serde_path_to_error::deserialize(&mut de).map_err(|e| {
             // Text that is no object, and a topology or method object without exactly one
             // family or way (`one_of`), are named as such.
-            if let Some(why) = not_an_object(text) {
-                return Error::bad(format!("{source}: {why}"));
-            }
-            if let Some(why) = one_of(text, "topology", &TOPOLOGY_FAMILIES) {
-                return Error::bad(format!("{source}: field `topology`: {why}"));
-            }
-            if let Some(why) = one_of(text, "method", &METHODS) {
-                return Error::bad(format!("{source}: field `method`: {why}"));
+            if let Ok(v) = serde_json::from_str::<Value>(text) {
+                if !v.is_object() {
+                    return Error::bad(format!("{source}: {}: a spec is one JSON object (with `topology` and `collective`)", brief(&v)));
+                }
+                for (key, names) in [("topology", &TOPOLOGY_FAMILIES[..]), ("method", &METHODS[..])] {
+                    if let Some(why) = v.get(key).and_then(|value| one_of(value, names)) {
+                        return Error::bad(format!("{source}: field `{key}`: {why}"));
+                    }
+                }
             }
             // serde names a repeated field only where it reaches the second: an error in the
             // first (`"topology": {}, "topology": {...}`) hides it.
@@ -601,12 +602,10 @@ const TOPOLOGY_FAMILIES: [&str; 4] = ["torus", "fat_tree", "custom", "astra_netw
 /// The ways a spec's `method` may take, one per `method` object.
 const METHODS: [&str; 2] = ["generate", "synthesize"];
 
-/// Why the object at the top-level `key` of the JSON text does not name exactly one of `names`
-/// (serde reads its first key as the one and says only "expected value" where there is none,
-/// or what is wrong inside it where there are two): the keys found, or that there are none.
-fn one_of(text: &str, key: &str, names: &[&str]) -> Option<String> {
-    let v: Value = serde_json::from_str(text).ok()?;
-    let value = v.get(key)?;
+/// Why `value` is not an object naming exactly one of `names` (serde reads its first key as the
+/// one and says only "expected value" where there is none, or what is wrong inside it where
+/// there are two): the keys found, or that there are none.
+fn one_of(value: &Value, names: &[&str]) -> Option<String> {
     let Some(fields) = value.as_object() else {
         return Some(format!("{}: expected an object with one of {}", brief(value), names.join(", ")));
     };
@@ -616,12 +615,6 @@ fn one_of(text: &str, key: &str, names: &[&str]) -> Option<String> {
     }
     let found = if keys.is_empty() { "none".to_string() } else { keys.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ") };
     Some(format!("expected exactly one of {}; found {found}", names.join(", ")))
-}
-
-/// Why JSON text that parses is not a spec at all: its top level is not an object.
-fn not_an_object(text: &str) -> Option<String> {
-    let v: Value = serde_json::from_str(text).ok()?;
-    (!v.is_object()).then(|| format!("{}: a spec is one JSON object (with `topology` and `collective`)", brief(&v)))
 }
 
 /// The first key that an object of the JSON text repeats: the path of the object (empty at the

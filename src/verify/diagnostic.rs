@@ -176,6 +176,19 @@ impl Findings {
         &self.failures
     }
 
+    /// Per rule with failures beyond those kept: the summary line of how many more there are
+    /// (`... rule 2 no link sharing: 7 more failures not shown`).
+    pub fn unshown_failures(&self) -> Vec<String> {
+        Rule::ALL
+            .into_iter()
+            .filter_map(|rule| {
+                let shown = self.failures.iter().filter(|d| d.rule == rule).count() as u64;
+                let n = self.failures_of(rule);
+                (n > shown).then(|| format!("... rule {} {}: {} more failures not shown", rule.number(), rule.name(), n - shown))
+            })
+            .collect()
+    }
+
     /// The kept warnings.
     pub fn warnings(&self) -> &[Diagnostic] {
         &self.warnings
@@ -228,5 +241,6 @@ mod tests {
         assert_eq!(f.failures().len(), 1);
         assert_eq!(f.failures_of(Rule::Causality), 3);
         assert_eq!(f.failed_rules(), vec![Rule::Causality]);
+        assert_eq!(f.unshown_failures(), [format!("... rule {} {}: 2 more failures not shown", Rule::Causality.number(), Rule::Causality.name())]);
     }
 }
