@@ -1597,11 +1597,12 @@ fn negative_or_absurd_time_limits_are_refused() {
     std::fs::write(&huge, body.replace("\"time_limit_s\": -1", "\"time_limit_s\": 1e300")).unwrap();
     let o = run(&["synthesize", s(&huge), "-o", s(&out)]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(text(&o).contains("method.synthesize.time_limit_s = 1000000") && text(&o).contains("must be a positive number of seconds"), "{}", text(&o));
+    assert!(text(&o).contains("method.synthesize.time_limit_s = 1e300:") && text(&o).contains("must be a positive number of seconds"), "{}", text(&o));
     for flag in ["--time-limit=-1", "--time-limit=1e300", "--time-limit=0"] {
         let o = run(&["synthesize", "--torus", "4", "--bytes", "4KiB", flag, "-o", s(&out)]);
         assert_eq!(o.status.code(), Some(2), "{flag}: {}", text(&o));
         assert!(text(&o).contains("--time-limit = ") && text(&o).contains("must be a positive number of seconds"), "{flag}: {}", text(&o));
+        assert!(!text(&o).contains("000000000000"), "the value as written, not in 300 digits: {}", text(&o));
     }
     assert!(!out.exists());
 }
@@ -1878,6 +1879,13 @@ fn numbers_out_of_range_or_too_precise_exit_2_and_write_nothing() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("128-bit"), "{}", text(&o));
     assert!(!out.exists());
+    // The same from a schedule file: every command that costs it names the file.
+    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/cost/exact_sum_outgrows_i128.json");
+    for args in [vec!["verify", file], vec!["cost", file], vec!["cost", file, "--model", "event"]] {
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        assert!(text(&o).contains("exact_sum_outgrows_i128.json: the exact cost does not fit in 128-bit integers"), "{args:?}: {}", text(&o));
+    }
 
     let cert = tmp("x.cert.json");
     for (flag, value) in [("--bandwidth", "1e38"), ("--bandwidth", "1e-40"), ("--bandwidth", "1e39"), ("--latency", "1e39"), ("--bandwidth", "nan")] {

@@ -16,7 +16,7 @@ pub use interrupt::clean_up_on_signals;
 use crate::error::{Error, ExitCode, Result};
 use crate::spec::{MethodSpec, Spec};
 use crate::topology::LinkId;
-use crate::units::{format_ns, to_f64};
+use crate::units::{format_ns, plural, to_f64};
 use crate::verify::{verify_file_with, Report, Rule, VerifyOptions};
 use clap::{Parser, Subcommand};
 use serde_json::json;
@@ -40,7 +40,7 @@ pub enum Command {
     ///
     /// Example: collsched verify out/ring8.json --spec specs/ring8_halfring.json
     #[command(
-        after_help = "Exit codes: 0 valid, 1 a rule fails (one line per failure), 2 unreadable file or invalid header.\n\nExamples:\n  collsched verify out/torus4x4x4_halfring_dimrotation.json --spec specs/torus4x4x4_halfring_dimrotation.json\n  collsched verify allreduce_ring.xml --rendezvous"
+        after_help = "Exit codes: 0 valid, 1 a rule fails (one line per failure), 2 unreadable file or invalid header, 4 an MSCCL XML file too large to look for data races in (not proven).\n\nExamples:\n  collsched verify out/torus4x4x4_halfring_dimrotation.json --spec specs/torus4x4x4_halfring_dimrotation.json\n  collsched verify allreduce_ring.xml --rendezvous"
     )]
     Verify {
         /// The schedule file (collsched JSON), an SCCL algorithm JSON (by its keys), or MSCCL XML
@@ -66,7 +66,7 @@ pub enum Command {
     },
     /// Run the algorithm a spec names and write the schedule file (verified before it is written).
     #[command(
-        after_help = "Exit codes: 0 written, 2 bad input, 3 the faults cut a rank off or the algorithm cannot run on them.\n\nExample:\n  collsched generate specs/torus4x4x4_halfring_dimrotation.json -o out/torus4x4x4_halfring_dimrotation.json"
+        after_help = "Exit codes: 0 written, 1 the generated schedule fails verification (a generator bug; written for inspection), 2 bad input, 3 the faults cut a rank off or the algorithm cannot run on them.\n\nExample:\n  collsched generate specs/torus4x4x4_halfring_dimrotation.json -o out/torus4x4x4_halfring_dimrotation.json"
     )]
     Generate {
         /// The spec (with `method.generate`); or build one with the flags below.
@@ -191,7 +191,7 @@ pub enum Command {
     },
     /// Print a schedule's step-synchronous cost: time, bandwidth, per-link and per-dimension use.
     #[command(
-        after_help = "Exit codes: 0, 2 unreadable file.\n\nExamples:\n  collsched cost out/torus4x4x4_halfring_dimrotation.json\n  collsched cost out/torus4x4x4_halfring_dimrotation.json --model event --json"
+        after_help = "Exit codes: 0, 2 bad input (an unreadable file, or a schedule that breaks rule 1: it has no cost).\n\nExamples:\n  collsched cost out/torus4x4x4_halfring_dimrotation.json\n  collsched cost out/torus4x4x4_halfring_dimrotation.json --model event --json"
     )]
     Cost {
         /// The schedule file.
@@ -438,7 +438,7 @@ fn verify_with_progress(
     bar.finish();
     let spinner = if size >= VERIFY_BAR_BYTES { progress::Bar::spinner("verify") } else { progress::Bar::hidden() };
     spinner.set_message(format!("steps read: {steps}; checking completion"));
-    let report = verifier.finish()?;
+    let report = verifier.finish().map_err(|e| e.context(path.display()))?;
     spinner.finish();
     Ok((header, report))
 }
@@ -552,7 +552,7 @@ fn cost(schedule: PathBuf, model: &str, fifo: bool, svg: Option<&std::path::Path
     // step-synchronous cost alone streams it.
     let held = if svg.is_some() || model == "event" { Some(crate::schedule::read_schedule_file(&schedule)?) } else { None };
     let (header, report) = match &held {
-        Some(s) => (s.header.clone(), crate::verify::verify_schedule(s, &options)?),
+        Some(s) => (s.header.clone(), crate::verify::verify_schedule(s, &options).map_err(|e| e.context(schedule.display()))?),
         None => verify_file_with(&schedule, &options, None)?,
     };
     if report.findings.failures_of(crate::verify::Rule::Structure) > 0 {
@@ -754,12 +754,15 @@ fn generate(spec_path: Option<PathBuf>, flags: SpecFlags, output: Option<PathBuf
         );
     } else {
         println!(
-            "wrote {}: {} steps, {} transfers, {} pieces per block, {} piece-hops; step-synchronous time {} (bandwidth term {})",
+            "wrote {}: {} step{}, {} transfer{}, {}, {} piece-hop{}; step-synchronous time {} (bandwidth term {})",
             out.display(),
             report.stats.steps,
+            plural(report.stats.steps as u64),
             report.stats.transfers,
-            schedule.header.collective.pieces,
+            plural(report.stats.transfers as u64),
+            crate::synth::portfolio::per_block(schedule.header.collective.pieces),
             report.stats.piece_hops,
+            plural(report.stats.piece_hops as u64),
             format_ns(ns(&c.time_ns())),
             format_ns(ns(&c.bandwidth_ns()))
         );

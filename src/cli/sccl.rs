@@ -78,5 +78,5 @@ pub fn verify_sccl(
         "rounds": alg.steps.iter().map(|s| s.rounds).sum::<u64>(),
         "chunks": alg.instance.chunks,
     });
-    Ok((schedule.header, verifier.finish()?, ScclVerdict { problems, summary }))
+    Ok((schedule.header, verifier.finish().map_err(|e| e.context(&source))?, ScclVerdict { problems, summary }))
 }

@@ -37,7 +37,7 @@ pub(super) fn options(spec: &Spec, solver: Option<Solver>, time_limit: Option<f6
     solver.check_built(&field)?;
     let field = if time_limit.is_some() { "--time-limit".to_string() } else { format!("{}: method.synthesize.time_limit_s", spec.source()) };
     let secs = time_limit.or_else(|| from_spec.and_then(|s| s.time_limit_s)).unwrap_or(60.0);
-    crate::spec::check_time_limit(secs).map_err(|why| Error::bad(format!("{field} = {secs}: {why}")))?;
+    crate::spec::check_time_limit(secs).map_err(|why| Error::bad(format!("{field} = {}: {why}", crate::units::show_f64(secs))))?;
     Ok(SynthOptions {
         solver,
         time_limit: Duration::from_secs_f64(secs),
@@ -150,7 +150,10 @@ fn print_json(output: &Path, schedule: &crate::schedule::Schedule, answer: &port
 /// with `--pareto` the steps/time trade-off as a table.
 fn print_text(output: &Path, schedule: &crate::schedule::Schedule, answer: &portfolio::Answer, steps_status: Option<&str>, pareto: bool) {
     let (cost, gap) = (&answer.cost, answer.gap);
-    println!("wrote {}: {}, {} steps, {} piece(s) per block", output.display(), answer.chosen, schedule.steps.len(), schedule.header.collective.pieces);
+    let steps = schedule.steps.len();
+    let pieces =
+        if answer.chosen.names_pieces() { String::new() } else { format!(", {}", crate::synth::portfolio::per_block(schedule.header.collective.pieces)) };
+    println!("wrote {}: {}, {steps} step{}{pieces}", output.display(), answer.chosen, crate::units::plural(steps as u64));
     match (&answer.steps_report, steps_status) {
         (Some(r), Some(status)) => {
             let found = r.steps_found.map_or("none".to_string(), |s| s.to_string());

@@ -407,7 +407,12 @@ impl Spec {
             return Err(Error::bad(format!("{source}: {why}")));
         }
         if let Some(MethodSpec::Synthesize(SynthesizeSpec { time_limit_s: Some(secs), .. })) = &spec.method {
-            check_time_limit(*secs).map_err(|why| Error::bad(format!("{source}: method.synthesize.time_limit_s = {secs}: {why}")))?;
+            check_time_limit(*secs)
+                .map_err(|why| Error::bad(format!("{source}: method.synthesize.time_limit_s = {}: {why}", crate::units::show_f64(*secs))))?;
+        }
+        // Zero chunks is no schedule, whichever command reads the spec.
+        if let Some(MethodSpec::Generate(GenerateSpec { chunks: Some(0), .. })) = &spec.method {
+            return Err(Error::bad(format!("{source}: field `method.generate.chunks` = 0: needs at least 1")));
         }
         // A time cannot be below its lower bound: a negative gap is a mistake, not a wish.
         if let Some(gap) = spec.expect.max_gap_pct.filter(|g| *g < 0.0) {
@@ -968,7 +973,14 @@ mod tests {
             assert_eq!(e.exit_code(), crate::error::ExitCode::BadInput, "{bad}");
             let m = e.message();
             assert!(m.contains("t.json: method.synthesize.time_limit_s = ") && m.contains("must be a positive number of seconds"), "{bad}: {e}");
+            assert!(m.len() < 200, "the value as written, not in 300 digits: {e}");
         }
+        let text = TORUS.replace(
+            r#"{"synthesize": {"solver": "auto", "time_limit_s": 60}}"#,
+            r#"{"generate": {"algorithm": "ring", "scheduler": "pipeline", "chunks": 0}}"#,
+        );
+        let e = Spec::parse(&text, "t.json").unwrap_err();
+        assert!(e.message().contains("t.json: field `method.generate.chunks` = 0: needs at least 1"), "read by every command, not only generate: {e}");
         let text = TORUS.replace("\"time_limit_s\": 60", "\"time_limit_s\": 0.25");
         assert_eq!(
             Spec::parse(&text, "t.json").unwrap().method,

@@ -57,7 +57,7 @@ use crate::export::sccl::{sccl_coordinates, ScclCoordinates};
 use crate::schedule::{Schedule, ScheduleHeader, Step};
 use crate::spec::Instance;
 use crate::topology::{NodeId, Topology};
-use crate::units::{to_checker, to_f64};
+use crate::units::{plural, to_checker, to_f64};
 use crate::verify::{verify_schedule, VerifyOptions};
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -175,21 +175,31 @@ impl Candidate {
             Candidate::OneShot => "one_shot",
         }
     }
+
+    /// Whether its name ([`fmt::Display`]) says the schedule's pieces per block.
+    pub fn names_pieces(self) -> bool {
+        matches!(self, Candidate::TimeExpandedRouting { .. } | Candidate::LayeredTrees { .. } | Candidate::SpreadingTrees { .. })
+    }
+}
+
+/// `n` pieces per block, in words.
+pub fn per_block(n: u32) -> String {
+    format!("{n} piece{} per block", plural(u64::from(n)))
 }
 
 impl fmt::Display for Candidate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             Candidate::FewestSteps => f.write_str("fewest steps"),
-            Candidate::TimeExpandedRouting { pieces, horizon } => write!(f, "time-expanded routing ({pieces} piece(s) per block, horizon {horizon})"),
-            Candidate::LayeredTrees { pieces, pipelined: None } => write!(f, "layered trees ({pieces} piece(s) per block)"),
+            Candidate::TimeExpandedRouting { pieces, horizon } => write!(f, "time-expanded routing ({}, horizon {horizon})", per_block(pieces)),
+            Candidate::LayeredTrees { pieces, pipelined: None } => write!(f, "layered trees ({})", per_block(pieces)),
             Candidate::LayeredTrees { pieces, pipelined: Some(b) } => {
-                write!(f, "layered trees ({pieces} piece(s) per block, halves pipelined, up to {b} per transfer)")
+                write!(f, "layered trees ({}, halves pipelined, up to {b} per transfer)", per_block(pieces))
             }
-            Candidate::SpreadingTrees { pieces, per_transfer: 1 } => write!(f, "spreading trees ({pieces} piece(s) per block)"),
-            Candidate::SpreadingTrees { pieces, per_transfer } => write!(f, "spreading trees ({pieces} piece(s) per block, up to {per_transfer} per transfer)"),
+            Candidate::SpreadingTrees { pieces, per_transfer: 1 } => write!(f, "spreading trees ({})", per_block(pieces)),
+            Candidate::SpreadingTrees { pieces, per_transfer } => write!(f, "spreading trees ({}, up to {per_transfer} per transfer)", per_block(pieces)),
             Candidate::PlanesAndLines { plane_pieces, horizon } => {
-                write!(f, "planes and lines (plane routing: {plane_pieces} piece(s) per plane block, horizon {horizon})")
+                write!(f, "planes and lines (plane routing: {plane_pieces} piece{} per plane block, horizon {horizon})", plural(u64::from(plane_pieces)))
             }
             Candidate::Switched(m) => write!(f, "{m}"),
             Candidate::HandWritten(HandWritten::HalfRingDimRotation) => f.write_str("HalfRing+DimRotation"),

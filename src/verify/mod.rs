@@ -275,7 +275,7 @@ pub fn verify_file_checked(
         v = v.with_check(c);
     }
     let header = crate::schedule::stream_schedule_file(path, &mut v)?;
-    Ok((header, v.finish()?))
+    Ok((header, v.finish().map_err(|e| e.context(path.display()))?))
 }
 
 /// Checks that a schedule's header describes the spec's instance; returns the header with the
