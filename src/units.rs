@@ -182,6 +182,11 @@ pub fn plural(n: u64) -> &'static str {
     }
 }
 
+/// `n` pieces per block, in words ("1 piece per block", "6 pieces per block").
+pub fn per_block(n: u32) -> String {
+    format!("{n} piece{} per block", plural(u64::from(n)))
+}
+
 /// Formats a byte count with a binary unit where it divides evenly (`4MiB`, `1536B`).
 pub fn format_bytes(bytes: u64) -> String {
     const UNITS: [(&str, u64); 4] = [("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
@@ -217,6 +222,12 @@ mod tests {
         assert_eq!(rational_from_decimal(32.0), Some(Rational::from_integer(32)));
         assert_eq!(rational_from_decimal(1e-3), Some(Rational::new(1, 1000)));
         assert_eq!(rational_from_decimal(f64::NAN), None);
+    }
+
+    #[test]
+    fn counts_in_words() {
+        assert_eq!((plural(0), plural(1), plural(2)), ("s", "", "s"));
+        assert_eq!((per_block(1).as_str(), per_block(6).as_str()), ("1 piece per block", "6 pieces per block"));
     }
 
     #[test]

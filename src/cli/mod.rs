@@ -760,7 +760,7 @@ fn generate(spec_path: Option<PathBuf>, flags: SpecFlags, output: Option<PathBuf
             plural(report.stats.steps as u64),
             report.stats.transfers,
             plural(report.stats.transfers as u64),
-            crate::synth::portfolio::per_block(schedule.header.collective.pieces),
+            crate::units::per_block(schedule.header.collective.pieces),
             report.stats.piece_hops,
             plural(report.stats.piece_hops as u64),
             format_ns(ns(&c.time_ns())),

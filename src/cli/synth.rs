@@ -151,8 +151,7 @@ fn print_json(output: &Path, schedule: &crate::schedule::Schedule, answer: &port
 fn print_text(output: &Path, schedule: &crate::schedule::Schedule, answer: &portfolio::Answer, steps_status: Option<&str>, pareto: bool) {
     let (cost, gap) = (&answer.cost, answer.gap);
     let steps = schedule.steps.len();
-    let pieces =
-        if answer.chosen.names_pieces() { String::new() } else { format!(", {}", crate::synth::portfolio::per_block(schedule.header.collective.pieces)) };
+    let pieces = if answer.chosen.names_pieces() { String::new() } else { format!(", {}", crate::units::per_block(schedule.header.collective.pieces)) };
     println!("wrote {}: {}, {steps} step{}{pieces}", output.display(), answer.chosen, crate::units::plural(steps as u64));
     match (&answer.steps_report, steps_status) {
         (Some(r), Some(status)) => {

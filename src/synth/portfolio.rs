@@ -57,7 +57,7 @@ use crate::export::sccl::{sccl_coordinates, ScclCoordinates};
 use crate::schedule::{Schedule, ScheduleHeader, Step};
 use crate::spec::Instance;
 use crate::topology::{NodeId, Topology};
-use crate::units::{plural, to_checker, to_f64};
+use crate::units::{per_block, plural, to_checker, to_f64};
 use crate::verify::{verify_schedule, VerifyOptions};
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -180,11 +180,6 @@ impl Candidate {
     pub fn names_pieces(self) -> bool {
         matches!(self, Candidate::TimeExpandedRouting { .. } | Candidate::LayeredTrees { .. } | Candidate::SpreadingTrees { .. })
     }
-}
-
-/// `n` pieces per block, in words.
-pub fn per_block(n: u32) -> String {
-    format!("{n} piece{} per block", plural(u64::from(n)))
 }
 
 impl fmt::Display for Candidate {
