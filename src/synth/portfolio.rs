@@ -21,8 +21,8 @@
 //!   `collsched generate` runs them.
 //!
 //! Where none of these applies (hops that the trees cannot use), the fewest-steps search is the
-//! candidate under every objective. Where links differ in bandwidth, the searches also run on the
-//! network without its slowest links, as long as the ranks still reach one another
+//! candidate under every objective. Where links differ in bandwidth or latency, the searches also
+//! run on the network without its slowest links, as long as the ranks still reach one another
 //! ([`without_slow_links`]): they count hops, and a slow link on a short path can hold a step.
 //!
 //! Under the steps objective the other candidates run too (at the collective's pieces per block,
@@ -1121,39 +1121,69 @@ const SLOW_LINK_LEVELS: usize = 2;
 
 /// The searches count hops and steps: on a network whose links differ widely in speed a short
 /// path over a slow link can hold a whole step (a custom network with a 0.001 GB/s link beside 30
-/// GB/s ones: 32.8 ms for an all_to_all that runs in 3.6 us without it). So where links have
-/// several bandwidths, the searches also run on the network with the links below each of its
-/// lowest bandwidths taken out (at most [`SLOW_LINK_LEVELS`], as long as the ranks still reach
-/// one another), and their schedules, which use links of the whole network only, are judged on
-/// the whole network.
+/// GB/s ones: 32.8 ms for an all_to_all that runs in 3.6 us without it; a ring whose links one
+/// way have 1 s of latency: 2 s against 49 us one way round). So where links have several
+/// bandwidths, the searches also run on the network with the links below each of its lowest
+/// bandwidths taken out, and where they have several latencies, with the links above each of its
+/// highest latencies taken out (at most [`SLOW_LINK_LEVELS`] of each, as long as the ranks still
+/// reach one another), and their schedules, which use links of the whole network only, are
+/// judged on the whole network.
 fn without_slow_links(inst: &Instance, counts: &[u32], deadline: Instant, found: &mut Gathered, progress: &mut dyn FnMut(&Progress)) -> Result<()> {
-    let (t, c) = (&inst.topology, &inst.collective);
-    let mut speeds: Vec<f64> = t.links().filter(|(_, l)| l.up).map(|(_, l)| l.bandwidth_gbps).collect();
-    speeds.sort_unstable_by(f64::total_cmp);
-    speeds.dedup();
-    for (tried, &floor) in speeds.iter().skip(1).enumerate() {
-        if tried == SLOW_LINK_LEVELS || Instant::now() >= deadline {
+    let t = &inst.topology;
+    let levels = |value: fn(&crate::topology::Link) -> f64| {
+        let mut v: Vec<f64> = t.links().filter(|(_, l)| l.up).map(|(_, l)| value(l)).collect();
+        v.sort_unstable_by(f64::total_cmp);
+        v.dedup();
+        v
+    };
+    for floor in levels(|l| l.bandwidth_gbps).into_iter().skip(1).take(SLOW_LINK_LEVELS) {
+        let what = format!("the network without its links below {floor} GB/s");
+        if !without_links(inst, &what, |l| l.bandwidth_gbps < floor, counts, deadline, found, progress)? {
             break;
         }
-        let mut pruned = t.clone();
-        for (l, _) in t.links().filter(|(_, l)| l.up && l.bandwidth_gbps < floor) {
-            pruned.set_down(l);
-        }
-        if pruned.check_connected(&c.ranks).is_err() {
+    }
+    for ceiling in levels(|l| l.latency_ns).into_iter().rev().skip(1).take(SLOW_LINK_LEVELS) {
+        let what = format!("the network without its links of more than {} latency", crate::units::format_ns(ceiling));
+        if !without_links(inst, &what, |l| l.latency_ns > ceiling, counts, deadline, found, progress)? {
             break;
-        }
-        progress(&Progress::Trying(format!("the network without its links below {floor} GB/s")));
-        let sub = Instance { topology: pruned, ..inst.clone() };
-        found.retarget = Some(t.clone());
-        let outcome = searches_by_kind(&sub, counts, (true, false), deadline, found, progress);
-        found.retarget = None;
-        match outcome {
-            // The whole network's candidates stand; one that cannot run without these links is no loss.
-            Err(Error::Infeasible(_)) if found.best.is_some() => {}
-            other => other?,
         }
     }
     Ok(())
+}
+
+/// The searches of [`without_slow_links`] on `inst`'s network without the links that are `slow`;
+/// false where there is no time left or the ranks no longer reach one another without them.
+fn without_links(
+    inst: &Instance,
+    what: &str,
+    slow: impl Fn(&crate::topology::Link) -> bool,
+    counts: &[u32],
+    deadline: Instant,
+    found: &mut Gathered,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<bool> {
+    let (t, c) = (&inst.topology, &inst.collective);
+    if Instant::now() >= deadline {
+        return Ok(false);
+    }
+    let mut pruned = t.clone();
+    for (l, _) in t.links().filter(|(_, l)| l.up && slow(l)) {
+        pruned.set_down(l);
+    }
+    if pruned.check_connected(&c.ranks).is_err() {
+        return Ok(false);
+    }
+    progress(&Progress::Trying(what.to_string()));
+    let sub = Instance { topology: pruned, ..inst.clone() };
+    found.retarget = Some(t.clone());
+    let outcome = searches_by_kind(&sub, counts, (true, false), deadline, found, progress);
+    found.retarget = None;
+    match outcome {
+        // The whole network's candidates stand; one that cannot run without these links is no loss.
+        Err(Error::Infeasible(_)) if found.best.is_some() => {}
+        other => other?,
+    }
+    Ok(true)
 }
 
 /// The searches for `inst`'s kind and network, each run where the best so far leaves it something
@@ -1306,6 +1336,30 @@ mod tests {
             let a = synthesize(&inst, &SynthOptions { time_limit: Duration::from_secs(20), ..Default::default() }, Objective::Time, &mut |_| {}).unwrap();
             let time = to_f64(&a.cost.time_ns());
             assert!(time < 10_000.0, "{kind}: {time} ns");
+            assert!(a.schedule.header.topology.down_links().is_empty(), "{kind}: judged and written on the whole network");
+            assert!(verify_schedule(&a.schedule, &VerifyOptions::default()).unwrap().is_valid());
+        }
+    }
+
+    #[test]
+    fn a_link_of_long_latency_on_a_short_path_is_left_out() {
+        // A ring of four whose links one way round take 1 s: the fewest steps use them (2 s);
+        // one way round every kind runs in tens of microseconds.
+        let links: Vec<String> = (0..4)
+            .flat_map(|i| [(i, (i + 1) % 4, 100.0), ((i + 1) % 4, i, 1e9)])
+            .enumerate()
+            .map(|(id, (a, b, ns))| format!(r#"{{"id": {id}, "src": {a}, "dst": {b}, "bandwidth_gbps": 32, "latency_ns": {ns}}}"#))
+            .collect();
+        let nodes = (0..4).map(|i| format!(r#"{{"id": {i}, "kind": "npu"}}"#)).collect::<Vec<_>>().join(", ");
+        for kind in ["all_to_all", "all_gather", "reduce_scatter", "all_reduce"] {
+            let text = format!(
+                r#"{{"topology": {{"custom": {{"nodes": [{nodes}], "links": [{}]}}}}, "collective": {{"kind": "{kind}", "bytes_per_rank": "1MiB"}}}}"#,
+                links.join(", ")
+            );
+            let inst = Spec::parse(&text, "test").unwrap().instance().unwrap();
+            let a = synthesize(&inst, &SynthOptions { time_limit: Duration::from_secs(20), ..Default::default() }, Objective::Time, &mut |_| {}).unwrap();
+            let time = to_f64(&a.cost.time_ns());
+            assert!(time < 100_000.0, "{kind}: {time} ns by {}", a.chosen);
             assert!(a.schedule.header.topology.down_links().is_empty(), "{kind}: judged and written on the whole network");
             assert!(verify_schedule(&a.schedule, &VerifyOptions::default()).unwrap().is_valid());
         }
