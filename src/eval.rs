@@ -109,7 +109,12 @@ pub fn torus_rows(dims: &[usize], methods: &[Method], progress: &mut dyn FnMut(S
     let mut faulty = healthy.clone();
     let shape = healthy.torus_shape().expect("a torus").clone();
     let origin = crate::topology::NodeId(0);
-    let next = shape.neighbor(origin, 0, true).ok_or_else(|| Error::bad("dimension 0 has no cable to fail"))?;
+    let next = shape.neighbor(origin, 0, true).ok_or_else(|| {
+        Error::bad(format!(
+            "--tori {}: dimension 0 has no cable to fail (a dimension of one npu)",
+            dims.iter().map(ToString::to_string).collect::<Vec<_>>().join("x")
+        ))
+    })?;
     FaultPattern { cables: vec![(origin, next)], ..Default::default() }.apply(&mut faulty)?;
     let reference_bytes = 8u64 << 20;
     let mut rows = Vec::new();

@@ -2263,13 +2263,19 @@ fn an_sccl_algorithm_is_recognized_through_zstd() {
 }
 
 #[test]
-fn a_negative_max_gap_pct_is_refused() {
+fn a_max_gap_pct_out_of_range_is_refused() {
     let (path, _) = ring_schedule("negative-gap");
     let spec = tmp("negative-gap.spec.json");
-    std::fs::write(&spec, RING_SPEC.replace("\"pieces\": 1}", "\"pieces\": 1},\n  \"expect\": {\"max_gap_pct\": -1}")).unwrap();
-    let o = run(&["verify", s(&path), "--spec", s(&spec)]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(text(&o).contains(&format!("{}: expect.max_gap_pct = -1", s(&spec))), "{}", text(&o));
+    // Negative is a mistake; 1e39 was accepted and then failed rule 8 as "not a usable number"
+    // (exit 1) on a schedule 0% above its bound.
+    for gap in ["-1", "1e39"] {
+        std::fs::write(&spec, RING_SPEC.replace("\"pieces\": 1}", &format!("\"pieces\": 1}},\n  \"expect\": {{\"max_gap_pct\": {gap}}}"))).unwrap();
+        for args in [vec!["verify", s(&path), "--spec", s(&spec)], vec!["bound", s(&spec)]] {
+            let o = run(&args);
+            assert_eq!(o.status.code(), Some(2), "{gap} {args:?}: {}", text(&o));
+            assert!(text(&o).contains(&format!("{}: expect.max_gap_pct = {gap}: must be a percentage", s(&spec))), "{}", text(&o));
+        }
+    }
 }
 
 /// A 16-npu fat tree (2 levels, k = 8, no boards) all_to_all at 1 MiB, with `faults`.

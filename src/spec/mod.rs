@@ -277,6 +277,9 @@ pub struct SynthesizeSpec {
     pub time_limit_s: Option<f64>,
 }
 
+/// The largest `expect.max_gap_pct` taken (a trillion percent).
+pub const MAX_GAP_PCT: f64 = 1e12;
+
 /// The longest time limit taken, in seconds (a year): more is a typo, and a `Duration` cannot
 /// hold every `f64`.
 pub const MAX_TIME_LIMIT_S: f64 = 365.0 * 24.0 * 3600.0;
@@ -415,8 +418,10 @@ impl Spec {
             return Err(Error::bad(format!("{source}: field `method.generate.chunks` = 0: needs at least 1")));
         }
         // A time cannot be below its lower bound: a negative gap is a mistake, not a wish.
-        if let Some(gap) = spec.expect.max_gap_pct.filter(|g| *g < 0.0) {
-            return Err(Error::bad(format!("{source}: expect.max_gap_pct = {gap}: must be a percentage of at least 0")));
+        // Above a trillion percent it asserts nothing, and rule 8 could not weigh it exactly.
+        if let Some(gap) = spec.expect.max_gap_pct.filter(|g| !(0.0..=MAX_GAP_PCT).contains(g)) {
+            let gap = crate::units::show_f64(gap);
+            return Err(Error::bad(format!("{source}: expect.max_gap_pct = {gap}: must be a percentage of at least 0 and at most {MAX_GAP_PCT:e}")));
         }
         Ok(spec)
     }
@@ -698,6 +703,10 @@ fn positional_object(text: &str, spec: &Spec) -> Option<String> {
             }
             (Value::Object(i), Value::Object(r)) => i.iter().find_map(|(k, v)| {
                 let at = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                // An assertion given as null would be dropped unseen: a CI check that checks nothing.
+                if v.is_null() && path == "expect" {
+                    return Some(format!("field `{at}` is null: give it a value or leave it out"));
+                }
                 r.get(k).and_then(|w| walk(v, w, &at))
             }),
             (Value::Array(i), Value::Array(r)) if i.len() == r.len() => i.iter().zip(r).enumerate().find_map(|(n, (v, w))| walk(v, w, &format!("{path}[{n}]"))),
@@ -833,6 +842,12 @@ mod tests {
             let e = Spec::parse(&TORUS.replace(kind, &format!(r#""kind": {value}"#)), "t.json").unwrap_err();
             let want = format!("t.json: field `collective.kind`: {shown}expected one of all_to_all, all_gather, reduce_scatter, all_reduce");
             assert!(e.message().starts_with(&want), "{e}");
+        }
+        for (expect, key) in [(r#""max_gap_pct": null, "deadlock_free": true"#, "max_gap_pct"), (r#""max_gap_pct": 5, "deadlock_free": null"#, "deadlock_free")]
+        {
+            let text = TORUS.replace(r#""max_gap_pct": 5, "deadlock_free": true"#, expect);
+            let e = Spec::parse(&text, "t.json").unwrap_err();
+            assert!(e.message().contains(&format!("t.json: field `expect.{key}` is null: give it a value or leave it out")), "{e}");
         }
         let e = Spec::parse(&TORUS.replace(r#""faults": {"cables": [[[0, 0, 0], [1, 0, 0]]]}"#, r#""faults": null"#), "t.json").unwrap_err();
         assert!(e.message().contains("field `faults`: invalid type: null, expected an object with named fields") && !e.message().contains("struct"), "{e}");
