@@ -109,12 +109,9 @@ pub fn torus_rows(dims: &[usize], methods: &[Method], progress: &mut dyn FnMut(S
     let mut faulty = healthy.clone();
     let shape = healthy.torus_shape().expect("a torus").clone();
     let origin = crate::topology::NodeId(0);
-    let next = shape.neighbor(origin, 0, true).ok_or_else(|| {
-        Error::bad(format!(
-            "--tori {}: dimension 0 has no cable to fail (a dimension of one npu)",
-            dims.iter().map(ToString::to_string).collect::<Vec<_>>().join("x")
-        ))
-    })?;
+    let next = shape
+        .neighbor(origin, 0, true)
+        .ok_or_else(|| Error::bad(format!("--tori {}: dimension 0 has no cable to fail (a dimension of one npu)", dims_label(dims))))?;
     FaultPattern { cables: vec![(origin, next)], ..Default::default() }.apply(&mut faulty)?;
     let reference_bytes = 8u64 << 20;
     let mut rows = Vec::new();

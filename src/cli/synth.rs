@@ -37,7 +37,7 @@ pub(super) fn options(spec: &Spec, solver: Option<Solver>, time_limit: Option<f6
     solver.check_built(&field)?;
     let field = if time_limit.is_some() { "--time-limit".to_string() } else { format!("{}: method.synthesize.time_limit_s", spec.source()) };
     let secs = time_limit.or_else(|| from_spec.and_then(|s| s.time_limit_s)).unwrap_or(60.0);
-    crate::spec::check_time_limit(secs).map_err(|why| Error::bad(format!("{field} = {}: {why}", crate::units::show_f64(secs))))?;
+    crate::spec::check_time_limit(&field, secs)?;
     Ok(SynthOptions {
         solver,
         time_limit: Duration::from_secs_f64(secs),

@@ -284,16 +284,18 @@ pub const MAX_GAP_PCT: f64 = 1e12;
 /// hold every `f64`.
 pub const MAX_TIME_LIMIT_S: f64 = 365.0 * 24.0 * 3600.0;
 
-/// Why a time limit in seconds is refused (`method.synthesize.time_limit_s`, `--time-limit`):
-/// it must be a positive, finite number of seconds of at most [`MAX_TIME_LIMIT_S`].
-pub fn check_time_limit(secs: f64) -> std::result::Result<(), String> {
-    if !(secs.is_finite() && secs > 0.0) {
-        Err("must be a positive number of seconds".into())
+/// Checks a time limit in seconds given as `field` (`FILE: method.synthesize.time_limit_s`,
+/// `--time-limit`): it must be a positive, finite number of seconds of at most
+/// [`MAX_TIME_LIMIT_S`]; else bad input naming the field and the value as written.
+pub fn check_time_limit(field: &str, secs: f64) -> Result<()> {
+    let why = if !(secs.is_finite() && secs > 0.0) {
+        "must be a positive number of seconds".to_string()
     } else if secs > MAX_TIME_LIMIT_S {
-        Err(format!("must be a positive number of seconds of at most {MAX_TIME_LIMIT_S} (a year)"))
+        format!("must be a positive number of seconds of at most {MAX_TIME_LIMIT_S} (a year)")
     } else {
-        Ok(())
-    }
+        return Ok(());
+    };
+    Err(Error::bad(format!("{field} = {}: {why}", crate::units::show_f64(secs))))
 }
 
 fn auto() -> Solver {
@@ -410,8 +412,7 @@ impl Spec {
             return Err(Error::bad(format!("{source}: {why}")));
         }
         if let Some(MethodSpec::Synthesize(SynthesizeSpec { time_limit_s: Some(secs), .. })) = &spec.method {
-            check_time_limit(*secs)
-                .map_err(|why| Error::bad(format!("{source}: method.synthesize.time_limit_s = {}: {why}", crate::units::show_f64(*secs))))?;
+            check_time_limit(&format!("{source}: method.synthesize.time_limit_s"), *secs)?;
         }
         // Zero chunks is no schedule, whichever command reads the spec.
         if let Some(MethodSpec::Generate(GenerateSpec { chunks: Some(0), .. })) = &spec.method {
@@ -688,7 +689,8 @@ fn repeated_key(text: &str) -> Option<(String, String)> {
     At(String::new()).deserialize(&mut serde_json::Deserializer::from_str(text)).ok().flatten()
 }
 
-/// Where the spec file gives one of its objects as an array, the field and what it found.
+/// Where the spec file gives one of its objects as an array, the field and what it found; also
+/// an `expect` key given as `null` (read as absent, an assertion would be dropped unseen).
 ///
 /// serde reads a struct from a JSON array of its fields in order as well as from an object, so
 /// `"collective": ["all_to_all", "1MiB"]` would read as a collective; the format has objects
