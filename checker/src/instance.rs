@@ -85,6 +85,9 @@ struct RawCollective {
     pieces: Option<u32>,
 }
 
+/// The most ranks times nodes of an instance (what collsched writes at most).
+const MAX_RANKS_TIMES_NODES: usize = 1 << 30;
+
 impl Instance {
     /// Reads and checks the `instance` object: an object the format does not describe (a field
     /// it lacks or does not have, a wrong type) is unreadable; one that does not make sense (a
@@ -97,6 +100,15 @@ impl Instance {
     /// Checks the instance as read: a collective whose kind or fields the format does not describe
     /// is unreadable, the rest fails.
     fn from_raw(raw: RawInstance) -> Result<Instance, crate::CheckError> {
+        // The checks scan every rank's distances to every node: a certificate may not make them
+        // allocate or scan more than collsched ever writes (docs/design/FORMATS.md, `collective`).
+        if raw.nodes > MAX_RANKS_TIMES_NODES || raw.collective.ranks.len().saturating_mul(raw.nodes) > MAX_RANKS_TIMES_NODES {
+            return Err(crate::fail(format!(
+                "instance: nodes = {} with {} ranks: the ranks times the nodes must be at most 2^30",
+                raw.nodes,
+                raw.collective.ranks.len()
+            )));
+        }
         if raw.npus == 0 || raw.npus > raw.nodes {
             return Err(crate::fail(format!("instance: npus = {} must be in 1..={} (nodes)", raw.npus, raw.nodes)));
         }

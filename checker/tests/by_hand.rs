@@ -210,9 +210,19 @@ fn malformed_certificates_say_where() {
     let mut c = good.clone();
     c["claims"][0]["extra"] = json!(1);
     assert!(rejected(&c).contains("unknown field"));
-    let mut c = good;
+    let mut c = good.clone();
     c["claims"] = json!([{"bound": "steps", "value": "1", "witness": {"source": 0, "destination": 0}}]);
     assert!(rejected(&c).contains("needs nothing"));
+    // A node count no network has is refused before anything is sized by it (2^63 nodes made the
+    // checker abort on a capacity overflow; 2^40 would have asked for a terabyte).
+    for nodes in [1u64 << 63, 1 << 40, (1 << 30) + 1] {
+        let mut c = good.clone();
+        c["instance"]["nodes"] = json!(nodes);
+        assert!(rejected(&c).contains(&format!("instance: nodes = {nodes} with 3 ranks")), "{nodes}");
+    }
+    let mut c = good;
+    c["instance"]["nodes"] = json!(1 << 29);
+    assert!(rejected(&c).contains("the ranks times the nodes must be at most 2^30"));
 }
 
 /// An object of the format given as an array of its values in order (serde reads a struct from

@@ -22,7 +22,7 @@ use std::collections::HashMap;
 pub(crate) struct Line {
     /// Its nodes in coordinate order (position p is the node with coordinate p).
     pub nodes: Vec<NodeId>,
-    /// Index into [`TorusPlan::plans`].
+    /// Index into [`TorusPlan::plans`] (where they are built).
     pub plan: usize,
     /// What it runs.
     pub kind: RingKind,
@@ -55,7 +55,8 @@ pub(crate) struct FoldedRing {
 pub(crate) struct TorusPlan {
     /// The dimensions of size > 1, in order.
     pub dims: Vec<Dimension>,
-    /// The distinct plans (healthy rings of one dimension share one).
+    /// The distinct all-to-all plans (healthy rings of one dimension share one); empty, as is
+    /// every dimension's `len`, when built for a gathering kind.
     pub plans: Vec<RingPlan>,
     /// The rings that fold around a failed cable.
     pub folded: Vec<FoldedRing>,
@@ -85,7 +86,7 @@ impl TorusPlan {
     /// around it when `algorithm` is FoldedRing. A failed cable in a line, or two in a ring, cut
     /// it: nothing one-dimensional can run there. Ring and HalfRing refuse a ring with a failed
     /// cable as they refuse a mesh line (it is one); `all_to_all` adds MATE to the message's
-    /// remedies on a torus of two or more dimensions.
+    /// remedies on a torus of two or more dimensions and builds the all-to-all sub-step plans.
     pub fn new(topo: &Topology, shape: &TorusShape, algorithm: RingAlgorithm, all_to_all: bool) -> Result<Self> {
         let mut plans = Vec::new();
         let mut index: HashMap<(RingKind, usize), usize> = HashMap::new();
@@ -156,13 +157,18 @@ impl TorusPlan {
                         )));
                     }
                 };
+                let distinct = index.len();
                 let plan = *index.entry((kind, n)).or_insert_with(|| {
-                    plans.push(RingPlan::new(kind, n));
-                    plans.len() - 1
+                    // A ring's all-to-all plan holds N^3/2 moves (a ring of 256: 0.8 GB), which
+                    // the gathering kinds, moving whole units (gather.rs), never read.
+                    if all_to_all {
+                        plans.push(RingPlan::new(kind, n));
+                    }
+                    distinct
                 });
                 lines.push(Line { nodes, plan, kind });
             }
-            let len = lines.iter().map(|l| plans[l.plan].len()).max().unwrap_or(0);
+            let len = lines.iter().filter_map(|l| plans.get(l.plan)).map(RingPlan::len).max().unwrap_or(0);
             dims.push(Dimension { dim, lines, len });
         }
         Ok(TorusPlan { dims, plans, folded })
@@ -332,17 +338,20 @@ pub(super) fn spread(topo: &Topology, subs: Vec<Vec<Step>>, len: usize) -> Vec<S
                 .collect()
         })
         .collect();
-    // A phase with `len` sub-steps gets one step each, as aligned.
-    let weighted: Vec<Layout> = loads.iter().map(|w| weighted_layout(w, &full)).collect();
+    // A phase with `len` sub-steps gets one step each, as aligned. The weighted layout's dynamic
+    // program is left out where it would take longer than the schedule is worth.
+    let weighted: Option<Vec<Layout>> =
+        loads.iter().all(|w| weighted_work(w.len(), len) <= MAX_WEIGHTED_WORK).then(|| loads.iter().map(|w| weighted_layout(w, &full)).collect());
     let (steps, clocked) = clocked_layout(&loads);
     let estimate = |layout: &[Layout], steps: usize| -> f64 {
         (0..steps).map(|g| layout.iter().zip(&loads).filter_map(|(l, w)| part_at(l, g).map(|(i, lo, hi)| w[i] * (hi - lo))).fold(0.0, f64::max)).sum()
     };
-    let candidates = [(len, aligned), (len, even), (len, weighted), (steps, clocked)];
+    let candidates: Vec<(usize, Vec<Layout>)> =
+        [Some((len, aligned)), Some((len, even)), weighted.map(|w| (len, w)), Some((steps, clocked))].into_iter().flatten().collect();
     let times: Vec<f64> = candidates.iter().map(|(n, l)| estimate(l, *n)).collect();
     let least = times.iter().copied().fold(f64::INFINITY, f64::min);
     // Equally fast within rounding: the first, which has the fewest steps.
-    let pick = times.iter().position(|&t| t <= least * (1.0 + 1e-9)).expect("four layouts");
+    let pick = times.iter().position(|&t| t <= least * (1.0 + 1e-9)).expect("three or four layouts");
     let (steps, best) = &candidates[pick];
     (0..*steps)
         .map(|g| {
@@ -456,12 +465,29 @@ fn part_at(layout: &Layout, g: usize) -> Option<(usize, f64, f64)> {
     Some((i, before / total, (before + weight(g)) / total))
 }
 
+/// The (sub-step, end, start) triples [`weighted_layout`] visits for `k` sub-steps over `len`
+/// steps.
+fn weighted_work(k: usize, len: usize) -> u128 {
+    let free = (len + 1).saturating_sub(k) as u128;
+    k as u128 * free * free
+}
+
+/// The most [`weighted_work`] a layout is computed with: 0.35 s of a 4x168 mesh's DimRotation
+/// all-to-all (19 s in all). A 4x255 mesh lays the 4-line's 4 sub-steps over the 255-line's
+/// 16,256 (10^9 triples; before prefix sums each also summed its range, and `synthesize` there
+/// did not end in 200 s).
+const MAX_WEIGHTED_WORK: u128 = 200_000_000;
+
 /// A shorter phase's sub-steps (loads `w`) over steps lasting `full`: consecutive ranges, at least
 /// one step each, that leave least load over what the ranges last (dynamic programming over the
 /// first i sub-steps in the first g steps), each cut in proportion to its steps.
 fn weighted_layout(w: &[f64], full: &[f64]) -> Layout {
     let (k, len) = (w.len(), full.len());
-    let over = |i: usize, a: usize, b: usize| (w[i] - full[a..b].iter().sum::<f64>()).max(0.0);
+    let mut sum = vec![0.0; len + 1];
+    for (g, &x) in full.iter().enumerate() {
+        sum[g + 1] = sum[g] + x;
+    }
+    let over = |i: usize, a: usize, b: usize| (w[i] - (sum[b] - sum[a])).max(0.0);
     // best[i][g]: least excess of the first i sub-steps in the first g steps; from[i][g] where
     // sub-step i - 1 starts.
     let mut best = vec![vec![f64::INFINITY; len + 1]; k + 1];
@@ -528,6 +554,52 @@ mod tests {
         let p = TorusPlan::new(&t, t.torus_shape().unwrap(), RingAlgorithm::FoldedRing, true).unwrap();
         assert_eq!(p.dims.iter().map(|d| (d.dim, d.len)).collect::<Vec<_>>(), vec![(0, 4), (2, 1)]);
         assert!(!p.splits_blocks());
+
+        // The gathering kinds read the lines' kinds only: no all-to-all plan is built (on a ring
+        // of 1004 npus one took more than this machine's 24 GB).
+        let t = faulty(&[6, 5], &[(0, 1)]);
+        let p = TorusPlan::new(&t, t.torus_shape().unwrap(), RingAlgorithm::FoldedRing, false).unwrap();
+        assert!(p.plans.is_empty() && p.dims.iter().all(|d| d.len == 0));
+        assert_eq!(p.dims[0].lines[0].kind, RingKind::Folded { failed: 0 });
+    }
+
+    /// The weighted layout leaves the least excess of any layout of consecutive ranges (every one
+    /// enumerated, up to 4 sub-steps over 8 steps).
+    #[test]
+    fn weighted_layout_leaves_least_excess() {
+        let excess = |w: &[f64], full: &[f64], ends: &[usize]| {
+            let mut a = 0;
+            let mut total = 0.0;
+            for (i, &b) in ends.iter().enumerate() {
+                total += (w[i] - full[a..b].iter().sum::<f64>()).max(0.0);
+                a = b;
+            }
+            total
+        };
+        let mut seed = 7u64;
+        let mut next = || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) as f64 / (1u64 << 31) as f64
+        };
+        for len in 1..=8 {
+            for k in 1..=len.min(4) {
+                let w: Vec<f64> = (0..k).map(|_| 3.0 * next()).collect();
+                let full: Vec<f64> = (0..len).map(|_| if next() < 0.2 { 0.0 } else { next() }).collect();
+                // Every choice of k - 1 cut points among the len - 1 inner step boundaries.
+                let best = (0u32..1 << (len - 1))
+                    .filter(|m| m.count_ones() as usize == k - 1)
+                    .map(|m| {
+                        let ends: Vec<usize> = (1..len).filter(|b| m >> (b - 1) & 1 == 1).chain([len]).collect();
+                        excess(&w, &full, &ends)
+                    })
+                    .fold(f64::INFINITY, f64::min);
+                let layout = weighted_layout(&w, &full);
+                let ends: Vec<usize> = layout.iter().map(|&(_, b, _)| b).collect();
+                assert!(layout.iter().all(|&(a, b, _)| a < b) && ends.last() == Some(&len), "{layout:?}");
+                assert!((excess(&w, &full, &ends) - best).abs() < 1e-9, "k {k} len {len}: {} against {best}", excess(&w, &full, &ends));
+            }
+        }
+        assert!(weighted_work(4, 16_256) > MAX_WEIGHTED_WORK && weighted_work(4, 1024) < MAX_WEIGHTED_WORK);
     }
 
     /// Ring and HalfRing need wrap-around (a line of three or more npus is refused as infeasible,
