@@ -465,8 +465,8 @@ fn part_at(layout: &Layout, g: usize) -> Option<(usize, f64, f64)> {
     Some((i, before / total, (before + weight(g)) / total))
 }
 
-/// The (sub-step, end, start) triples [`weighted_layout`] visits for `k` sub-steps over `len`
-/// steps.
+/// About twice the (sub-step, end, start) triples [`weighted_layout`] visits for `k` sub-steps
+/// over `len` steps (each of the `k` rows visits `free (free + 1) / 2`).
 fn weighted_work(k: usize, len: usize) -> u128 {
     let free = (len + 1).saturating_sub(k) as u128;
     k as u128 * free * free
@@ -474,8 +474,8 @@ fn weighted_work(k: usize, len: usize) -> u128 {
 
 /// The most [`weighted_work`] a layout is computed with: 0.35 s of a 4x168 mesh's DimRotation
 /// all-to-all (19 s in all). A 4x255 mesh lays the 4-line's 4 sub-steps over the 255-line's
-/// 16,256 (10^9 triples; before prefix sums each also summed its range, and `synthesize` there
-/// did not end in 200 s).
+/// 16,256 (5*10^8 triples; before prefix sums each also summed its range, and `synthesize`
+/// there did not end in 200 s).
 const MAX_WEIGHTED_WORK: u128 = 200_000_000;
 
 /// A shorter phase's sub-steps (loads `w`) over steps lasting `full`: consecutive ranges, at least
