@@ -543,6 +543,32 @@ fn tree_piece_hops(c: &Collective, pieces: u32) -> u64 {
     r * pieces as u64 * r.saturating_sub(1) * halves
 }
 
+/// The estimated time to build, verify and write the layered trees' steps, per piece-hop.
+fn tree_finish_ns_per_piece_hop(c: &Collective) -> f64 {
+    if c.kind.is_reducing() {
+        FINISH_NS_PER_PIECE_HOP
+    } else {
+        GATHER_FINISH_NS_PER_PIECE_HOP
+    }
+}
+
+/// A piece count per block coarser than `first` whose layered trees' steps can be built,
+/// verified and written in the time `left` (at [`tree_finish_ns_per_piece_hop`]), where
+/// `first`'s cannot: the largest divisor of `first` that can, else one. A divisor keeps the
+/// chunks' dimension orders of [`trees::piece_counts`] balanced (on 16x16x16 four pieces per
+/// block were 79% above the certified bound where three and six are not). `None` where `first`
+/// fits, or is already one piece. On 16x16x16 with a failed cable and `--time-limit 15`, the
+/// all_reduce at 6 pieces per block took 24-37 s (its balancing passes cut to none: 45.9% above
+/// the certified bound); see the caller.
+fn coarse_enough(c: &Collective, first: Option<u32>, left: Duration) -> Option<u32> {
+    let first = first.filter(|&p| p > 1)?;
+    let fits = |p: u32| tree_piece_hops(c, p) as f64 * tree_finish_ns_per_piece_hop(c) * 1e-9 <= left.as_secs_f64();
+    if fits(first) {
+        return None;
+    }
+    Some((1..first).rev().find(|&p| first % p == 0 && fits(p)).unwrap_or(1))
+}
+
 /// The least time the flow bounds are searched for (below it they keep their seeds).
 const MIN_FLOW_BUDGET: Duration = Duration::from_secs(1);
 
@@ -860,7 +886,8 @@ const MAX_FLAT_PIECE_HOPS: u64 = 1 << 22;
 /// The layered trees (all_gather, reduce_scatter, all_reduce) at the piece counts derived from
 /// the topology ([`trees::piece_counts`], after the first the pipelined all_reduce's and
 /// [`trees::balancing_piece_counts`]) or the spec's, finer ones while the schedule stays below
-/// [`MAX_TREE_PIECE_HOPS`], time remains and the best is not good enough.
+/// [`MAX_TREE_PIECE_HOPS`], time remains and the best is not good enough; where the limit leaves
+/// too little time for the first count's steps, a coarser one first ([`coarse_enough`]).
 fn layered_trees(inst: &Instance, deadline: Instant, found: &mut Gathered, progress: &mut dyn FnMut(&Progress)) -> Result<()> {
     let (t, c) = (&inst.topology, &inst.collective);
     let mut counts = if inst.pieces_given { vec![c.pieces] } else { trees::piece_counts(t) };
@@ -887,6 +914,13 @@ fn layered_trees(inst: &Instance, deadline: Instant, found: &mut Gathered, progr
     // first failed cable at the origin: `frames`), then, at the best pipelined count, in the
     // other frames while time is left. Larger ones stay in their own frame: carrying a schedule
     // back copies it (16x16x16: 3.4 GB).
+    // Where the first count's steps could not be verified and written by the limit (a pod with a
+    // short limit), a coarser count that can goes first; the finer ones follow while time is left.
+    if !inst.pieces_given {
+        if let Some(p) = coarse_enough(c, counts.first().copied(), found.end.saturating_duration_since(Instant::now())) {
+            counts.insert(0, p);
+        }
+    }
     let framed = c.kind == CollectiveKind::AllReduce && counts.first().is_some_and(|&p| trees::pipelining_fits(c, p));
     let frames = if framed { frames::frames(t, c)? } else { Vec::new() };
     // Every count tried: its pieces, how long it took to build and verify, and how much of that
@@ -968,8 +1002,7 @@ fn layered_candidate(
     // the 24-pieces one takes 50 MB).
     // Building, verifying and writing the steps take time in proportion to them: the balancing
     // passes end early enough for those to end by the limit.
-    let per_piece_hop = if c.kind.is_reducing() { FINISH_NS_PER_PIECE_HOP } else { GATHER_FINISH_NS_PER_PIECE_HOP };
-    let passes_until = found.finish_from(tree_piece_hops(c, pieces), per_piece_hop, started);
+    let passes_until = found.finish_from(tree_piece_hops(c, pieces), tree_finish_ns_per_piece_hop(c), started);
     let layered = match trees::tree_steps_within(on, &cp, (deadline, passes_until), &mut |at_most| found.let_go_if_beaten(at_most)) {
         // Trees over the hops that are up may not reach where longer routes do (`check_connected`
         // has passed): other candidates may still apply, and without one this is the reason.
@@ -1289,6 +1322,31 @@ mod tests {
         assert_eq!(hops("[6]"), 6 * 5 * 3 / 2);
         assert!(hops("[9, 9, 9]") <= MAX_FLAT_PIECE_HOPS);
         assert!(hops("[10, 10, 10]") > MAX_FLAT_PIECE_HOPS);
+    }
+
+    /// A short limit on a large instance starts the layered trees at the largest divisor of the
+    /// first piece count whose steps can be finished in the time left, else at one piece; a
+    /// limit that fits leaves the counts alone.
+    #[test]
+    fn a_short_limit_starts_the_trees_at_a_coarser_divisor() {
+        let inst = instance("[16, 16]", "{}", "");
+        let of = |kind: CollectiveKind| Collective::new(kind, inst.collective.ranks.clone(), inst.collective.bytes_per_rank, 1, None, &inst.topology).unwrap();
+        let c = &of(CollectiveKind::AllReduce);
+        // 256 x 255 edges per piece, both halves, at 200 ns per piece-hop: 26.1 ms per piece per block.
+        let per_piece = Duration::from_secs_f64(tree_piece_hops(c, 1) as f64 * tree_finish_ns_per_piece_hop(c) * 1e-9);
+        assert_eq!(tree_piece_hops(c, 1), 2 * 256 * 255);
+        assert_eq!(coarse_enough(c, Some(8), per_piece * 9), None);
+        assert_eq!(coarse_enough(c, Some(8), per_piece.mul_f64(8.01)), None);
+        // Not 7, 6 or 5: the largest divisor of 8 below it.
+        assert_eq!(coarse_enough(c, Some(8), per_piece.mul_f64(7.5)), Some(4));
+        assert_eq!(coarse_enough(c, Some(6), per_piece.mul_f64(5.9)), Some(3));
+        assert_eq!(coarse_enough(c, Some(6), per_piece.mul_f64(2.5)), Some(2));
+        assert_eq!(coarse_enough(c, Some(6), per_piece.mul_f64(0.5)), Some(1));
+        assert_eq!(coarse_enough(c, Some(1), Duration::ZERO), None);
+        assert_eq!(coarse_enough(c, None, Duration::ZERO), None);
+        // The gathering kinds are estimated at half the reducing kinds' pace, per half.
+        assert_eq!(coarse_enough(&of(CollectiveKind::AllGather), Some(6), per_piece.mul_f64(6.01 / 4.0)), None);
+        assert_eq!(coarse_enough(&of(CollectiveKind::AllGather), Some(6), per_piece.mul_f64(5.9 / 4.0)), Some(3));
     }
 
     fn instance(dims: &str, faults: &str, extra: &str) -> Instance {
