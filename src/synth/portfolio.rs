@@ -908,19 +908,19 @@ fn layered_trees(inst: &Instance, deadline: Instant, found: &mut Gathered, progr
             let balancing: Vec<u32> = trees::balancing_piece_counts(t, c).into_iter().filter(|p| !counts.contains(p)).collect();
             counts.splice(at..at, balancing);
         }
+        // Where the first count's steps could not be verified and written by the limit (a pod
+        // with a short limit), a coarser count that can goes first; the finer ones follow while
+        // time is left.
+        if let Some(p) = coarse_enough(c, counts.first().copied(), found.end.saturating_duration_since(Instant::now())) {
+            counts.retain(|&q| q != p);
+            counts.insert(0, p);
+        }
     }
     // An all_reduce on a torus with failed links, small enough for its halves to be pipelined
     // (whose heuristics the placement of the faults sways), is built in the canonical frame (the
     // first failed cable at the origin: `frames`), then, at the best pipelined count, in the
     // other frames while time is left. Larger ones stay in their own frame: carrying a schedule
     // back copies it (16x16x16: 3.4 GB).
-    // Where the first count's steps could not be verified and written by the limit (a pod with a
-    // short limit), a coarser count that can goes first; the finer ones follow while time is left.
-    if !inst.pieces_given {
-        if let Some(p) = coarse_enough(c, counts.first().copied(), found.end.saturating_duration_since(Instant::now())) {
-            counts.insert(0, p);
-        }
-    }
     let framed = c.kind == CollectiveKind::AllReduce && counts.first().is_some_and(|&p| trees::pipelining_fits(c, p));
     let frames = if framed { frames::frames(t, c)? } else { Vec::new() };
     // Every count tried: its pieces, how long it took to build and verify, and how much of that
