@@ -379,11 +379,9 @@ struct Gathered<'a> {
 }
 
 impl Gathered<'_> {
-    /// When a search must end for what follows it (building, verifying and writing `piece_hops`
-    /// piece-hops at `ns_per_piece_hop` each) to end by the time limit; `or` if that time is
-    /// before any instant.
-    fn finish_from(&self, piece_hops: u64, ns_per_piece_hop: f64, or: Instant) -> Instant {
-        let after = Duration::from_secs_f64(piece_hops as f64 * ns_per_piece_hop * 1e-9);
+    /// When a search must end for what follows it (building, verifying and writing: `after`,
+    /// from [`finish_time`]) to end by the time limit; `or` if that time is before any instant.
+    fn finish_from(&self, after: Duration, or: Instant) -> Instant {
         self.end.checked_sub(after).unwrap_or(or)
     }
 
@@ -543,17 +541,19 @@ fn tree_piece_hops(c: &Collective, pieces: u32) -> u64 {
     r * pieces as u64 * r.saturating_sub(1) * halves
 }
 
-/// The estimated time to build, verify and write the layered trees' steps, per piece-hop.
-fn tree_finish_ns_per_piece_hop(c: &Collective) -> f64 {
-    if c.kind.is_reducing() {
-        FINISH_NS_PER_PIECE_HOP
-    } else {
-        GATHER_FINISH_NS_PER_PIECE_HOP
-    }
+/// The estimated time to build, verify and write `piece_hops` piece-hops at `ns_per_piece_hop`.
+fn finish_time(piece_hops: u64, ns_per_piece_hop: f64) -> Duration {
+    Duration::from_secs_f64(piece_hops as f64 * ns_per_piece_hop * 1e-9)
+}
+
+/// [`finish_time`] of the layered trees' steps of `c` at `pieces` per block.
+fn tree_finish_time(c: &Collective, pieces: u32) -> Duration {
+    let ns = if c.kind.is_reducing() { FINISH_NS_PER_PIECE_HOP } else { GATHER_FINISH_NS_PER_PIECE_HOP };
+    finish_time(tree_piece_hops(c, pieces), ns)
 }
 
 /// A piece count per block coarser than `first` whose layered trees' steps can be built,
-/// verified and written in the time `left` (at [`tree_finish_ns_per_piece_hop`]), where
+/// verified and written in the time `left` ([`tree_finish_time`]), where
 /// `first`'s cannot: the largest divisor of `first` that can, else one. A divisor keeps the
 /// chunks' dimension orders of [`trees::piece_counts`] balanced (on 16x16x16 four pieces per
 /// block were 79% above the certified bound where three and six are not). `None` where `first`
@@ -562,7 +562,7 @@ fn tree_finish_ns_per_piece_hop(c: &Collective) -> f64 {
 /// the certified bound); see the caller.
 fn coarse_enough(c: &Collective, first: Option<u32>, left: Duration) -> Option<u32> {
     let first = first.filter(|&p| p > 1)?;
-    let fits = |p: u32| tree_piece_hops(c, p) as f64 * tree_finish_ns_per_piece_hop(c) * 1e-9 <= left.as_secs_f64();
+    let fits = |p: u32| tree_finish_time(c, p) <= left;
     if fits(first) {
         return None;
     }
@@ -832,7 +832,7 @@ fn planes_and_lines(t: &Topology, c: &Collective, deadline: Instant, found: &mut
     let now = Instant::now();
     // Composing, verifying and writing take time in proportion to the schedule: the plane routing
     // ends early enough for them to end by the limit, with a few seconds for one routing at least.
-    let latest = found.finish_from(a2a_piece_hops(t, c, c.pieces).unwrap_or(0), FINISH_NS_PER_PIECE_HOP, now);
+    let latest = found.finish_from(finish_time(a2a_piece_hops(t, c, c.pieces).unwrap_or(0), FINISH_NS_PER_PIECE_HOP), now);
     let until = (now + deadline.saturating_duration_since(now) / 2).min(latest).max(now + MIN_PLANE_ROUTING);
     let (planned, cut_short) = {
         let mut note = |m: &str| progress(&Progress::Trying(m.to_string()));
@@ -1002,7 +1002,7 @@ fn layered_candidate(
     // the 24-pieces one takes 50 MB).
     // Building, verifying and writing the steps take time in proportion to them: the balancing
     // passes end early enough for those to end by the limit.
-    let passes_until = found.finish_from(tree_piece_hops(c, pieces), tree_finish_ns_per_piece_hop(c), started);
+    let passes_until = found.finish_from(tree_finish_time(c, pieces), started);
     let layered = match trees::tree_steps_within(on, &cp, (deadline, passes_until), &mut |at_most| found.let_go_if_beaten(at_most)) {
         // Trees over the hops that are up may not reach where longer routes do (`check_connected`
         // has passed): other candidates may still apply, and without one this is the reason.
@@ -1333,7 +1333,7 @@ mod tests {
         let of = |kind: CollectiveKind| Collective::new(kind, inst.collective.ranks.clone(), inst.collective.bytes_per_rank, 1, None, &inst.topology).unwrap();
         let c = &of(CollectiveKind::AllReduce);
         // 256 x 255 edges per piece, both halves, at 200 ns per piece-hop: 26.1 ms per piece per block.
-        let per_piece = Duration::from_secs_f64(tree_piece_hops(c, 1) as f64 * tree_finish_ns_per_piece_hop(c) * 1e-9);
+        let per_piece = tree_finish_time(c, 1);
         assert_eq!(tree_piece_hops(c, 1), 2 * 256 * 255);
         assert_eq!(coarse_enough(c, Some(8), per_piece * 9), None);
         assert_eq!(coarse_enough(c, Some(8), per_piece.mul_f64(8.01)), None);
