@@ -205,6 +205,33 @@ pub fn first_top_level_key(path: &Path, deciding: &[&str]) -> Result<Option<(Str
     Ok(found.into_inner())
 }
 
+/// serde_json's message for `e`, an error reading `text`, with a number it shows rounded (an
+/// integer beyond 64 bits, which it reads as a float: `1.8446744073709552e+19`) shown as the
+/// file writes it (`18446744073709551616`), so that the message names the value the user wrote.
+pub fn json_message(e: &serde_json::Error, text: &[u8]) -> String {
+    let shown = e.to_string();
+    const FLOAT: &str = "floating point `";
+    let Some(start) = shown.find(FLOAT).map(|i| i + FLOAT.len()) else { return shown };
+    let Some(len) = shown[start..].find('`') else { return shown };
+    match number_at(text, e.line(), e.column()) {
+        Some(literal) => format!("{}{literal}{}", &shown[..start], &shown[start + len..]),
+        None => shown,
+    }
+}
+
+/// The JSON number in `text` whose last byte is at `line` and `column` (both from 1, where
+/// serde_json places an error about a number it has read).
+fn number_at(text: &[u8], line: usize, column: usize) -> Option<&str> {
+    let line_start = if line <= 1 { 0 } else { text.iter().enumerate().filter(|&(_, &b)| b == b'\n').nth(line - 2)?.0 + 1 };
+    let end = line_start.checked_add(column)?;
+    let is_number = |b: &u8| b.is_ascii_digit() || b"+-.eE".contains(b);
+    let head = text.get(line_start..end)?;
+    let from = head.iter().rposition(|b| !is_number(b)).map_or(0, |i| i + 1);
+    let literal = std::str::from_utf8(&head[from..]).ok()?;
+    let first = *literal.as_bytes().first()?;
+    (first == b'-' || first.is_ascii_digit()).then_some(literal)
+}
+
 /// Where the bytes of an output named `path` go, once its symbolic links are followed.
 enum Target {
     /// A regular file, or nothing yet: written to a temporary file beside it that is renamed over
@@ -864,5 +891,29 @@ mod tests {
         let e = std::io::Read::read_to_end(&mut open_decoded(&bad).unwrap(), &mut sink).unwrap_err();
         assert!(!e.to_string().is_empty());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// An integer beyond 64 bits is named as written, on any line; what serde_json already shows
+    /// as written stays as it is.
+    #[test]
+    fn json_messages_show_numbers_as_written() {
+        #[derive(serde::Deserialize, Debug)]
+        #[allow(dead_code)]
+        struct Ids {
+            a: u32,
+            b: Vec<u64>,
+        }
+        let message = |text: &str| json_message(&serde_json::from_str::<Ids>(text).unwrap_err(), text.as_bytes());
+        let m = message(r#"{"a": 18446744073709551616, "b": []}"#);
+        assert!(m.starts_with("invalid type: floating point `18446744073709551616`, expected u32 at line 1"), "{m}");
+        let m = message("{\n  \"a\": 1,\n  \"b\": [2, -99999999999999999999999]\n}");
+        assert!(m.starts_with("invalid type: floating point `-99999999999999999999999`, expected u64 at line 3"), "{m}");
+        let m = message(r#"{"a": 1.5e0, "b": []}"#);
+        assert!(m.starts_with("invalid type: floating point `1.5e0`, expected u32"), "{m}");
+        let m = message(r#"{"a": -1, "b": []}"#);
+        assert!(m.starts_with("invalid value: integer `-1`, expected u32"), "{m}");
+        // A position that holds no number leaves the message as serde_json wrote it.
+        let e = serde_json::from_str::<Ids>(r#"{"a": 1e300, "b": []}"#).unwrap_err();
+        assert_eq!(json_message(&e, b"{}"), e.to_string());
     }
 }

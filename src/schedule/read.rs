@@ -270,7 +270,7 @@ impl<R: BufRead> TopLevel<'_, R> {
         serde_path_to_error::deserialize(&mut de).map_err(|e| {
             let inner = e.path().to_string();
             let e = e.into_inner();
-            let shown = e.to_string();
+            let shown = crate::io::json_message(&e, &self.text);
             let message = shown.rsplit_once(" at line ").map_or(shown.as_str(), |(m, _)| m);
             let at = if e.line() == 0 { at } else { at.within(e.line(), e.column()) };
             let path = match (field(), inner.as_str()) {

@@ -404,7 +404,7 @@ impl Spec {
             let path = e.path().to_string();
             let inner = e.into_inner();
             let at = if path.is_empty() || path == "." { String::new() } else { format!("field `{path}`: ") };
-            Error::bad(format!("{source}: {at}{inner}"))
+            Error::bad(format!("{source}: {at}{}", crate::io::json_message(&inner, text.as_bytes())))
         })?;
         // One JSON object and nothing after it but whitespace, as the schedule reader demands.
         de.end().map_err(|e| Error::bad(format!("{source}: after the spec's JSON object: {e}")))?;
@@ -811,6 +811,15 @@ mod tests {
         let text = TORUS.replace("\"bandwidth_gbps\": 32.0", "\"bandwidth_gbps\": [32, 16, 8]");
         let inst = Spec::parse(&text, "t.json").unwrap().instance().unwrap();
         assert_eq!(inst.topology.num_links(), 6 * 64);
+    }
+
+    /// A count beyond 64 bits is named as the spec writes it, not as the float serde_json reads.
+    #[test]
+    fn a_count_beyond_64_bits_is_named_as_written() {
+        let spec = TORUS.replace("\"bytes_per_rank\": 8388608", "\"bytes_per_rank\": 8388608, \"pieces\": 18446744073709551616");
+        let e = Spec::parse(&spec, "t.json").unwrap_err();
+        assert_eq!(e.exit_code(), crate::error::ExitCode::BadInput);
+        assert!(e.message().starts_with("t.json: field `collective.pieces`: invalid type: floating point `18446744073709551616`, expected u32"), "{e}");
     }
 
     /// Objects given as an empty array, or as arrays of empty arrays, are arrays too: `"faults":

@@ -218,7 +218,8 @@ impl Index {
         let path = dir.join("index.json");
         let text = crate::io::read_to_string(&path)?;
         let de = &mut serde_json::Deserializer::from_str(&text);
-        let index: Index = serde_path_to_error::deserialize(de).map_err(|e| Error::bad(format!("{}: field `{}`: {}", path.display(), e.path(), e.inner())))?;
+        let index: Index = serde_path_to_error::deserialize(de)
+            .map_err(|e| Error::bad(format!("{}: field `{}`: {}", path.display(), e.path(), crate::io::json_message(e.inner(), text.as_bytes()))))?;
         if index.format != INDEX_FORMAT || index.version != 1 {
             return Err(Error::bad(format!(
                 "{}: format {:?} version {}: not a sweep index (expected {INDEX_FORMAT:?} version 1)",

@@ -54,7 +54,7 @@ pub fn parse_sccl(text: &str, source: &str) -> Result<ScclAlgorithm> {
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let at = if path.is_empty() || path == "." { String::new() } else { format!("field `{path}`: ") };
-        Error::bad(format!("{source}: SCCL algorithm: {at}{}", e.into_inner()))
+        Error::bad(format!("{source}: SCCL algorithm: {at}{}", crate::io::json_message(e.inner(), text.as_bytes())))
     })
 }
 
