@@ -220,12 +220,10 @@ pub fn json_message(e: &serde_json::Error, text: &[u8]) -> String {
 }
 
 /// The JSON number in `text` whose last byte is at `line` and `column` (both from 1, where
-/// serde_json places an error about a number it has read).
+/// serde_json places an error about a number it has read); `None` at line 0 (no position).
 fn number_at(text: &[u8], line: usize, column: usize) -> Option<&str> {
-    let line_start = if line <= 1 { 0 } else { text.iter().enumerate().filter(|&(_, &b)| b == b'\n').nth(line - 2)?.0 + 1 };
-    let end = line_start.checked_add(column)?;
+    let head = text.split(|&b| b == b'\n').nth(line.checked_sub(1)?)?.get(..column)?;
     let is_number = |b: &u8| b.is_ascii_digit() || b"+-.eE".contains(b);
-    let head = text.get(line_start..end)?;
     let from = head.iter().rposition(|b| !is_number(b)).map_or(0, |i| i + 1);
     let literal = std::str::from_utf8(&head[from..]).ok()?;
     let first = *literal.as_bytes().first()?;
