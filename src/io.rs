@@ -219,6 +219,14 @@ pub fn json_message(e: &serde_json::Error, text: &[u8]) -> String {
     }
 }
 
+/// [`json_message`] for an error that `serde_path_to_error` placed, led by the field it names
+/// (``field `a.b[0]`: ``; nothing at the top level).
+pub fn field_json_message(e: &serde_path_to_error::Error<serde_json::Error>, text: &[u8]) -> String {
+    let path = e.path().to_string();
+    let at = if path.is_empty() || path == "." { String::new() } else { format!("field `{path}`: ") };
+    format!("{at}{}", json_message(e.inner(), text))
+}
+
 /// The JSON number in `text` whose last byte is at `line` and `column` (both from 1, where
 /// serde_json places an error about a number it has read); `None` at line 0 (no position).
 fn number_at(text: &[u8], line: usize, column: usize) -> Option<&str> {

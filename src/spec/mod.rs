@@ -401,10 +401,7 @@ impl Spec {
                 let at = if path.is_empty() { String::new() } else { format!("field `{path}`: ") };
                 return Error::bad(format!("{source}: {at}duplicate field `{key}`"));
             }
-            let path = e.path().to_string();
-            let inner = e.into_inner();
-            let at = if path.is_empty() || path == "." { String::new() } else { format!("field `{path}`: ") };
-            Error::bad(format!("{source}: {at}{}", crate::io::json_message(&inner, text.as_bytes())))
+            Error::bad(format!("{source}: {}", crate::io::field_json_message(&e, text.as_bytes())))
         })?;
         // One JSON object and nothing after it but whitespace, as the schedule reader demands.
         de.end().map_err(|e| Error::bad(format!("{source}: after the spec's JSON object: {e}")))?;

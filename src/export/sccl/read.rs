@@ -51,11 +51,7 @@ pub fn is_sccl_json(path: &Path) -> Result<bool> {
 /// Parses SCCL's algorithm JSON; errors name `source` and the field (`steps[2].sends[0]`).
 pub fn parse_sccl(text: &str, source: &str) -> Result<ScclAlgorithm> {
     let de = &mut serde_json::Deserializer::from_str(text);
-    serde_path_to_error::deserialize(de).map_err(|e| {
-        let path = e.path().to_string();
-        let at = if path.is_empty() || path == "." { String::new() } else { format!("field `{path}`: ") };
-        Error::bad(format!("{source}: SCCL algorithm: {at}{}", crate::io::json_message(e.inner(), text.as_bytes())))
-    })
+    serde_path_to_error::deserialize(de).map_err(|e| Error::bad(format!("{source}: SCCL algorithm: {}", crate::io::field_json_message(&e, text.as_bytes()))))
 }
 
 /// Reads an SCCL algorithm file and imports it ([`import_sccl`]).
