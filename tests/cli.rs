@@ -21,9 +21,7 @@ fn text(o: &Output) -> String {
 }
 
 fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("collsched-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d.join(name)
+    common::scratch("cli").join(name)
 }
 
 const RING_SPEC: &str = r#"{

@@ -4,6 +4,8 @@
 //! (written from the document, not from `export::sccl::rules`); each rule catches an injected
 //! defect; bad files get their exit codes.
 
+mod common;
+
 use collsched::Instance;
 use collsched::Rational;
 use collsched::{import_sccl, parse_sccl, sccl_algorithm, sccl_coordinates, sccl_json, sccl_problems, ScclAlgorithm};
@@ -394,9 +396,7 @@ fn text(o: &Output) -> String {
 }
 
 fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("collsched-sccl-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d.join(name)
+    common::scratch("sccl").join(name)
 }
 
 fn s(p: &Path) -> &str {

@@ -1,6 +1,8 @@
 //! `collsched sweep` as a user runs it: shards merged give the bytes of one run, one fault's
 //! schedule handed out verifies, every class certificate re-checks, and bad input says why.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -13,7 +15,7 @@ fn text(o: &Output) -> String {
 }
 
 fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("collsched-sweep-{}", std::process::id())).join(name);
+    let d = common::scratch("sweep").join(name);
     let _ = std::fs::remove_dir_all(&d);
     d
 }

@@ -7,6 +7,31 @@ use collsched::{Collective, CollectiveKind, PieceId};
 use collsched::{LinkId, NodeId, Topology};
 use collsched::{Op, Schedule, ScheduleHeader, Step, Transfer};
 use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+/// This test process's folder under the system's temporary folder, `collsched-SUITE-PID`.
+static SCRATCH: OnceLock<PathBuf> = OnceLock::new();
+
+/// This test process's own folder for the files its tests write, `collsched-SUITE-PID` under the
+/// system's temporary folder: made on first use, and removed with everything in it when the
+/// process exits, whether its tests passed or not, so that a test run leaves nothing behind.
+pub fn scratch(suite: &str) -> PathBuf {
+    extern "C" fn remove() {
+        if let Some(dir) = SCRATCH.get() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+    SCRATCH
+        .get_or_init(|| {
+            let dir = std::env::temp_dir().join(format!("collsched-{suite}-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            // SAFETY: `remove` is a plain function that touches only the folder, registered once.
+            assert_eq!(unsafe { libc::atexit(remove) }, 0, "atexit");
+            dir
+        })
+        .clone()
+}
 
 /// A shortest path (in links that are up) from `a` to `b`, cut into hops that end at ranks of
 /// `c` (only ranks store; other npus route like switches).
