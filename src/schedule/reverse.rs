@@ -5,7 +5,8 @@
 //! in reverse order over the reverse links, with `reduce` instead of `copy`: an npu then sends its
 //! partial value of a piece towards the root only after every child has merged its own into it,
 //! the subtrees are disjoint (no contribution counted twice), and the root ends with everyone's.
-//! That is a reduce-scatter; followed by the all-gather it is an all-reduce.
+//! That is a reduce-scatter; followed by the all-gather it is an all-reduce. Run backwards with
+//! `copy`, a reduce-scatter whose pieces each go up a tree is likewise an all-gather.
 
 use super::{Op, Step, Transfer};
 use crate::error::{Error, Result};
@@ -36,6 +37,15 @@ pub fn reverse_links(t: &Topology) -> Vec<Option<LinkId>> {
 ///
 /// Errors: [`Error::infeasible`] when a link of some path has no reverse that is up.
 pub fn reversed_as_reduce(t: &Topology, steps: &[Step]) -> Result<Vec<Step>> {
+    reversed(t, steps, Op::Reduce)
+}
+
+/// `steps` run backwards over the reverse links, every transfer with `op`: an all-gather's with
+/// `reduce` is a reduce-scatter, a reduce-scatter's (each piece up a tree to its block's rank)
+/// with `copy` an all-gather (each piece down the same tree from its source).
+///
+/// Errors: [`Error::infeasible`] when a link of some path has no reverse that is up.
+pub fn reversed(t: &Topology, steps: &[Step], op: Op) -> Result<Vec<Step>> {
     let reverse = reverse_links(t);
     steps
         .iter()
@@ -51,7 +61,7 @@ pub fn reversed_as_reduce(t: &Topology, steps: &[Step]) -> Result<Vec<Step>> {
                         .rev()
                         .map(|l| reverse[l.index()].ok_or_else(|| Error::infeasible(format!("no up link runs against {}", t.describe_link(*l)))))
                         .collect::<Result<Vec<_>>>()?;
-                    Ok(Transfer { path, op: Op::Reduce, pieces: x.pieces.clone() })
+                    Ok(Transfer { path, op, pieces: x.pieces.clone() })
                 })
                 .collect::<Result<Vec<_>>>()?;
             Ok(Step { transfers })
