@@ -1146,16 +1146,21 @@ mod tests {
         }
     }
 
+    /// A torus of `dims` (32 GB/s, 100 ns) without the cables between the coordinates given.
+    fn torus_without<const N: usize>(dims: &[usize; N], cables: &[([usize; N], [usize; N])]) -> Topology {
+        let mut t = torus(&TorusParams::uniform(dims, 32.0, 100.0)).unwrap();
+        let s = t.torus_shape().unwrap().clone();
+        let cables = cables.iter().map(|(a, b)| (s.node_at(a).unwrap(), s.node_at(b).unwrap())).collect();
+        crate::topology::FaultPattern { cables, ..Default::default() }.apply(&mut t).unwrap();
+        t
+    }
+
     #[test]
     fn shifted_trees_fill_the_light_levels_around_several_failed_cables() {
         // 3x3x3 with four failed cables, reduce_scatter at 15 pieces per block: the shortest-path
         // trees over the fewest levels are 5.1% above the certified bound; trees shifted over two
         // more levels come within 2% (1.7%), the extra steps' latency included.
-        let mut t = torus(&TorusParams::uniform(&[3, 3, 3], 32.0, 100.0)).unwrap();
-        let s = t.torus_shape().unwrap().clone();
-        let at = |x: [usize; 3]| s.node_at(&x).unwrap();
-        let cables = [([0, 2, 0], [0, 0, 0]), ([0, 1, 0], [1, 1, 0]), ([2, 2, 0], [2, 2, 1]), ([0, 1, 1], [1, 1, 1])];
-        crate::topology::FaultPattern { cables: cables.iter().map(|&(a, b)| (at(a), at(b))).collect(), ..Default::default() }.apply(&mut t).unwrap();
+        let t = torus_without(&[3, 3, 3], &[([0, 2, 0], [0, 0, 0]), ([0, 1, 0], [1, 1, 0]), ([2, 2, 0], [2, 2, 1]), ([0, 1, 1], [1, 1, 1])]);
         let (steps, time, bound) = measured(&t, CollectiveKind::ReduceScatter, t.node_ids().collect(), 15);
         assert!(steps > diameter(&t), "{steps} steps: no tree was shifted");
         assert!(time <= 1.02 * bound, "{time} ns against {bound} ns");
@@ -1166,11 +1171,7 @@ mod tests {
         // 6x6 with three failed cables, 12 pieces per block: the passes balance the trees towards
         // the roots 3.9% above the certified bound, those away from them 3.2%; either kind keeps
         // the faster, the other's run backwards where that is the one.
-        let mut t = torus(&TorusParams::uniform(&[6, 6], 32.0, 100.0)).unwrap();
-        let s = t.torus_shape().unwrap().clone();
-        let at = |x: [usize; 2]| s.node_at(&x).unwrap();
-        let cables = [([1, 4], [1, 5]), ([5, 0], [0, 0]), ([4, 5], [4, 0])];
-        crate::topology::FaultPattern { cables: cables.iter().map(|&(a, b)| (at(a), at(b))).collect(), ..Default::default() }.apply(&mut t).unwrap();
+        let t = torus_without(&[6, 6], &[([1, 4], [1, 5]), ([5, 0], [0, 0]), ([4, 5], [4, 0])]);
         let (_, gather, bound) = measured(&t, CollectiveKind::AllGather, t.node_ids().collect(), 12);
         let (_, reduce, _) = measured(&t, CollectiveKind::ReduceScatter, t.node_ids().collect(), 12);
         assert_eq!(gather, reduce);
