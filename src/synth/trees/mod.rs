@@ -940,30 +940,44 @@ pub fn tree_steps_within(t: &Topology, c: &Collective, until: (Instant, Instant)
     if c.kind == CollectiveKind::AllToAll {
         return Err(Error::bad("layered trees: all_to_all has no trees (every piece has one destination)"));
     }
-    let (r, p) = (c.num_ranks(), c.pieces as usize);
-    let mirror = match c.kind {
-        CollectiveKind::AllGather => Some((CollectiveKind::ReduceScatter, Op::Copy)),
-        CollectiveKind::ReduceScatter => Some((CollectiveKind::AllGather, Op::Reduce)),
-        _ => None,
-    };
-    let Some((kind, op)) = mirror.filter(|_| r * p * r <= MIRROR_PAIRS) else { return layered(t, c, until, ahead) };
-    // The other gathering kind's trees run backwards ([`MIRROR_PAIRS`]), where that is faster
-    // (so what the own trees announced still holds).
+    let Some(other) = mirror(c) else { return layered(t, c, until, ahead) };
+    // The other gathering kind's trees run backwards, where that is faster (so what the own
+    // trees announced still holds).
     let mut announced = None;
     let Some(mut best) = layered(t, c, until, &mut |at_most| announced = Some(at_most))? else { return Ok(None) };
-    let mut other = c.clone();
-    other.kind = kind;
     if let Some(theirs) = layered(t, &other, until, &mut |_| {})? {
-        if let Ok(steps) = reversed(t, &theirs.steps, op) {
-            if pipelined::time_ns(t, c, &steps)? < pipelined::time_ns(t, c, &best.steps)? {
-                best = Layered { steps, ..theirs };
-            }
+        if let Some(steps) = mirrored_if_faster(t, c, &best.steps, &theirs.steps)? {
+            best = Layered { steps, ..theirs };
         }
     }
     if let Some(at_most) = announced {
         ahead(at_most);
     }
     Ok(Some(best))
+}
+
+/// The other gathering kind of `c` (all_gather for reduce_scatter and back), where its trees may
+/// be run backwards for `c` ([`MIRROR_PAIRS`]).
+fn mirror(c: &Collective) -> Option<Collective> {
+    let kind = match c.kind {
+        CollectiveKind::AllGather => CollectiveKind::ReduceScatter,
+        CollectiveKind::ReduceScatter => CollectiveKind::AllGather,
+        _ => return None,
+    };
+    let (r, p) = (c.num_ranks(), c.pieces as usize);
+    (r * p * r <= MIRROR_PAIRS).then(|| {
+        let mut other = c.clone();
+        other.kind = kind;
+        other
+    })
+}
+
+/// `theirs` (the steps of `c`'s other gathering kind) run backwards, where every link of theirs
+/// has a reverse that is up and they are then faster for `c` than `own`.
+fn mirrored_if_faster(t: &Topology, c: &Collective, own: &[Step], theirs: &[Step]) -> Result<Option<Vec<Step>>> {
+    let op = if c.kind == CollectiveKind::ReduceScatter { Op::Reduce } else { Op::Copy };
+    let Ok(steps) = reversed(t, theirs, op) else { return Ok(None) };
+    Ok((pipelined::time_ns(t, c, &steps)? < pipelined::time_ns(t, c, own)?).then_some(steps))
 }
 
 /// The layered trees of `c` over its own trees ([`tree_steps_within`] without the mirror).
@@ -1014,9 +1028,17 @@ fn unmirrored_halves(t: &Topology, c: &Collective, until: (Instant, Instant)) ->
     let half = |kind: CollectiveKind| {
         let mut half = c.clone();
         half.kind = kind;
-        tree_steps_within(t, &half, until, &mut |_| {})
+        half
     };
-    let (Some(rs), Some(ag)) = (half(CollectiveKind::ReduceScatter)?, half(CollectiveKind::AllGather)?) else { return Ok(None) };
+    let (rc, ac) = (half(CollectiveKind::ReduceScatter), half(CollectiveKind::AllGather));
+    let (Some(mut rs), Some(mut ag)) = (layered(t, &rc, until, &mut |_| {})?, layered(t, &ac, until, &mut |_| {})?) else { return Ok(None) };
+    // Each half may be the other's trees run backwards ([`tree_steps_within`]), from the two
+    // forests built once.
+    if mirror(&rc).is_some() {
+        let (rs_back, ag_back) = (mirrored_if_faster(t, &rc, &rs.steps, &ag.steps)?, mirrored_if_faster(t, &ac, &ag.steps, &rs.steps)?);
+        rs.steps = rs_back.unwrap_or(rs.steps);
+        ag.steps = ag_back.unwrap_or(ag.steps);
+    }
     let steps = rs.steps.into_iter().chain(ag.steps).collect();
     Ok(Some(Layered { steps, cut_short: rs.cut_short || ag.cut_short, pipelined: None, pipelining: Duration::ZERO }))
 }
