@@ -397,6 +397,9 @@ pub fn fastest(t: &Topology, c: &Collective, g: &TreeGraph, forest: &Forest, wav
     let clock = Clock::new(t, g, to_f64(&c.piece_size_at(0)));
     let per_hop = dag.tasks_per_hop();
     let busiest = per_hop.iter().copied().max().unwrap_or(0);
+    // The largest budget worth a try: twice the least at which the busiest hop's tasks fit in the
+    // trees' levels.
+    let largest = (2 * busiest.div_ceil(levels.max(1)).next_power_of_two()).clamp(2, MAX_BUDGET);
     // The best task steps so far: their time, budget and steps.
     let mut best: Option<(f64, usize, Vec<u32>)> = None;
     // The tasks ranked by the levels behind them (the same for every budget), and with `waves`
@@ -408,7 +411,7 @@ pub fn fastest(t: &Topology, c: &Collective, g: &TreeGraph, forest: &Forest, wav
     // would end past the deadline.
     let mut per_schedule: Option<Duration> = None;
     'rankings: for rank in &rankings {
-        let mut budget = (2 * busiest.div_ceil(levels.max(1)).next_power_of_two()).clamp(2, MAX_BUDGET);
+        let mut budget = largest;
         while Instant::now() < deadline && budget >= 2 {
             if best.as_ref().is_some_and(|b| clock.lower_bound(&per_hop, levels, budget) >= b.0) {
                 break;
